@@ -1,0 +1,280 @@
+"""MX quantization on numpy: one E8M0 scale per ``block_size`` elements along an axis (the exact reference)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import ml_dtypes
+import numpy as np
+
+from .._backend import resolve_backend
+from ..errors import DtypeError, ShapeError
+from .codecs import (
+    E8M0_BIAS,
+    E8M0_NAN,
+    ElemFormat,
+    _grid_round,
+    check_float_array,
+    to_float32,
+    decode,
+    get_format,
+    pack_fp4,
+    unpack_fp4,
+)
+from .scales import ScaleMode, compute_scales, get_scale_mode
+
+_OUT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
+
+
+@dataclass(frozen=True, eq=False)
+class MXArray:
+    """An MX-quantized array.
+
+    Attributes
+    ----------
+    data : uint8 [shape], element codes; for ``e2m1`` two codes per byte along ``axis`` (even element in the
+        low nibble), so ``data.shape[axis] == ceil(shape[axis] / 2)``.
+    scales : uint8, E8M0 bytes, ``shape`` with ``shape[axis] -> ceil(shape[axis] / block_size)``.
+    fmt : element format name (``"e4m3"``, ``"e5m2"``, ``"e2m3"``, ``"e3m2"``, ``"e2m1"``).
+    block_size : elements per scale along ``axis``.
+    axis : the blocked axis, non-negative.
+    shape : logical shape of the quantized tensor.
+    scale_mode : the rule that produced the scales (``"floor"``, ``"ceil"``, ``"even"``, ``"rceil"``).
+    """
+
+    data: Any
+    scales: Any
+    fmt: str
+    block_size: int
+    axis: int
+    shape: tuple[int, ...]
+    scale_mode: str
+
+    @property
+    def packed(self) -> bool:
+        """True when two codes share a byte (``e2m1``)."""
+        return self.fmt == "e2m1"
+
+    @property
+    def codes(self) -> np.ndarray:
+        """Element codes, one per byte, unpacked: uint8 [shape]."""
+        if self.packed:
+            return unpack_fp4(self.data, self.shape[self.axis], axis=self.axis)
+        return self.data
+
+    def dequantize(self, dtype: Any = np.float32) -> np.ndarray:
+        """Shortcut for :func:`dequantize_mx`."""
+        return dequantize_mx(self, dtype)
+
+    def __repr__(self) -> str:
+        return (
+            f"MXArray(fmt={self.fmt!r}, shape={self.shape}, axis={self.axis}, block_size={self.block_size}, "
+            f"scale_mode={self.scale_mode!r}, data={self.data.dtype}{tuple(self.data.shape)}, "
+            f"scales={self.scales.dtype}{tuple(self.scales.shape)})"
+        )
+
+
+class MXDual(NamedTuple):
+    """Rowwise and colwise quantization of one 2-D tensor ``x [m, k]``.
+
+    ``row`` quantizes ``x`` along its last axis (blocks along k); ``col`` quantizes ``x.T`` (shape [k, m])
+    along its last axis, i.e. blocks along m with the block axis contiguous, as GEMM kernels read it.
+    """
+
+    row: MXArray
+    col: MXArray
+
+
+def check_block_size(block_size: object, op: str) -> int:
+    if isinstance(block_size, bool) or not isinstance(block_size, (int, np.integer)):
+        raise DtypeError(f"{op}: argument 'block_size' is {block_size!r}, expected an int power of two")
+    bs = int(block_size)
+    if bs < 1 or bs & (bs - 1):
+        raise ShapeError(f"{op}: argument 'block_size' is {bs}, expected a power of two >= 1")
+    return bs
+
+
+def check_axis(axis: object, ndim: int, op: str) -> int:
+    if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)):
+        raise DtypeError(f"{op}: argument 'axis' is {axis!r}, expected an int")
+    if not -ndim <= int(axis) < ndim:
+        raise ShapeError(
+            f"{op}: argument 'axis' is {axis}, expected an axis in [-{ndim}, {ndim}) for ndim {ndim}"
+        )
+    return int(axis) % ndim
+
+
+def block_amax(x32: np.ndarray, block_size: int) -> np.ndarray:
+    """fp32 max |x| over blocks of ``block_size`` along the last axis (zero-padded tail); NaN propagates."""
+    n = x32.shape[-1]
+    nb = -(-n // block_size)
+    pad = nb * block_size - n
+    if pad:
+        x32 = np.concatenate([x32, np.zeros((*x32.shape[:-1], pad), np.float32)], axis=-1)
+    xb = np.abs(x32.reshape(*x32.shape[:-1], nb, block_size))
+    if xb.size == 0:
+        return np.zeros(xb.shape[:-1], np.float32)
+    return xb.max(axis=-1)
+
+
+def encode_with_scales(x32: np.ndarray, scales: np.ndarray, f: ElemFormat, block_size: int) -> np.ndarray:
+    """Element codes for ``x32 [..., n]`` given E8M0 ``scales [..., ceil(n/bs)]``: RNE(saturate(x / 2^e)).
+
+    The division by the exact power of two ``2^e`` (e = b - 127, also for e = -127) happens in float64 and is
+    exact. Blocks with scale 0xFF get the format's NaN code (0 for formats without NaN).
+    """
+    n = x32.shape[-1]
+    b = np.repeat(scales, block_size, axis=-1)[..., :n]
+    nonfinite = b == E8M0_NAN
+    e = np.where(nonfinite, 0, b.astype(np.int32) - E8M0_BIAS)
+    with np.errstate(invalid="ignore"):  # signalling-NaN payloads; those blocks are overwritten below
+        y = np.ldexp(np.where(nonfinite, 0.0, x32.astype(np.float64)), -e)
+    neg = np.signbit(y)
+    code = _grid_round(np.minimum(np.abs(y), f.max_value), f)
+    code = np.where(neg, code | f.sign_bit, code)
+    if nonfinite.any():
+        code = np.where(nonfinite, f.nan_code if f.nan_code is not None else 0, code)
+    return code.astype(np.uint8)
+
+
+def _finish(codes: np.ndarray, f: ElemFormat) -> np.ndarray:
+    return pack_fp4(codes, axis=-1) if f.name == "e2m1" else codes
+
+
+def quantize_mx(
+    x: np.ndarray,
+    fmt: str = "e4m3",
+    *,
+    block_size: int = 32,
+    axis: int = -1,
+    scale_mode: str | ScaleMode = "rceil",
+    backend: str = "auto",
+) -> MXArray:
+    """Quantize ``x`` to an MX format: one E8M0 scale per ``block_size`` consecutive elements along ``axis``.
+
+    Parameters
+    ----------
+    x : float32, float64, float16 or bfloat16 ndarray of any rank (float64 is rounded to float32 first, as
+        every GPU quantizer reads at most fp32).
+    fmt : element format, ``"e4m3"`` (default), ``"e5m2"``, ``"e2m3"``, ``"e3m2"`` or ``"e2m1"``.
+    block_size : power of two; a length not divisible by it ends in a partial block that behaves as
+        zero-padded.
+    axis : the blocked axis (the GEMM reduction dim K).
+    scale_mode : ``"rceil"`` (default; never saturates), ``"floor"`` (OCP v1.0), ``"ceil"``, ``"even"``; see
+        :class:`ScaleMode` for the formulas.
+    backend : ``"auto"``, ``"numpy"`` or ``"gpu"``.
+
+    Returns
+    -------
+    MXArray
+        Codes ``RNE(saturate(x / 2^e))`` and scale bytes ``e + 127``. All-zero blocks get scale byte 0; a
+        block holding NaN or +-Inf gets 0xFF and its codes are the format's NaN code (0 where it has none),
+        so every element of it dequantizes to NaN.
+    """
+    op = "quantize_mx"
+    x = check_float_array(x, op)
+    f = get_format(fmt, op)
+    mode = get_scale_mode(scale_mode, op)
+    bs = check_block_size(block_size, op)
+    ax = check_axis(axis, x.ndim, op)
+    resolve_backend(op, backend)
+    x32 = np.moveaxis(to_float32(x), ax, -1)
+    scales = compute_scales(block_amax(x32, bs), f, mode)
+    codes = _finish(encode_with_scales(x32, scales, f, bs), f)
+    return MXArray(
+        data=np.ascontiguousarray(np.moveaxis(codes, -1, ax)),
+        scales=np.ascontiguousarray(np.moveaxis(scales, -1, ax)),
+        fmt=f.name,
+        block_size=bs,
+        axis=ax,
+        shape=tuple(x.shape),
+        scale_mode=mode.value,
+    )
+
+
+def dequantize_mx(q: MXArray, dtype: Any = np.float32) -> np.ndarray:
+    """Invert :func:`quantize_mx`: ``decode(code) * 2^(b - 127)``, NaN for blocks whose scale byte is 0xFF.
+
+    The product is exact in float64 and rounded once to ``dtype`` (float32, float64, float16 or bfloat16);
+    values beyond the range of ``dtype`` become +-inf.
+    """
+    op = "dequantize_mx"
+    if not isinstance(q, MXArray):
+        raise DtypeError(f"{op}: argument 'q' is a {type(q).__name__}, expected an MXArray")
+    try:
+        out_dtype = np.dtype(dtype)
+    except TypeError:
+        out_dtype = None
+    if out_dtype not in _OUT_DTYPES:
+        raise DtypeError(
+            f"{op}: argument 'dtype' is {dtype!r}, expected float32, float64, float16 or bfloat16"
+        )
+    data, scales = np.asarray(q.data), np.asarray(q.scales)
+    n = q.shape[q.axis]
+    expected = list(q.shape)
+    expected[q.axis] = -(-n // q.block_size)
+    if scales.shape != tuple(expected) or scales.dtype != np.uint8:
+        raise ShapeError(
+            f"{op}: q.scales is {scales.dtype}{scales.shape}, expected uint8{tuple(expected)} for shape "
+            f"{q.shape}, axis {q.axis}, block_size {q.block_size}"
+        )
+    vals = decode(q.codes, q.fmt).astype(np.float64)
+    s = np.repeat(np.moveaxis(scales, q.axis, -1), q.block_size, axis=-1)[..., :n]
+    s = np.moveaxis(s, -1, q.axis)
+    out = np.ldexp(vals, s.astype(np.int32) - E8M0_BIAS)
+    out[s == E8M0_NAN] = np.nan
+    with np.errstate(over="ignore"):  # e.g. 448 * 2^127 is beyond float32: +-inf, as IEEE rounding says
+        return out.astype(out_dtype)
+
+
+def quantize_mx_dual(
+    x: np.ndarray,
+    fmt: str = "e4m3",
+    *,
+    block_size: int = 32,
+    scale_mode: str | ScaleMode = "rceil",
+    block_2d: bool = False,
+    backend: str = "auto",
+) -> MXDual:
+    """Rowwise and colwise MX quantization of a 2-D ``x [m, k]`` (the fwd and the wgrad operands).
+
+    Returns :class:`MXDual` ``(row, col)``: ``row`` equals ``quantize_mx(x, axis=-1)``; ``col`` equals
+    ``quantize_mx(x.T, axis=-1)``, shape [k, m] with blocks along m.
+
+    With ``block_2d=True`` one scale covers each ``block_size x block_size`` tile (Primus-Turbo's
+    ``use_2d_block``, used for MoE weights): both outputs store, for every row of the tile, the tile's scale,
+    and the codes of ``col`` are the transpose of those of ``row`` (before fp4 packing).
+    """
+    op = "quantize_mx_dual"
+    x = check_float_array(x, op)
+    if x.ndim != 2:
+        raise ShapeError(f"{op}: argument 'x' has shape {x.shape}, expected a 2-D [m, k] array")
+    f = get_format(fmt, op)
+    mode = get_scale_mode(scale_mode, op)
+    bs = check_block_size(block_size, op)
+    if not isinstance(block_2d, (bool, np.bool_)):
+        raise DtypeError(f"{op}: argument 'block_2d' is {block_2d!r}, expected a bool")
+    resolve_backend(op, backend)
+    x32 = to_float32(x)
+    m, k = x32.shape
+    if block_2d:
+        mb, kb = -(-m // bs), -(-k // bs)
+        padded = np.zeros((mb * bs, kb * bs), np.float32)
+        padded[:m, :k] = x32
+        tiles = padded.reshape(mb, bs, kb, bs).transpose(0, 2, 1, 3).reshape(mb, kb, bs * bs)
+        s_tile = compute_scales(block_amax(tiles, bs * bs)[..., 0], f, mode)
+        row_s = np.repeat(s_tile, bs, axis=0)[:m]
+        col_s = np.repeat(s_tile.T, bs, axis=0)[:k]
+    else:
+        row_s = compute_scales(block_amax(x32, bs), f, mode)
+        col_s = compute_scales(block_amax(x32.T, bs), f, mode)
+    row_q = _finish(encode_with_scales(x32, row_s, f, bs), f)
+    col_q = _finish(encode_with_scales(np.ascontiguousarray(x32.T), col_s, f, bs), f)
+
+    def wrap(data: np.ndarray, scales: np.ndarray, shape: tuple[int, int]) -> MXArray:
+        return MXArray(
+            np.ascontiguousarray(data), np.ascontiguousarray(scales), f.name, bs, 1, shape, mode.value
+        )
+
+    return MXDual(wrap(row_q, row_s, (m, k)), wrap(col_q, col_s, (k, m)))

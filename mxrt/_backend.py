@@ -27,9 +27,7 @@ def resolve_backend(op: str, backend: str) -> str:
     if backend == "auto":
         env = default_backend()
         if env not in ("auto", "numpy", "gpu"):
-            raise ShapeError(
-                f"{op}: environment variable {ENV_BACKEND} is {env!r}, expected 'auto', 'numpy' or 'gpu'"
-            )
+            raise ShapeError(f"{op}: environment variable {ENV_BACKEND} is {env!r}, expected 'auto', 'numpy' or 'gpu'")
         if env == "numpy":
             return "numpy"
         if env == "gpu":

@@ -24,9 +24,7 @@ def _check(x: object, use_ue8m0: object, gran_k: object, op: str, backend: str) 
     if not isinstance(use_ue8m0, (bool, np.bool_)):
         raise DtypeError(f"{op}: argument 'use_ue8m0' is {use_ue8m0!r}, expected a bool")
     if isinstance(gran_k, bool) or not isinstance(gran_k, (int, np.integer)) or int(gran_k) < 1:
-        raise ShapeError(
-            f"{op}: argument 'gran_k' is {gran_k!r}, expected a positive int (DeepGEMM: 32 or 128)"
-        )
+        raise ShapeError(f"{op}: argument 'gran_k' is {gran_k!r}, expected a positive int (DeepGEMM: 32 or 128)")
     resolve_backend(op, backend)
     return to_float32(x), int(gran_k)
 

@@ -104,9 +104,7 @@ def check_float_array(x: object, op: str, arg: str = "x") -> np.ndarray:
             "float64 or bfloat16"
         )
     if x.dtype not in _FLOAT_DTYPES:
-        raise DtypeError(
-            f"{op}: argument '{arg}' has dtype {x.dtype}, expected float16, float32, float64 or bfloat16"
-        )
+        raise DtypeError(f"{op}: argument '{arg}' has dtype {x.dtype}, expected float16, float32, float64 or bfloat16")
     return x
 
 

@@ -16,10 +16,10 @@ from .codecs import (
     ElemFormat,
     _grid_round,
     check_float_array,
-    to_float32,
     decode,
     get_format,
     pack_fp4,
+    to_float32,
     unpack_fp4,
 )
 from .scales import ScaleMode, compute_scales, get_scale_mode
@@ -99,9 +99,7 @@ def check_axis(axis: object, ndim: int, op: str) -> int:
     if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)):
         raise DtypeError(f"{op}: argument 'axis' is {axis!r}, expected an int")
     if not -ndim <= int(axis) < ndim:
-        raise ShapeError(
-            f"{op}: argument 'axis' is {axis}, expected an axis in [-{ndim}, {ndim}) for ndim {ndim}"
-        )
+        raise ShapeError(f"{op}: argument 'axis' is {axis}, expected an axis in [-{ndim}, {ndim}) for ndim {ndim}")
     return int(axis) % ndim
 
 
@@ -207,11 +205,16 @@ def dequantize_mx(q: MXArray, dtype: Any = np.float32) -> np.ndarray:
     except TypeError:
         out_dtype = None
     if out_dtype not in _OUT_DTYPES:
-        raise DtypeError(
-            f"{op}: argument 'dtype' is {dtype!r}, expected float32, float64, float16 or bfloat16"
-        )
+        raise DtypeError(f"{op}: argument 'dtype' is {dtype!r}, expected float32, float64, float16 or bfloat16")
     data, scales = np.asarray(q.data), np.asarray(q.scales)
     n = q.shape[q.axis]
+    data_shape = list(q.shape)
+    data_shape[q.axis] = -(-n // 2) if q.packed else n
+    if data.shape != tuple(data_shape) or data.dtype != np.uint8:
+        raise ShapeError(
+            f"{op}: q.data is {data.dtype}{data.shape}, expected uint8{tuple(data_shape)} for {q.fmt} of shape "
+            f"{q.shape} along axis {q.axis}"
+        )
     expected = list(q.shape)
     expected[q.axis] = -(-n // q.block_size)
     if scales.shape != tuple(expected) or scales.dtype != np.uint8:
@@ -273,8 +276,6 @@ def quantize_mx_dual(
     col_q = _finish(encode_with_scales(np.ascontiguousarray(x32.T), col_s, f, bs), f)
 
     def wrap(data: np.ndarray, scales: np.ndarray, shape: tuple[int, int]) -> MXArray:
-        return MXArray(
-            np.ascontiguousarray(data), np.ascontiguousarray(scales), f.name, bs, 1, shape, mode.value
-        )
+        return MXArray(np.ascontiguousarray(data), np.ascontiguousarray(scales), f.name, bs, 1, shape, mode.value)
 
     return MXDual(wrap(row_q, row_s, (m, k)), wrap(col_q, col_s, (k, m)))

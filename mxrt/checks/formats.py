@@ -1,0 +1,5 @@
+"""``mxrt check`` cases for mxrt.formats."""
+
+from __future__ import annotations
+
+CASES: list = []

@@ -120,8 +120,22 @@ def encode_with_scales(x32: np.ndarray, scales: np.ndarray, f: ElemFormat, block
     """Element codes for ``x32 [..., n]`` given E8M0 ``scales [..., ceil(n/bs)]``: RNE(saturate(x / 2^e)).
 
     The division by the exact power of two ``2^e`` (e = b - 127, also for e = -127) happens in float64 and is
-    exact. Blocks with scale 0xFF get the format's NaN code (0 for formats without NaN).
+    exact. Blocks with scale 0xFF get the format's NaN code (0 for formats without NaN). Rows are processed in
+    chunks of about 2^20 elements so the float64 temporaries stay small.
     """
+    n = x32.shape[-1]
+    if x32.size == 0:
+        return np.zeros(x32.shape, np.uint8)
+    rows_x = x32.reshape(-1, n)
+    rows_s = scales.reshape(-1, scales.shape[-1])
+    out = np.empty(rows_x.shape, np.uint8)
+    step = max(1, (1 << 20) // max(n, 1))
+    for r0 in range(0, rows_x.shape[0], step):
+        out[r0 : r0 + step] = _encode_rows(rows_x[r0 : r0 + step], rows_s[r0 : r0 + step], f, block_size)
+    return out.reshape(x32.shape)
+
+
+def _encode_rows(x32: np.ndarray, scales: np.ndarray, f: ElemFormat, block_size: int) -> np.ndarray:
     n = x32.shape[-1]
     b = np.repeat(scales, block_size, axis=-1)[..., :n]
     nonfinite = b == E8M0_NAN

@@ -61,6 +61,7 @@ def test_hypothesis_vs_loops(t, topk, num_e, bs, seed, overflow):
     assert s.tolist() == es and e.tolist() == ee and n.tolist() == [en]
     assert s.size == ids.size + num_e * (bs - 1) and e.size == -(-s.size // bs) and n[0] % bs == 0
     w = rng.random((t, topk)).astype(np.float32)
+    num_e = max(num_e, topk)  # aiter's capacity needs topk <= num_experts
     mask = rng.integers(0, 2, num_e) if seed % 2 else None
     got = mxrt.moe_sorting(ids, w, num_e, bs, expert_mask=mask)
     exp = moe_sorting_oracle(ids, w, num_e, bs, mask)
@@ -124,5 +125,7 @@ def test_errors():
         mxrt.moe_sorting(np.zeros((1, 128), np.int32), np.ones((1, 128)), 4)
     with pytest.raises(mxrt.ShapeError, match="expert_mask"):
         mxrt.moe_sorting(EXAMPLE, np.ones((4, 3)), 4, expert_mask=np.ones(3, np.int32))
+    with pytest.raises(mxrt.ShapeError, match="topk = 3 > num_experts = 2"):
+        mxrt.moe_sorting(EXAMPLE, np.ones((4, 3)), 2)
     with pytest.raises(mxrt.ShapeError, match="holds -3"):
         mxrt.moe_sorting(np.array([[1, -3]]), np.ones((1, 2)), 4)

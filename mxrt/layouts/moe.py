@@ -125,9 +125,10 @@ def moe_sorting(
       ``e - #{masked experts < e}``, unused blocks -1;
     - ``num_valid_ids: int32 [2] = [padded total, M]``.
 
-    Ids ``>= num_experts`` are skipped; negative ids are an error. ``M`` must be ``< 2^24`` and ``topk <= 127`` so
-    the packed ids fit int32. The ``moe_buf`` output of aiter (a zeroed ``[M, model_dim]`` accumulator) is not a
-    layout and is not produced here.
+    Ids ``>= num_experts`` are skipped; negative ids are an error. ``topk <= num_experts`` is required (the
+    capacity formula relies on it: ``padded total <= numel + num_experts*(block_size-1)``). ``M < 2^24`` and
+    ``topk <= 127`` keep the packed ids in int32. aiter's ``moe_buf`` output (a zeroed ``[M, model_dim]``
+    accumulator) is not a layout and is not produced here.
     """
     op = "moe_sorting"
     ids = _check_ids(topk_ids, op, ndim=2)
@@ -143,6 +144,11 @@ def moe_sorting(
         raise ShapeError(f"{op}: topk_ids has {m} tokens, expected < 2^24 (token ids use bits 0..23)")
     if topk > 127:
         raise ShapeError(f"{op}: topk_ids has topk = {topk}, expected <= 127 (slot << 24 must fit int32)")
+    if topk > e_num:
+        raise ShapeError(
+            f"{op}: topk_ids has topk = {topk} > num_experts = {e_num}, expected topk <= num_experts (aiter's "
+            "capacity numel + num_experts*block_size - topk is only large enough then)"
+        )
     keep = np.ones(e_num, dtype=bool)
     if expert_mask is not None:
         mask = np.asarray(expert_mask)

@@ -50,9 +50,9 @@ def mismatches(op: str, case: str, backend: str, got, expected) -> CheckRow:
 
 
 def all_cases() -> list[CheckFn]:
-    from . import formats
+    from . import formats, layouts
 
-    return [*formats.CASES]
+    return [*formats.CASES, *layouts.CASES]
 
 
 def run_all(backend: str) -> list[CheckRow]:

@@ -9,11 +9,12 @@ import sys
 from collections.abc import Sequence
 
 from . import __version__
-from ._backend import GPU_OPS, gpu_available
+from ._backend import GPU_OPS, _load_gpu_ops, gpu_available
 from .checks import CheckRow, run_all
 
 
 def _best_backend() -> str:
+    _load_gpu_ops()
     return "gpu" if any(gpu_available(op) for op in GPU_OPS) else "numpy"
 
 
@@ -52,9 +53,64 @@ def info_lines() -> list[str]:
     return lines
 
 
+def device_lines(compile_times: bool = False) -> list[str]:
+    """The device, its Arch, and with ``compile_times`` the cold / warm build time of every GPU op's kernel."""
+    from . import runtime
+
+    if not runtime.device_available():
+        return ["device     none (cupy or a GPU is missing)"]
+    arch = runtime.get_arch()
+    lines = [
+        f"device     {arch.name} ({arch.vendor}, target {arch.target}{' from MXRT_ARCH' if arch.overridden else ''}, "
+        f"wave {arch.wave_size}, {arch.num_cus} CUs/SMs, {arch.smem_per_block} B shared/block)"
+    ]
+    if compile_times:
+        for op in sorted(runtime.DISPATCH):
+            if not runtime.op_supports(op, arch.target):
+                lines.append(f"compile    {op}: no kernel for {arch.target}")
+                continue
+            spec = runtime.select(op, arch.target)
+            cold, warm = runtime.compile_times(spec, spec.variants[0], arch)
+            lines.append(f"compile    {spec.symbol} {dict(spec.variants[0])}: cold {cold:.3f} s, warm {warm:.3f} s")
+    return lines
+
+
 def cmd_info(args: argparse.Namespace) -> int:
-    print("\n".join(info_lines()))
+    print("\n".join(info_lines() + device_lines(args.compile)))
     return 0
+
+
+def cmd_compile_check(args: argparse.Namespace) -> int:
+    from .runtime.compile_check import run_compile_check, summarize
+
+    targets = [t for t in args.targets.split(",") if t.strip()]
+    reports = run_compile_check(targets, jobs=args.jobs)
+    rows = summarize(reports)
+    head = ("kernel", "target", "builds", "failed", "registers", "spills", "scratch", "lds", "mma")
+    cells = [head] + [
+        (
+            r["kernel"],
+            r["target"],
+            str(r["builds"]),
+            str(r["failed"]),
+            " ".join(f"{k}={v}" for k, v in r["registers"].items()),
+            str(r["spills"]),
+            str(r["scratch"]),
+            str(r["lds"]),
+            ",".join(r["mma"]) or "-",
+        )
+        for r in rows
+    ]
+    widths = [max(len(c[i]) for c in cells) for i in range(len(head))]
+    print("\n".join("  ".join(c[i].ljust(widths[i]) for i in range(len(head))).rstrip() for c in cells))
+    failed = [r for r in reports if not r.ok]
+    for r in failed[:5]:
+        print(f"\nFAILED {r.kernel} {r.target} {r.defines}:\n{r.error}")
+    print(f"\n{len(reports) - len(failed)} builds passed, {len(failed)} failed")
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump({"version": __version__, "rows": [r.as_dict() for r in reports], "summary": rows}, fh, indent=1)
+    return 1 if failed else 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -65,7 +121,13 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--json", metavar="FILE", help="also write the rows as JSON")
     c.set_defaults(func=cmd_check)
     i = sub.add_parser("info", help="versions, backend and device")
+    i.add_argument("--compile", action="store_true", help="also time a cold and a warm build of each kernel (GPU)")
     i.set_defaults(func=cmd_info)
+    cc = sub.add_parser("compile-check", help="build every kernel for the given targets offline (no GPU)")
+    cc.add_argument("--targets", default="gfx942,gfx950,sm_90a", help="comma-separated, e.g. gfx942,gfx950,sm_90a")
+    cc.add_argument("--json", metavar="FILE", help="also write one JSON row per build")
+    cc.add_argument("--jobs", type=int, default=None, help="parallel builds (default: CPU count)")
+    cc.set_defaults(func=cmd_compile_check)
     return p
 
 

@@ -11,3 +11,27 @@ ENV_BACKEND = "MXRT_BACKEND"
 
 def default_backend() -> str:
     return os.environ.get(ENV_BACKEND, "auto").strip().lower() or "auto"
+
+
+#: ``MXRT_ARCH``: override the detected GPU target (``gfx942``, ``gfx950``, ``sm_90a``, ...), e.g. to pick a
+#: code path on a device whose name mxrt does not know. Normalised by :func:`mxrt.runtime.arch.normalize_target`.
+ENV_ARCH = "MXRT_ARCH"
+
+#: ``MXRT_KERNELS_SRC``: folder holding ``kernels_src`` (default: the checkout beside the package, then
+#: ``<prefix>/share/mxrt/kernels_src`` of an installed wheel).
+ENV_KERNELS_SRC = "MXRT_KERNELS_SRC"
+
+#: ``MXRT_DUMP_DIR``: where a kernel source that failed to compile is written (default: the temp folder).
+ENV_DUMP_DIR = "MXRT_DUMP_DIR"
+
+
+def arch_override() -> str | None:
+    return os.environ.get(ENV_ARCH, "").strip() or None
+
+
+def kernels_src_override() -> str | None:
+    return os.environ.get(ENV_KERNELS_SRC, "").strip() or None
+
+
+def dump_dir() -> str | None:
+    return os.environ.get(ENV_DUMP_DIR, "").strip() or None

@@ -8,7 +8,7 @@ from typing import Any, NamedTuple
 import ml_dtypes
 import numpy as np
 
-from .._backend import resolve_backend
+from .._backend import is_device_array, resolve_backend, run_gpu
 from ..errors import DtypeError, ShapeError
 from .codecs import (
     E8M0_BIAS,
@@ -185,12 +185,18 @@ def quantize_mx(
         so every element of it dequantizes to NaN.
     """
     op = "quantize_mx"
+    kw = {"fmt": fmt, "block_size": block_size, "axis": axis, "scale_mode": scale_mode}
+    if is_device_array(x):  # CuPy in -> CuPy out (mxrt.ops.quant), never a host transfer
+        return run_gpu(op, backend, x, **kw)
     x = check_float_array(x, op)
     f = get_format(fmt, op)
     mode = get_scale_mode(scale_mode, op)
     bs = check_block_size(block_size, op)
     ax = check_axis(axis, x.ndim, op)
-    resolve_backend(op, backend)
+    if resolve_backend(op, backend) == "gpu":
+        out = run_gpu(op, backend, x, **kw)
+        if out is not None:  # None: the kernels do not cover these arguments and backend is "auto"
+            return out
     x32 = np.moveaxis(to_float32(x), ax, -1)
     scales = compute_scales(block_amax(x32, bs), f, mode)
     codes = _finish(encode_with_scales(x32, scales, f, bs), f)
@@ -264,6 +270,9 @@ def quantize_mx_dual(
     and the codes of ``col`` are the transpose of those of ``row`` (before fp4 packing).
     """
     op = "quantize_mx_dual"
+    kw = {"fmt": fmt, "block_size": block_size, "scale_mode": scale_mode, "block_2d": block_2d}
+    if is_device_array(x):  # CuPy in -> CuPy out (mxrt.ops.quant), never a host transfer
+        return run_gpu(op, backend, x, **kw)
     x = check_float_array(x, op)
     if x.ndim != 2:
         raise ShapeError(f"{op}: argument 'x' has shape {x.shape}, expected a 2-D [m, k] array")
@@ -272,7 +281,10 @@ def quantize_mx_dual(
     bs = check_block_size(block_size, op)
     if not isinstance(block_2d, (bool, np.bool_)):
         raise DtypeError(f"{op}: argument 'block_2d' is {block_2d!r}, expected a bool")
-    resolve_backend(op, backend)
+    if resolve_backend(op, backend) == "gpu":
+        out = run_gpu(op, backend, x, **kw)
+        if out is not None:
+            return out
     x32 = to_float32(x)
     m, k = x32.shape
     if block_2d:

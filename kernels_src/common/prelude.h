@@ -1,0 +1,71 @@
+// prelude.h: one spelling for HIP (hiprtc, offline clang) and CUDA (NVRTC).
+// Kernels use only what is defined here: integer typedefs, MXRT_TID/MXRT_BID, mxrt_sync(), mxrt_clz(),
+// MXRT_GLOBAL/MXRT_DEVICE, and 16-byte vector types. No system header is included on either side:
+// hiprtc's builtin header, NVRTC's builtins and clang's -nogpuinc all leave us with the compiler alone.
+#pragma once
+
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__) || defined(__NVCC__)
+#define MXRT_CUDA 1
+#elif defined(__AMDGCN__) || defined(__HIP__) || defined(__HIPCC_RTC__)
+#define MXRT_HIP 1
+#elif defined(MXRT_HOST_TEST)
+// Host C++ build of the codecs for the CPU tests (tests/test_device_codecs.py): no device attributes.
+#define __global__
+#define __device__
+#define __shared__
+#define __forceinline__ inline
+#else
+#error "prelude.h: neither a CUDA nor a HIP device compiler"
+#endif
+
+// Function-space attributes. hiprtc and NVRTC predefine these; clang -x hip -nogpuinc does not.
+#ifndef __global__
+#define __global__ __attribute__((global))
+#endif
+#ifndef __device__
+#define __device__ __attribute__((device))
+#endif
+#ifndef __shared__
+#define __shared__ __attribute__((shared))
+#endif
+#ifndef __launch_bounds__
+#define __launch_bounds__(...) __attribute__((launch_bounds(__VA_ARGS__)))
+#endif
+#define MXRT_DEVICE __device__ __forceinline__
+#ifndef __forceinline__
+#define __forceinline__ inline __attribute__((always_inline))
+#endif
+
+typedef unsigned char u8;
+typedef unsigned short u16;
+typedef unsigned int u32;
+typedef int i32;
+typedef unsigned long long u64;
+typedef long long i64;
+
+// 16 bytes, loaded and stored as one vector access (ld.global.v4 / global_load_dwordx4).
+struct __attribute__((aligned(16))) mxrt_u32x4 {
+  u32 x, y, z, w;
+};
+
+#if defined(MXRT_CUDA)
+#define MXRT_TID_X ((u32)threadIdx.x)
+#define MXRT_BID_X ((u32)blockIdx.x)
+#define MXRT_BID_Y ((u32)blockIdx.y)
+MXRT_DEVICE void mxrt_sync() { __syncthreads(); }
+MXRT_DEVICE i32 mxrt_clz(u32 v) { return __clz((int)v); }  // 32 for v == 0
+#elif defined(MXRT_HOST_TEST)
+inline i32 mxrt_clz(u32 v) { return v ? __builtin_clz(v) : 32; }
+#else
+#define MXRT_TID_X ((u32)__builtin_amdgcn_workitem_id_x())
+#define MXRT_BID_X ((u32)__builtin_amdgcn_workgroup_id_x())
+#define MXRT_BID_Y ((u32)__builtin_amdgcn_workgroup_id_y())
+MXRT_DEVICE void mxrt_sync() {
+  __builtin_amdgcn_fence(__ATOMIC_RELEASE, "workgroup");
+  __builtin_amdgcn_s_barrier();
+  __builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "workgroup");
+}
+MXRT_DEVICE i32 mxrt_clz(u32 v) { return v ? __builtin_clz(v) : 32; }
+#endif
+
+#define MXRT_STATIC_ASSERT(cond, msg) static_assert(cond, msg)

@@ -1,0 +1,257 @@
+"""GPU twins of :func:`mxrt.quantize_mx` and :func:`mxrt.quantize_mx_dual` (kernels_src/quant/).
+
+CuPy arrays in -> CuPy arrays out, on the current stream, no host transfer. numpy arrays in -> numpy out
+(uploaded and downloaded here). Results are bit-identical to the numpy reference.
+
+Axes: the kernels block along the last, contiguous axis. A numpy input may name any ``axis`` (the host copy
+that uploads it also moves the axis). A CuPy input must be C-contiguous and blocked along its last axis: any
+other layout would need a device copy, which mxrt never makes behind the caller's back
+(``cupy.ascontiguousarray(cupy.moveaxis(x, axis, -1))`` is the explicit way; for the colwise operand of a
+2-D tensor, :func:`quantize_mx_dual` gives both in one pass).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+
+from .._backend import GpuOp, is_device_array, register_gpu_op
+from ..errors import DtypeError, LayoutError, ShapeError
+from ..formats.codecs import get_format
+from ..formats.mx import MXArray, MXDual, check_axis, check_block_size
+from ..formats.scales import get_scale_mode
+from ..runtime import specs
+from ..runtime.arch import get_arch
+from ..runtime.compiler import build
+from ..runtime.launch import LaunchConfig, launch
+
+GPU_BLOCK_SIZES = (32,)
+_INDEX_LIMIT = 2**31  # kernels index elements with 32-bit unsigned offsets; keep m*k below 2^31
+_NUMPY_IN = {np.dtype(np.float32): "float32", np.dtype(np.float16): "float16", np.dtype(ml_dtypes.bfloat16): "bfloat16"}
+
+
+def _check_input(op: str, x: Any) -> str:
+    """The kernel input dtype name of ``x`` (float32, float16, bfloat16; numpy float64 too), or DtypeError."""
+    name = str(getattr(x, "dtype", type(x).__name__))
+    if is_device_array(x):
+        if name not in specs.IN_DTYPE_CODES:
+            raise DtypeError(
+                f"{op}: argument 'x' is a CuPy array of dtype {name}, expected float32, float16 or bfloat16 "
+                "(float64 has no kernel: x.astype(cupy.float32) rounds it as the reference does)"
+            )
+        return name
+    if not isinstance(x, np.ndarray) or (x.dtype not in _NUMPY_IN and x.dtype != np.float64):
+        raise DtypeError(
+            f"{op}: argument 'x' is {type(x).__name__} of dtype {getattr(x, 'dtype', None)}, expected a numpy or "
+            "CuPy array of float32, float16 or bfloat16 (numpy float64 is rounded to float32 first)"
+        )
+    return "float32" if x.dtype == np.float64 else _NUMPY_IN[x.dtype]
+
+
+def _unsupported_common(x: Any, block_size: Any) -> str | None:
+    if isinstance(block_size, (int, np.integer)) and not isinstance(block_size, bool):
+        if int(block_size) not in GPU_BLOCK_SIZES:
+            return f"argument 'block_size' is {block_size}, the GPU kernels support {GPU_BLOCK_SIZES}"
+    return None
+
+
+def _upload(x: np.ndarray) -> Any:
+    """Host array -> CuPy array holding the kernel's input bits (16-bit types travel as uint16)."""
+    import cupy
+
+    if x.dtype == np.float64:
+        with np.errstate(invalid="ignore", over="ignore"):
+            x = x.astype(np.float32)
+    x = np.ascontiguousarray(x)
+    return cupy.asarray(x.view(np.uint16) if x.dtype.itemsize == 2 else x)
+
+
+def _empty(shape: tuple[int, ...]) -> Any:
+    """Output allocation (the GPU tests replace it to poison outputs)."""
+    import cupy
+
+    return cupy.empty(shape, dtype=cupy.uint8)
+
+
+def _itemsize(name: str) -> int:
+    return 4 if name == "float32" else 2
+
+
+def _aligned(ptr: int, row_bytes: int) -> bool:
+    return ptr % 16 == 0 and row_bytes % 16 == 0
+
+
+def _check_device_layout(op: str, x: Any, name: str) -> None:
+    if not x.flags.c_contiguous:
+        raise LayoutError(
+            f"{op}: argument 'x' has strides {x.strides} for shape {x.shape}: the GPU kernels need a C-contiguous "
+            "array (mxrt makes no implicit device copy; pass cupy.ascontiguousarray(x))"
+        )
+    if x.data.ptr % _itemsize(name):
+        raise LayoutError(f"{op}: argument 'x' starts at {x.data.ptr:#x}, not aligned to its {name} element size")
+
+
+def _check_limits(op: str, m: int, k: int) -> None:
+    if m * k >= _INDEX_LIMIT:
+        raise ShapeError(
+            f"{op}: argument 'x' has {m} x {k} = {m * k} elements, expected fewer than 2^31: the kernels use "
+            "32-bit element offsets"
+        )
+
+
+# ---- quantize_mx (rowwise along the last axis) -------------------------------------------------------------
+
+
+def rowwise_config(m: int, k: int) -> LaunchConfig:
+    """One thread per 32-element block, ``THREADS`` per block."""
+    nblocks = m * (-(-k // 32))
+    threads = specs.QUANT_ROWWISE_THREADS
+    return LaunchConfig(grid=(max(1, -(-nblocks // threads)), 1, 1), block=(threads, 1, 1))
+
+
+def dual_config(m: int, k: int) -> LaunchConfig:
+    """One 32 x 128 tile per block of 256 threads; grid (k tiles, m tiles)."""
+    return LaunchConfig(grid=(-(-k // 128), -(-m // 32), 1), block=(specs.QUANT_DUAL_THREADS, 1, 1))
+
+
+def _quantize_rows(op: str, xd: Any, name: str, m: int, k: int, fmt_name: str, mode_value: str) -> tuple[Any, Any]:
+    """Launch the rowwise kernel on a contiguous device array viewed as [m, k]; returns (q [m, kb], s [m, nb])."""
+    packed = fmt_name == "e2m1"
+    row_bytes = -(-k // 2) if packed else k
+    q = _empty((m, row_bytes))
+    s = _empty((m, -(-k // 32)))
+    if m == 0 or k == 0:
+        return q, s
+    arch = get_arch()
+    spec = specs.select("quantize_mx", arch.target)
+    d = specs.defines(
+        FMT=specs.FMT_CODES[fmt_name], IN_DTYPE=specs.IN_DTYPE_CODES[name], THREADS=specs.QUANT_ROWWISE_THREADS
+    )
+    flags = (specs.FLAG_VEC_IN if _aligned(xd.data.ptr, k * _itemsize(name)) else 0) | (
+        specs.FLAG_VEC_OUT if _aligned(q.data.ptr, row_bytes) else 0
+    )
+    kernel = build(spec, d, arch)
+    args = (xd, q, s, np.int32(m), np.int32(k), np.int32(specs.SCALE_MODE_CODES[mode_value]), np.int32(flags))
+    launch(op, kernel, rowwise_config(m, k), args)
+    return q, s
+
+
+def quantize_mx_gpu(
+    x: Any, fmt: str = "e4m3", *, block_size: int = 32, axis: int = -1, scale_mode: str = "rceil"
+) -> MXArray:
+    """GPU twin of :func:`mxrt.quantize_mx` (same arguments, bit-identical result)."""
+    op = "quantize_mx"
+    name = _check_input(op, x)
+    f = get_format(fmt, op)
+    mode = get_scale_mode(scale_mode, op)
+    bs = check_block_size(block_size, op)
+    if x.ndim == 0:
+        raise ShapeError(f"{op}: argument 'x' is 0-d, expected at least one axis")
+    ax = check_axis(axis, x.ndim, op)
+    if bs not in GPU_BLOCK_SIZES:
+        raise ShapeError(f"{op}: argument 'block_size' is {bs}, the GPU kernels support {GPU_BLOCK_SIZES}")
+    device_in = is_device_array(x)
+    if device_in:
+        if ax != x.ndim - 1:
+            raise LayoutError(
+                f"{op}: argument 'axis' is {axis} for a CuPy array of shape {x.shape}; the GPU kernel blocks along "
+                "the last axis (pass cupy.ascontiguousarray(cupy.moveaxis(x, axis, -1)), or use "
+                "quantize_mx_dual for the colwise operand of a 2-D tensor)"
+            )
+        _check_device_layout(op, x, name)
+        moved_shape = tuple(x.shape)
+        xd = x
+    else:
+        xm = np.moveaxis(x, ax, -1)
+        moved_shape = tuple(xm.shape)
+    k = moved_shape[-1]
+    m = math.prod(moved_shape[:-1])
+    _check_limits(op, m, k)
+    if not device_in:
+        xd = _upload(xm)
+    q, s = _quantize_rows(op, xd, name, m, k, f.name, mode.value)
+    lead = moved_shape[:-1]
+    q = q.reshape(*lead, q.shape[-1])
+    s = s.reshape(*lead, s.shape[-1])
+    if not device_in:
+        q = np.ascontiguousarray(np.moveaxis(q.get(), -1, ax))
+        s = np.ascontiguousarray(np.moveaxis(s.get(), -1, ax))
+    return MXArray(data=q, scales=s, fmt=f.name, block_size=bs, axis=ax, shape=tuple(x.shape), scale_mode=mode.value)
+
+
+def _quantize_mx_unsupported(
+    x: Any, fmt: Any = "e4m3", *, block_size: Any = 32, axis: Any = -1, **_: Any
+) -> str | None:
+    why = _unsupported_common(x, block_size)
+    if why is None and isinstance(x, np.ndarray) and x.ndim == 0:
+        why = "argument 'x' is 0-d"
+    return why
+
+
+# ---- quantize_mx_dual --------------------------------------------------------------------------------------
+
+
+def quantize_mx_dual_gpu(
+    x: Any, fmt: str = "e4m3", *, block_size: int = 32, scale_mode: str = "rceil", block_2d: bool = False
+) -> MXDual:
+    """GPU twin of :func:`mxrt.quantize_mx_dual`: rowwise and colwise in one read of ``x [m, k]``."""
+    op = "quantize_mx_dual"
+    name = _check_input(op, x)
+    if x.ndim != 2:
+        raise ShapeError(f"{op}: argument 'x' has shape {tuple(x.shape)}, expected a 2-D [m, k] array")
+    f = get_format(fmt, op)
+    mode = get_scale_mode(scale_mode, op)
+    bs = check_block_size(block_size, op)
+    if not isinstance(block_2d, (bool, np.bool_)):
+        raise DtypeError(f"{op}: argument 'block_2d' is {block_2d!r}, expected a bool")
+    if bs not in GPU_BLOCK_SIZES:
+        raise ShapeError(f"{op}: argument 'block_size' is {bs}, the GPU kernels support {GPU_BLOCK_SIZES}")
+    device_in = is_device_array(x)
+    if device_in:
+        _check_device_layout(op, x, name)
+    m, k = (int(v) for v in x.shape)
+    _check_limits(op, m, k)
+    cfg = dual_config(max(m, 1), max(k, 1))
+    if cfg.grid[1] > 65535:
+        raise ShapeError(f"{op}: argument 'x' has {m} rows, expected at most {65535 * 32} (grid y limit)")
+    packed = f.name == "e2m1"
+    row_bytes, col_bytes = (-(-k // 2), -(-m // 2)) if packed else (k, m)
+    xd = x if device_in else _upload(x)
+    q_row, s_row = _empty((m, row_bytes)), _empty((m, -(-k // 32)))
+    q_col, s_col = _empty((k, col_bytes)), _empty((k, -(-m // 32)))
+    if m and k:
+        arch = get_arch()
+        spec = specs.select(op, arch.target)
+        d = specs.defines(
+            BLOCK_2D=int(bool(block_2d)),
+            FMT=specs.FMT_CODES[f.name],
+            IN_DTYPE=specs.IN_DTYPE_CODES[name],
+            THREADS=specs.QUANT_DUAL_THREADS,
+        )
+        flags = (
+            (specs.FLAG_VEC_IN if _aligned(xd.data.ptr, k * _itemsize(name)) else 0)
+            | (specs.FLAG_VEC_OUT if _aligned(q_row.data.ptr, row_bytes) else 0)
+            | (specs.FLAG_VEC_OUT_COL if _aligned(q_col.data.ptr, col_bytes) else 0)
+        )
+        kernel = build(spec, d, arch)
+        args = (xd, q_row, s_row, q_col, s_col, np.int32(m), np.int32(k))
+        args += (np.int32(specs.SCALE_MODE_CODES[mode.value]), np.int32(flags))
+        launch(op, kernel, cfg, args)
+    if not device_in:
+        q_row, s_row, q_col, s_col = (a.get() for a in (q_row, s_row, q_col, s_col))
+
+    def wrap(data: Any, scales: Any, shape: tuple[int, int]) -> MXArray:
+        return MXArray(data, scales, f.name, bs, 1, shape, mode.value)
+
+    return MXDual(wrap(q_row, s_row, (m, k)), wrap(q_col, s_col, (k, m)))
+
+
+def _quantize_mx_dual_unsupported(x: Any, fmt: Any = "e4m3", *, block_size: Any = 32, **_: Any) -> str | None:
+    return _unsupported_common(x, block_size)
+
+
+register_gpu_op("quantize_mx", GpuOp(run=quantize_mx_gpu, unsupported=_quantize_mx_unsupported))
+register_gpu_op("quantize_mx_dual", GpuOp(run=quantize_mx_dual_gpu, unsupported=_quantize_mx_dual_unsupported))

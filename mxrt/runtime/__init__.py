@@ -1,0 +1,49 @@
+"""The only layer that imports cupy (or hip). It imports without cupy: cupy is imported inside the functions
+that need a device, and :func:`device_available` answers False when cupy or a device is missing."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from .._backend import is_device_array
+from .arch import Arch, get_arch, normalize_target
+from .compiler import build, clear_cache, compile_options, compile_times
+from .launch import LaunchConfig, launch
+from .source import inlined_source, kernels_src_dir, stamped_source
+from .specs import ALL_SPECS, DISPATCH, KernelSpec, op_supports, select
+
+
+@lru_cache(maxsize=1)
+def device_available() -> bool:
+    """True when cupy imports and sees at least one GPU."""
+    try:
+        import cupy
+    except ImportError:
+        return False
+    try:
+        return int(cupy.cuda.runtime.getDeviceCount()) > 0
+    except Exception:  # CUDARuntimeError / HIP errors when no driver or device is present
+        return False
+
+
+__all__ = [
+    "ALL_SPECS",
+    "DISPATCH",
+    "Arch",
+    "KernelSpec",
+    "LaunchConfig",
+    "build",
+    "clear_cache",
+    "compile_options",
+    "compile_times",
+    "device_available",
+    "get_arch",
+    "inlined_source",
+    "is_device_array",
+    "kernels_src_dir",
+    "launch",
+    "normalize_target",
+    "op_supports",
+    "select",
+    "stamped_source",
+]

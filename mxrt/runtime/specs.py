@@ -1,0 +1,108 @@
+"""Kernel specs: the Python mirror of each kernel file's header, as frozen data, and dispatch tables.
+
+A test checks that every ``extern "C"`` kernel in kernels_src has exactly one spec here, and the offline
+compile check (``mxrt compile-check``) builds every spec with every define set in :attr:`KernelSpec.variants`.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from ..errors import UnsupportedArchError
+
+#: define FMT (kernels_src/common/mx_codecs.h MXRT_FMT_*)
+FMT_CODES = {"e4m3": 0, "e5m2": 1, "e2m3": 2, "e3m2": 3, "e2m1": 4}
+#: run-time argument scale_mode (MXRT_SCALE_*)
+SCALE_MODE_CODES = {"floor": 0, "ceil": 1, "even": 2, "rceil": 3}
+#: define IN_DTYPE (MXRT_IN_*), keyed by numpy dtype name
+IN_DTYPE_CODES = {"float32": 0, "bfloat16": 1, "float16": 2}
+#: run-time argument flags (MXRT_FLAG_*)
+FLAG_VEC_IN, FLAG_VEC_OUT, FLAG_VEC_OUT_COL = 1, 2, 4
+
+#: Every target the offline compile check knows; "generic" kernels build for all of them.
+KNOWN_TARGETS = ("gfx942", "gfx950", "sm_90a")
+
+Defines = tuple[tuple[str, int], ...]
+
+
+def defines(**kw: int) -> Defines:
+    """A hashable, ordered define set: ``defines(FMT=0, THREADS=256)``."""
+    return tuple(sorted((k, int(v)) for k, v in kw.items()))
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    """One ``extern "C"`` kernel: its file under kernels_src, its symbol, the defines it needs and the
+    define sets the ops use (``variants``), and the targets it supports (``("generic",)``: any GPU)."""
+
+    symbol: str
+    file: str
+    required: tuple[str, ...]
+    variants: tuple[Defines, ...]
+    targets: tuple[str, ...] = ("generic",)
+
+    def check_defines(self, d: Defines) -> None:
+        names = {k for k, _ in d}
+        missing = [r for r in self.required if r not in names]
+        extra = sorted(names - set(self.required))
+        if missing or extra:
+            raise UnsupportedArchError(
+                f"{self.symbol}: defines {dict(d)} do not match the kernel header: missing {missing}, unknown {extra}"
+            )
+
+    def supports(self, target: str) -> bool:
+        return "generic" in self.targets or target in self.targets
+
+
+def _grid(**axes: tuple[int, ...]) -> tuple[Defines, ...]:
+    names = list(axes)
+    return tuple(defines(**dict(zip(names, vals, strict=True))) for vals in itertools.product(*axes.values()))
+
+
+QUANT_ROWWISE_THREADS = 256
+QUANT_DUAL_THREADS = 256
+
+QUANTIZE_MX_ROWWISE = KernelSpec(
+    symbol="quantize_mx_rowwise",
+    file="quant/quantize_mx_rowwise.hip",
+    required=("FMT", "IN_DTYPE", "THREADS"),
+    variants=_grid(
+        FMT=tuple(FMT_CODES.values()), IN_DTYPE=tuple(IN_DTYPE_CODES.values()), THREADS=(QUANT_ROWWISE_THREADS,)
+    ),
+)
+
+QUANTIZE_MX_DUAL = KernelSpec(
+    symbol="quantize_mx_dual",
+    file="quant/quantize_mx_dual.hip",
+    required=("BLOCK_2D", "FMT", "IN_DTYPE", "THREADS"),
+    variants=_grid(
+        BLOCK_2D=(0, 1),
+        FMT=tuple(FMT_CODES.values()),
+        IN_DTYPE=tuple(IN_DTYPE_CODES.values()),
+        THREADS=(QUANT_DUAL_THREADS,),
+    ),
+)
+
+ALL_SPECS: tuple[KernelSpec, ...] = (QUANTIZE_MX_ROWWISE, QUANTIZE_MX_DUAL)
+
+#: Dispatch tables: op -> {target or "generic": spec}. Tests derive their GPU skips from these.
+DISPATCH: Mapping[str, Mapping[str, KernelSpec]] = {
+    "quantize_mx": {"generic": QUANTIZE_MX_ROWWISE},
+    "quantize_mx_dual": {"generic": QUANTIZE_MX_DUAL},
+}
+
+
+def select(op: str, target: str) -> KernelSpec:
+    """The spec that runs ``op`` on ``target``: the target's own entry, else ``"generic"``."""
+    table = DISPATCH[op]
+    spec = table.get(target) or table.get("generic")
+    if spec is None:
+        raise UnsupportedArchError(f"{op}: no kernel for target {target!r}; supported targets: {sorted(table)}")
+    return spec
+
+
+def op_supports(op: str, target: str) -> bool:
+    table = DISPATCH.get(op, {})
+    return target in table or "generic" in table

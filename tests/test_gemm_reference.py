@@ -12,6 +12,7 @@ import pytest
 
 import mxrt
 from mxrt import reference
+from mxrt.checks.gemm import blockwise_gemm, calc_diff_limit
 from mxrt.gemm import GEMM_BACKENDS
 from mxrt.reference.gemm import gemm_problem
 
@@ -22,7 +23,6 @@ SHAPES = [(1, 1, 1), (7, 13, 33), (64, 96, 128), (33, 65, 100), (5, 3, 31), (16,
 EMPTY = [(0, 5, 64), (4, 0, 64), (0, 0, 0), (3, 5, 0)]
 # DeepGEMM QuantConfig.max_diff(): fp8 x fp8, one fp4 operand, fp4 x fp4 (MX_REFERENCE.md 5)
 THRESH = {0: 1e-3, 1: 1e-2, 2: 2e-2}
-ML = {"e4m3": ml_dtypes.float8_e4m3fn, "e5m2": ml_dtypes.float8_e5m2, "e2m1": ml_dtypes.float4_e2m1fn}
 
 
 def pid(p):
@@ -37,43 +37,13 @@ def operands(m, n, k, fa, fb, seed):
     return x, w, mxrt.quantize_mx(x, fa), mxrt.quantize_mx(w, fb)
 
 
-def oracle_values(q: mxrt.MXArray) -> np.ndarray:
-    """Element values [rows, k] decoded by ml_dtypes (fp4 nibbles by shifts), without mxrt's decoder."""
-    rows, k = q.shape
-    if q.fmt == "e2m1":
-        lo, hi = q.data & 0xF, q.data >> 4
-        codes = np.stack([lo, hi], axis=-1).reshape(rows, -1)[:, :k]
-    else:
-        codes = q.data
-    return codes.astype(np.uint8).view(ML[q.fmt]).astype(np.float64) if q.fmt != "e2m1" else _fp4(codes)
-
-
-def _fp4(codes):
-    table = np.arange(16, dtype=np.uint8).view(ml_dtypes.float4_e2m1fn).astype(np.float64)
-    return table[codes]
-
-
-def oracle_gemm(qa: mxrt.MXArray, qb: mxrt.MXArray) -> np.ndarray:
-    """sum over K blocks of 2^(sa-127) 2^(sb-127) * (integer-exact block dot), blocks zero-padded; float64."""
-    m, k = qa.shape
-    n = qb.shape[0]
-    kb = -(-k // 32)
-    va = np.zeros((m, kb * 32))
-    vb = np.zeros((n, kb * 32))
-    va[:, :k], vb[:, :k] = oracle_values(qa), oracle_values(qb)
-    sa = qa.scales.view(ml_dtypes.float8_e8m0fnu).astype(np.float64)  # [m, kb]
-    sb = qb.scales.view(ml_dtypes.float8_e8m0fnu).astype(np.float64)
-    blocks = np.einsum("mbk,nbk->mnb", va.reshape(m, kb, 32), vb.reshape(n, kb, 32))
-    return np.einsum("mnb,mb,nb->mn", blocks, sa, sb)
-
-
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
 @pytest.mark.parametrize("pair", PAIRS, ids=pid)
 def test_reference_vs_blockwise_oracle_and_unquantized(pair, shape):
     m, n, k = shape
     _, _, qa, qb = operands(m, n, k, *pair, seed=zlib.crc32(repr((pair, shape)).encode()))
     d64 = reference.gemm_mx(qa, qb, out_dtype="float64")
-    want = oracle_gemm(qa, qb)
+    want = blockwise_gemm(qa, qb)  # ml_dtypes decode, per-block dots
     assert d64.dtype == np.float64 and d64.shape == (m, n)
     assert reference.relative_error(want, d64) <= 1e-13
 
@@ -86,8 +56,8 @@ def test_calc_diff_against_unquantized_product(pair, shape):
     rng = np.random.default_rng(zlib.crc32(repr((pair, shape, "cd")).encode()))
     x, w = rng.standard_normal((m, k)), rng.standard_normal((n, k))
     d = reference.gemm_mx(mxrt.quantize_mx(x, pair[0]), mxrt.quantize_mx(w, pair[1]), out_dtype="float64")
-    # e5m2 (2 mantissa bits) has no DeepGEMM threshold; its element error is 2x e4m3's, so calc_diff ~4x
-    limit = 4e-3 if "e5m2" in pair else THRESH[pair.count("e2m1")]
+    limit = calc_diff_limit(*pair)
+    assert limit == (4e-3 if "e5m2" in pair else THRESH[pair.count("e2m1")])
     assert reference.calc_diff(d, x @ w.T) <= limit
 
 

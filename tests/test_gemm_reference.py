@@ -221,3 +221,12 @@ def test_gpu_backends_plug_in_through_the_problem(monkeypatch):
     assert p.k_ranges == ((0, 32), (32, 96))
     with pytest.raises(AttributeError):
         p.m = 3  # frozen
+
+
+def test_readme_gemm_example_runs():
+    from pathlib import Path
+
+    text = Path(__file__).resolve().parents[1].joinpath("README.md").read_text()
+    section = text[text.index("<!-- api:gemm -->") : text.index("<!-- /api:gemm -->")]
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    exec(compile(code, "README.md:gemm", "exec"), {})

@@ -55,12 +55,18 @@ from .layouts import (
 # reference: accuracy metrics
 from .reference import calc_diff, relative_error, snr_db
 
+# isort: split
+# gemm: dense MX GEMM ``a @ b.T`` (numpy backend; GPU backends register into mxrt.gemm.GEMM_BACKENDS)
+from .gemm import GEMM_FORMAT_PAIRS, GemmProblem, gemm_mx
+
 __all__ = [
     "FORMATS",
+    "GEMM_FORMAT_PAIRS",
     "SCALE_LAYOUTS",
     "WEIGHT_LAYOUTS",
     "CompileError",
     "DtypeError",
+    "GemmProblem",
     "LayoutError",
     "MXArray",
     "MXDual",
@@ -78,6 +84,7 @@ __all__ = [
     "e8m0_decode",
     "encode",
     "from_masked",
+    "gemm_mx",
     "group_lens_from_m_indices",
     "group_lens_from_psum",
     "group_offsets",

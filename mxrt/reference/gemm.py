@@ -1,0 +1,351 @@
+"""Dense MX GEMM ``a @ b.T``: the shared argument validation (:class:`GemmProblem`) and the float64 reference.
+
+Both operands are MX-quantized along K with one E8M0 scale per 32 elements ("NT", the layout every MX matrix
+unit reads). :func:`gemm_problem` turns the user's arguments (MXArrays, or raw ``(codes, scales, fmt)`` pieces
+whose scales may sit in a preshuffled layout of :mod:`mxrt.layouts`) into one frozen :class:`GemmProblem`; the
+public op :func:`mxrt.gemm_mx` and every GPU op validate through it, so they raise the same typed errors.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+
+from ..errors import DtypeError, LayoutError, MxrtError, ShapeError
+from ..formats import FORMATS, MXArray, dequantize_mx, get_format
+from ..formats.codecs import _ALIASES
+from ..layouts import SCALE_LAYOUTS, unshuffle_scales
+
+#: Elements per E8M0 scale along K; the only block size the MX matrix instructions read.
+GEMM_BLOCK = 32
+
+#: Supported (a.fmt, b.fmt) pairs: MXFP8 (e4m3/e5m2 in any combination), MXFP4, and mixed e4m3 x e2m1.
+GEMM_FORMAT_PAIRS = (
+    ("e4m3", "e4m3"),
+    ("e4m3", "e5m2"),
+    ("e5m2", "e4m3"),
+    ("e5m2", "e5m2"),
+    ("e2m1", "e2m1"),
+    ("e4m3", "e2m1"),
+    ("e2m1", "e4m3"),
+)
+
+#: Output dtypes of the public op (what the GPU kernels write). The reference also rounds to float64.
+GEMM_OUT_DTYPES = ("bfloat16", "float16", "float32")
+_DTYPES = {
+    "bfloat16": np.dtype(ml_dtypes.bfloat16),
+    "float16": np.dtype(np.float16),
+    "float32": np.dtype(np.float32),
+    "float64": np.dtype(np.float64),
+}
+
+
+_FMT_NAMES = frozenset(FORMATS) | frozenset(_ALIASES)
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+@dataclass(frozen=True, eq=False)
+class GemmProblem:
+    """A validated ``d = a @ b.T`` problem; everything a backend needs, nothing it must re-check.
+
+    Attributes
+    ----------
+    op : name used in error messages (``"gemm_mx"``).
+    m, n, k : logical sizes; ``a`` is ``[m, k]``, ``b`` is ``[n, k]``, ``d`` is ``[m, n]``.
+    a, b : MXArray along axis 1 with block 32 and **logical** (row-major, unshuffled) scales
+        ``uint8 [rows, ceil(k/32)]``; ``.data`` is fp8 codes ``uint8 [rows, k]`` or packed fp4 ``[rows, ceil(k/2)]``
+        (even k in the low nibble), exactly the caller's buffers when they were already in that form.
+    a_fmt, b_fmt : element formats, one of :data:`GEMM_FORMAT_PAIRS`.
+    a_scale_layout, b_scale_layout : the layout the caller's scales came in (``None`` = row-major), and
+    a_scales_given, b_scales_given : the caller's scale buffers as given (a kernel that reads that layout
+        can use them without reshuffling; ``a.scales`` is always the unshuffled form).
+    out_dtype : numpy dtype of ``d`` (float32, float16, bfloat16; float64 for the reference only).
+    split_k : number of K ranges, ``1 <= split_k <= max(1, ceil(k/32))``; see :attr:`k_ranges`.
+    deterministic : reduce split-K partials through a workspace in a fixed order (True) or atomically.
+    out : caller-provided output ``[m, n]`` of ``out_dtype``, or ``None``.
+    """
+
+    op: str
+    m: int
+    n: int
+    k: int
+    a: MXArray
+    b: MXArray
+    a_fmt: str
+    b_fmt: str
+    a_scale_layout: str | None
+    b_scale_layout: str | None
+    a_scales_given: Any
+    b_scales_given: Any
+    out_dtype: np.dtype
+    split_k: int
+    deterministic: bool
+    out: np.ndarray | None
+
+    @property
+    def k_blocks(self) -> int:
+        """Scale blocks along K, ``ceil(k / 32)``."""
+        return _cdiv(self.k, GEMM_BLOCK)
+
+    @property
+    def k_ranges(self) -> tuple[tuple[int, int], ...]:
+        """The split-K ranges ``[(k0, k1), ...]`` in elements, on 32-element scale boundaries.
+
+        Split ``i`` owns scale blocks ``[i*kb//split_k, (i+1)*kb//split_k)`` (kb = ``k_blocks``), so every split
+        is non-empty and their sizes differ by at most one block; its scale offset is ``k0 // 32``. The last
+        range ends at ``k`` (the K tail). With ``k == 0`` it is ``((0, 0),)``.
+        """
+        kb = self.k_blocks
+        if kb == 0:
+            return ((0, 0),)
+        edges = [i * kb // self.split_k for i in range(self.split_k + 1)]
+        return tuple((GEMM_BLOCK * b0, min(GEMM_BLOCK * b1, self.k)) for b0, b1 in itertools.pairwise(edges))
+
+    @property
+    def is_empty(self) -> bool:
+        """True when ``d`` has no elements or K is 0 (the result is then all zeros, no kernel runs)."""
+        return self.m == 0 or self.n == 0 or self.k == 0
+
+    @property
+    def flops(self) -> int:
+        return 2 * self.m * self.n * self.k
+
+
+def _out_dtype(out_dtype: object, op: str, allowed: tuple[str, ...]) -> np.dtype:
+    try:
+        dt = np.dtype(out_dtype) if not isinstance(out_dtype, str) else _DTYPES.get(out_dtype)
+    except TypeError:
+        dt = None
+    if dt is None or dt not in [_DTYPES[name] for name in allowed]:
+        raise DtypeError(f"{op}: argument 'out_dtype' is {out_dtype!r}, expected one of {list(allowed)}")
+    return dt
+
+
+def _scales_u8(s: object) -> np.ndarray:
+    a = np.asarray(s)
+    return a.view(np.uint8) if a.dtype == np.dtype(ml_dtypes.float8_e8m0fnu) else a
+
+
+def _operand(x: object, name: str, layout: object, op: str) -> tuple[MXArray, Any]:
+    """An MXArray with logical scales from ``x`` (MXArray or raw pieces), plus the caller's scale buffer."""
+    if layout is not None and (not isinstance(layout, str) or layout not in SCALE_LAYOUTS):
+        raise LayoutError(
+            f"{op}: argument '{name}_scale_layout' is {layout!r}, expected None (row-major) or one of "
+            f"{list(SCALE_LAYOUTS)}"
+        )
+    if isinstance(x, MXArray):
+        if layout is not None:
+            raise LayoutError(
+                f"{op}: argument '{name}_scale_layout' is {layout!r} but '{name}' is an MXArray, whose scales are "
+                f"row-major; expected None, or pass {name} as raw pieces (codes, scales, fmt)"
+            )
+        if len(x.shape) != 2:
+            raise ShapeError(f"{op}: {name} has shape {x.shape}, expected a 2-D [rows, k] MXArray")
+        if x.axis != 1:
+            raise ShapeError(
+                f"{op}: {name} is quantized along axis {x.axis}, expected axis 1 (K, the reduction dim) for "
+                f"{name} of shape {x.shape}"
+            )
+        if x.block_size != GEMM_BLOCK:
+            raise ShapeError(f"{op}: {name}.block_size is {x.block_size}, expected {GEMM_BLOCK}")
+        q, given = x, x.scales
+    elif isinstance(x, tuple) and len(x) in (3, 4):
+        codes, scales, fmt = x[0], x[1], x[2]
+        if not isinstance(fmt, str) or fmt.lower() not in _FMT_NAMES:
+            raise DtypeError(f"{op}: {name}[2] (fmt) is {fmt!r}, expected a format name such as 'e4m3' or 'e2m1'")
+        fmt = get_format(fmt, op).name
+        codes = np.asarray(codes)
+        if codes.dtype != np.uint8 and codes.dtype.itemsize == 1 and codes.dtype.kind in "iufV":
+            codes = codes.view(np.uint8)  # float8 / int8 views of the codes
+        if codes.dtype != np.uint8:
+            raise DtypeError(f"{op}: {name} codes have dtype {codes.dtype}, expected uint8 element codes")
+        if codes.ndim != 2:
+            raise ShapeError(f"{op}: {name} codes have shape {codes.shape}, expected a 2-D [rows, k] array")
+        packed = fmt == "e2m1"
+        if len(x) == 4:
+            k = x[3]
+            if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 0:
+                raise DtypeError(f"{op}: {name}[3] (k) is {k!r}, expected an int >= 0")
+            k = int(k)
+            want = _cdiv(k, 2) if packed else k
+            if codes.shape[1] != want:
+                raise ShapeError(
+                    f"{op}: {name} codes have shape {codes.shape}, expected {(codes.shape[0], want)} for k = {k}"
+                    + (" (packed e2m1, ceil(k/2) bytes per row)" if packed else "")
+                )
+        else:
+            k = 2 * codes.shape[1] if packed else codes.shape[1]
+        rows, cols = codes.shape[0], _cdiv(k, GEMM_BLOCK)
+        given = scales
+        if layout is None:
+            s = _scales_u8(scales)
+            if s.dtype != np.uint8:
+                raise DtypeError(f"{op}: {name}.scales has dtype {s.dtype}, expected uint8 (E8M0 bytes)")
+        else:
+            try:
+                s = unshuffle_scales(_scales_u8(scales), layout, (rows, cols))
+            except MxrtError as e:
+                raise type(e)(
+                    f"{op}: {name}.scales does not fit {name}_scale_layout={layout!r} for {name} of shape "
+                    f"({rows}, {k}) (scales [{rows}, {cols}]): {e}"
+                ) from None
+        q = MXArray(data=codes, scales=s, fmt=fmt, block_size=GEMM_BLOCK, axis=1, shape=(rows, k), scale_mode="given")
+    else:
+        raise DtypeError(
+            f"{op}: argument '{name}' is a {type(x).__name__}, expected an MXArray or a tuple (codes, scales, fmt)"
+            " or (codes, scales, fmt, k)"
+        )
+    data, s = np.asarray(q.data), np.asarray(q.scales)
+    rows, k = q.shape
+    want_data = (rows, _cdiv(k, 2) if q.fmt == "e2m1" else k)
+    if data.dtype != np.uint8 or data.shape != want_data:
+        raise ShapeError(f"{op}: {name}.data is {data.dtype}{data.shape}, expected uint8{want_data} for {q.fmt}")
+    if s.dtype != np.uint8:
+        raise DtypeError(f"{op}: {name}.scales has dtype {s.dtype}, expected uint8 (E8M0 bytes)")
+    want_s = (rows, _cdiv(k, GEMM_BLOCK))
+    if s.shape != want_s:
+        raise ShapeError(
+            f"{op}: {name}.scales has shape {s.shape}, expected {want_s} = "
+            f"[{'m' if name == 'a' else 'n'}, ceil(k / 32)] for {name} of shape {q.shape}"
+        )
+    return q, given
+
+
+def gemm_problem(
+    a: object,
+    b: object,
+    *,
+    out_dtype: object = "bfloat16",
+    split_k: object = 1,
+    deterministic: object = True,
+    out: object = None,
+    a_scale_layout: object = None,
+    b_scale_layout: object = None,
+    op: str = "gemm_mx",
+    out_dtypes: tuple[str, ...] = GEMM_OUT_DTYPES,
+) -> GemmProblem:
+    """Validate the arguments of ``gemm_mx`` and return a :class:`GemmProblem` (typed errors otherwise).
+
+    Check order (STYLE.md 5): operand types and formats, operand shapes and scale shapes (after unshuffling a
+    preshuffled layout), K match, out_dtype, split_k / deterministic, ``out``.
+    """
+    qa, sa = _operand(a, "a", a_scale_layout, op)
+    qb, sb = _operand(b, "b", b_scale_layout, op)
+    pair = (qa.fmt, qb.fmt)
+    if pair not in GEMM_FORMAT_PAIRS:
+        raise DtypeError(
+            f"{op}: formats (a.fmt, b.fmt) are {pair}, expected one of {list(GEMM_FORMAT_PAIRS)} "
+            "(MXFP8 e4m3/e5m2 pairs, e2m1 x e2m1, e4m3 x e2m1 in either order)"
+        )
+    (m, ka), (n, kb) = qa.shape, qb.shape
+    if ka != kb:
+        raise ShapeError(
+            f"{op}: a has k = {ka} (shape {qa.shape}) but b has k = {kb} (shape {qb.shape}), expected equal K"
+        )
+    dt = _out_dtype(out_dtype, op, out_dtypes)
+    if isinstance(split_k, (bool, np.bool_)) or not isinstance(split_k, (int, np.integer)):
+        raise DtypeError(f"{op}: argument 'split_k' is {split_k!r}, expected a positive int")
+    blocks = _cdiv(ka, GEMM_BLOCK)
+    if split_k < 1 or split_k > max(1, blocks):
+        raise ShapeError(
+            f"{op}: argument 'split_k' is {split_k}, expected 1 <= split_k <= {max(1, blocks)} = max(1, ceil(k / 32)) "
+            f"for k = {ka} (splits fall on 32-element scale boundaries)"
+        )
+    if not isinstance(deterministic, (bool, np.bool_)):
+        raise DtypeError(f"{op}: argument 'deterministic' is {deterministic!r}, expected a bool")
+    if out is not None:
+        if not isinstance(out, np.ndarray):
+            raise DtypeError(f"{op}: argument 'out' is a {type(out).__name__}, expected a numpy array or None")
+        if out.dtype != dt:
+            raise DtypeError(f"{op}: argument 'out' has dtype {out.dtype}, expected {dt} (out_dtype)")
+        if out.shape != (m, n):
+            raise ShapeError(f"{op}: argument 'out' has shape {out.shape}, expected {(m, n)} = [m, n]")
+        if not out.flags.writeable:
+            raise ShapeError(f"{op}: argument 'out' is read-only, expected a writeable array")
+    return GemmProblem(
+        op=op,
+        m=m,
+        n=n,
+        k=ka,
+        a=qa,
+        b=qb,
+        a_fmt=qa.fmt,
+        b_fmt=qb.fmt,
+        a_scale_layout=a_scale_layout,  # type: ignore[arg-type]
+        b_scale_layout=b_scale_layout,  # type: ignore[arg-type]
+        a_scales_given=sa,
+        b_scales_given=sb,
+        out_dtype=dt,
+        split_k=int(split_k),
+        deterministic=bool(deterministic),
+        out=out,
+    )
+
+
+def dequantized_operands(p: GemmProblem) -> tuple[np.ndarray, np.ndarray]:
+    """``(A, B)`` as exact float64 ``[m, k]`` and ``[n, k]`` (NaN where a scale byte is 0xFF)."""
+    return dequantize_mx(p.a, np.float64), dequantize_mx(p.b, np.float64)
+
+
+def round_to(d64: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """Round float64 once to ``dtype`` (RNE; beyond its range -> +-inf)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        return d64.astype(dtype)
+
+
+def gemm_f64(p: GemmProblem, k_range: tuple[int, int] | None = None) -> np.ndarray:
+    """Float64 ``A[:, k0:k1] @ B[:, k0:k1].T`` of the dequantized operands (all of K by default)."""
+    if p.is_empty:
+        return np.zeros((p.m, p.n), np.float64)
+    A, B = dequantized_operands(p)
+    if k_range is not None:
+        A, B = A[:, k_range[0] : k_range[1]], B[:, k_range[0] : k_range[1]]
+    with np.errstate(over="ignore", invalid="ignore"):
+        return A @ B.T
+
+
+def gemm_mx(
+    a: MXArray | tuple,
+    b: MXArray | tuple,
+    *,
+    out_dtype: str = "float32",
+    a_scale_layout: str | None = None,
+    b_scale_layout: str | None = None,
+) -> np.ndarray:
+    """Float64 reference of the dense MX GEMM: ``round(dequant(a) @ dequant(b).T)`` to ``out_dtype``.
+
+    Parameters
+    ----------
+    a : MXArray ``[m, k]`` quantized along axis 1 with block 32, or raw pieces ``(codes, scales, fmt[, k])``
+        (see :func:`mxrt.gemm_mx`).
+    b : the same for ``[n, k]``.
+    out_dtype : ``"float32"`` (default), ``"bfloat16"``, ``"float16"`` or ``"float64"``.
+    a_scale_layout, b_scale_layout : layout of raw-piece scales (one of ``mxrt.SCALE_LAYOUTS``) or None.
+
+    Returns
+    -------
+    ndarray ``[m, n]`` of ``out_dtype``.
+
+    Notes
+    -----
+    Both operands are dequantized exactly in float64 (``decode(code) * 2^(scale - 127)``), multiplied in
+    float64, and rounded once. Empty dims give an empty result; ``k == 0`` gives zeros. This is the numpy twin
+    that every backend of :func:`mxrt.gemm_mx` is tested against.
+    """
+    p = gemm_problem(
+        a,
+        b,
+        out_dtype=out_dtype,
+        a_scale_layout=a_scale_layout,
+        b_scale_layout=b_scale_layout,
+        op="reference.gemm_mx",
+        out_dtypes=(*GEMM_OUT_DTYPES, "float64"),
+    )
+    return round_to(gemm_f64(p), p.out_dtype)

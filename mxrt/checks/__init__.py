@@ -50,9 +50,9 @@ def mismatches(op: str, case: str, backend: str, got, expected) -> CheckRow:
 
 
 def all_cases() -> list[CheckFn]:
-    from . import formats, layouts
+    from . import formats, gpu, layouts
 
-    return [*formats.CASES, *layouts.CASES]
+    return [*formats.CASES, *layouts.CASES, *gpu.CASES]
 
 
 def run_all(backend: str) -> list[CheckRow]:

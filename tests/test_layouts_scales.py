@@ -234,7 +234,8 @@ def test_errors():
         mxrt.preshuffle_scales(s, "aiter32x8", dtype=np.uint32)
     with pytest.raises(mxrt.ShapeError, match="backend"):
         mxrt.preshuffle_scales(s, "aiter32x8", backend="cuda")
-    with pytest.raises(mxrt.UnsupportedArchError):
+    with pytest.MonkeyPatch.context() as mp, pytest.raises(mxrt.UnsupportedArchError):
+        mp.setattr("mxrt.runtime.device_available", lambda: False)  # backend="gpu" with no usable device
         mxrt.preshuffle_scales(s, "aiter32x8", backend="gpu")
     p = mxrt.preshuffle_scales(s, "aiter32x8")
     with pytest.raises(mxrt.ShapeError, match=r"expected \(256, 8\)"):

@@ -49,10 +49,21 @@ def mismatches(op: str, case: str, backend: str, got, expected) -> CheckRow:
     return CheckRow(op, case, backend, "mismatches", f"{n}/{got.size}", n == 0)
 
 
-def all_cases() -> list[CheckFn]:
-    from . import formats, gemm, layouts
+def backend_for(op: str, backend: str) -> str:
+    """The backend a check passes to ``op``: the suite's backend, except ``"numpy"`` for an op without a GPU
+    kernel when the suite runs on the GPU (so a numpy-only op is still checked instead of raising)."""
+    if backend != "gpu":
+        return backend
+    from .._backend import GPU_OPS, _load_gpu_ops
 
-    return [*formats.CASES, *layouts.CASES, *gemm.CASES]
+    _load_gpu_ops()
+    return backend if op in GPU_OPS else "numpy"
+
+
+def all_cases() -> list[CheckFn]:
+    from . import formats, gemm, gpu, layouts
+
+    return [*formats.CASES, *layouts.CASES, *gemm.CASES, *gpu.CASES]
 
 
 def run_all(backend: str) -> list[CheckRow]:

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 import ml_dtypes
 import numpy as np
 
-from . import CheckRow, mismatches
+from . import CheckRow, backend_for, mismatches
 
 #: DeepGEMM ``QuantConfig.max_diff()``: fp8 x fp8, one fp4 operand, fp4 x fp4 (MX_REFERENCE.md 5). e5m2 has no
 #: DeepGEMM threshold; with 2 mantissa bits its element error is twice e4m3's, so mxrt uses 4e-3.
@@ -129,7 +129,7 @@ def check_gemm_op(backend: str) -> Iterable[CheckRow]:
         for dt in GEMM_OUT_DTYPES:
             want = ref(qa, qb, out_dtype=dt)
             for split_k in (1, 3):
-                got = gemm_mx(qa, qb, out_dtype=dt, split_k=split_k, backend=backend)
+                got = gemm_mx(qa, qb, out_dtype=dt, split_k=split_k, backend=backend_for("gemm_mx", backend))
                 yield mismatches("gemm_mx", f"{fa}x{fb} {dt} split_k={split_k}", backend, got, want)
 
 
@@ -144,7 +144,7 @@ def check_scale_lanes(backend: str) -> Iterable[CheckRow]:
     for layout in ("turbo16x4", "aiter32x8"):
         sm, sn = scale_layout_shape(layout, rows, cols)
         S = padded_scales(s, sm, sn, 127)
-        p = preshuffle_scales(s, layout, backend=backend)
+        p = preshuffle_scales(s, layout, backend=backend_for("preshuffle_scales", backend))
         got, want = [], []
         if layout == "turbo16x4":
             for band in range(sm // 16):
@@ -197,9 +197,9 @@ def check_emulated_gemm(backend: str) -> Iterable[CheckRow]:
         for layout in ("turbo16x4", "aiter32x8"):
             d = gfx950_gemm_16x16x128(
                 qa.data,
-                preshuffle_scales(qa.scales, layout, backend=backend),
+                preshuffle_scales(qa.scales, layout, backend=backend_for("preshuffle_scales", backend)),
                 preshuffle_weight(qb.data),
-                preshuffle_scales(qb.scales, layout, backend=backend),
+                preshuffle_scales(qb.scales, layout, backend=backend_for("preshuffle_scales", backend)),
                 m=m,
                 n=n,
                 k=k,

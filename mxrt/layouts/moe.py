@@ -12,7 +12,7 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
-from .._backend import resolve_backend
+from .._backend import is_device_array, resolve_backend, run_gpu
 from ..errors import DtypeError, ShapeError
 from ._check import align, cdiv, check_int, check_int32_limit, check_int_array
 
@@ -45,6 +45,35 @@ def _ranks(cnt: np.ndarray) -> np.ndarray:
     return np.arange(int(cnt.sum()), dtype=np.int64) - np.repeat(starts, cnt)
 
 
+def moe_align_capacity(
+    numel: int, block_size: object, num_experts: object, pad_sorted_ids: object, op: str
+) -> tuple[int, int, int]:
+    """Validated ``(block_size, num_experts, cap)`` of :func:`moe_align_block_size` for ``numel`` ids (shared with
+    its GPU twin): ``cap = numel + num_experts*(block_size-1)``, rounded up to ``block_size`` with
+    ``pad_sorted_ids``, at most 2^31-1."""
+    bs = check_int(block_size, op, "block_size", minimum=1)
+    e_num = check_int(num_experts, op, "num_experts", minimum=1)
+    if not isinstance(pad_sorted_ids, (bool, np.bool_)):
+        raise DtypeError(f"{op}: argument 'pad_sorted_ids' is {pad_sorted_ids!r}, expected a bool")
+    cap = numel + e_num * (bs - 1)
+    if pad_sorted_ids:
+        cap = align(cap, bs)
+    check_int32_limit(cap, op, "the capacity numel + num_experts*(block_size-1)")
+    return bs, e_num, cap
+
+
+def check_expert_map(expert_map: object, num_experts: int, op: str) -> np.ndarray:
+    """A host ``expert_map``: integer ``[num_experts]`` with values in ``[-1, 2^31-1]``."""
+    emap = check_int_array(expert_map, op, "expert_map", ndim=1)
+    if emap.shape != (num_experts,):
+        raise ShapeError(
+            f"{op}: argument 'expert_map' has shape {emap.shape}, expected ({num_experts},) = [num_experts]"
+        )
+    if emap.size and (emap.min() < -1 or emap.max() > 2**31 - 1):
+        raise ShapeError(f"{op}: argument 'expert_map' holds {emap.min()}..{emap.max()}, expected int32 ids >= -1")
+    return emap
+
+
 def moe_align_block_size(
     topk_ids: np.ndarray,
     block_size: int,
@@ -70,26 +99,24 @@ def moe_align_block_size(
 
     Ids ``>= num_experts`` are skipped (vLLM's CUDA kernel); negative ids, ``block_size < 1``,
     ``num_experts < 1``, non-integer dtypes, and ``cap > 2^31-1`` raise typed errors.
+
+    A CuPy ``topk_ids`` runs on the GPU (:func:`mxrt.ops.moe.moe_align_block_size_gpu`) and returns CuPy arrays,
+    with no device-to-host synchronisation (CUDA-graph capturable); a numpy ``topk_ids`` runs there under
+    ``backend="gpu"`` (and ``"auto"`` with a GPU present) and returns numpy.
     """
     op = "moe_align_block_size"
+    kw = {"block_size": block_size, "num_experts": num_experts, "expert_map": expert_map}
+    if is_device_array(topk_ids):  # CuPy in -> CuPy out (mxrt.ops.moe), never a host transfer
+        return run_gpu(op, backend, topk_ids, pad_sorted_ids=pad_sorted_ids, **kw)
     ids = _check_ids(topk_ids, op)
-    bs = check_int(block_size, op, "block_size", minimum=1)
-    e_num = check_int(num_experts, op, "num_experts", minimum=1)
-    emap = None
-    if expert_map is not None:
-        emap = check_int_array(expert_map, op, "expert_map", ndim=1)
-        if emap.shape != (e_num,):
-            raise ShapeError(f"{op}: argument 'expert_map' has shape {emap.shape}, expected ({e_num},) = [num_experts]")
-        if emap.size and (emap.min() < -1 or emap.max() > 2**31 - 1):
-            raise ShapeError(f"{op}: argument 'expert_map' holds {emap.min()}..{emap.max()}, expected int32 ids >= -1")
-    if not isinstance(pad_sorted_ids, (bool, np.bool_)):
-        raise DtypeError(f"{op}: argument 'pad_sorted_ids' is {pad_sorted_ids!r}, expected a bool")
     numel = ids.size
-    cap = numel + e_num * (bs - 1)
-    if pad_sorted_ids:
-        cap = align(cap, bs)
-    check_int32_limit(cap, op, "the capacity numel + num_experts*(block_size-1)")
-    resolve_backend(op, backend)
+    bs, e_num, cap = moe_align_capacity(numel, block_size, num_experts, pad_sorted_ids, op)
+    emap = None if expert_map is None else check_expert_map(expert_map, e_num, op)
+    if resolve_backend(op, backend) == "gpu":
+        kw = {"block_size": bs, "num_experts": e_num, "expert_map": emap}
+        out = run_gpu(op, backend, ids, pad_sorted_ids=pad_sorted_ids, **kw)
+        if out is not None:
+            return out
 
     idx, experts, cnt = _sort_by_expert(ids.ravel(), e_num)
     padded = (cnt + (bs - 1)) // bs * bs

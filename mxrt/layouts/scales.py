@@ -13,7 +13,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-from .._backend import resolve_backend
+from .._backend import is_device_array, resolve_backend, run_gpu
 from ..errors import DtypeError, LayoutError, ShapeError
 from ._check import align, check_int
 
@@ -57,6 +57,28 @@ def _check_scales(s: object, op: str) -> np.ndarray:
     if a.ndim != 2:
         raise ShapeError(f"{op}: argument 's' has shape {a.shape}, expected a 2-D [rows, cols] scale matrix")
     return a
+
+
+def check_preshuffle_options(layout: object, pad_value: object, dtype: Any, op: str) -> tuple[str, int, np.dtype]:
+    """Validated ``(layout, pad, out_dtype)`` of :func:`preshuffle_scales` (shared with its GPU twin)."""
+    layout = check_scale_layout(layout, op)
+    pad = check_int(pad_value, op, "pad_value", minimum=0)
+    if pad > 255:
+        raise ShapeError(f"{op}: argument 'pad_value' is {pad}, expected a byte in [0, 255]")
+    default = np.dtype(np.int32) if layout == "deepgemm_ue8m0" else np.dtype(np.uint8)
+    out_dtype = default if dtype is None else np.dtype(dtype)
+    allowed = (default, np.dtype(np.uint32)) if layout == "turbo16x4" else (default,)
+    if out_dtype not in allowed:
+        raise DtypeError(
+            f"{op}: argument 'dtype' is {out_dtype} for layout {layout!r}, expected one of {[str(d) for d in allowed]}"
+        )
+    return layout, pad, out_dtype
+
+
+def check_unshuffle_shape(shape: object, op: str) -> tuple[int, int]:
+    if not isinstance(shape, (tuple, list)) or len(shape) != 2:
+        raise ShapeError(f"{op}: argument 'shape' is {shape!r}, expected (rows, cols)")
+    return check_int(shape[0], op, "shape[0]", minimum=0), check_int(shape[1], op, "shape[1]", minimum=0)
 
 
 def _pad(s: np.ndarray, shape: tuple[int, int], pad_value: int) -> np.ndarray:
@@ -104,22 +126,19 @@ def preshuffle_scales(
     layout : one of :data:`SCALE_LAYOUTS`.
     pad_value : byte written to every padding position (0..255; 127 = scale 1.0).
     dtype : output dtype; only ``"turbo16x4"`` accepts ``np.uint32`` besides its default.
-    backend : ``"auto"``, ``"numpy"`` or ``"gpu"``.
+    backend : ``"auto"``, ``"numpy"`` or ``"gpu"``. A CuPy ``s`` runs on the GPU and returns CuPy arrays of the
+        same shapes, dtypes and strides (:func:`mxrt.ops.layouts.preshuffle_scales_gpu`); a numpy ``s`` runs there
+        under ``"gpu"`` (and ``"auto"`` with a GPU present) and returns numpy.
     """
     op = "preshuffle_scales"
+    if is_device_array(s):  # CuPy in -> CuPy out (mxrt.ops.layouts), never a host transfer
+        return run_gpu(op, backend, s, layout=layout, pad_value=pad_value, dtype=dtype)
     s = _check_scales(s, op)
-    layout = check_scale_layout(layout, op)
-    pad = check_int(pad_value, op, "pad_value", minimum=0)
-    if pad > 255:
-        raise ShapeError(f"{op}: argument 'pad_value' is {pad}, expected a byte in [0, 255]")
-    default = np.dtype(np.int32) if layout == "deepgemm_ue8m0" else np.dtype(np.uint8)
-    out_dtype = default if dtype is None else np.dtype(dtype)
-    allowed = (default, np.dtype(np.uint32)) if layout == "turbo16x4" else (default,)
-    if out_dtype not in allowed:
-        raise DtypeError(
-            f"{op}: argument 'dtype' is {out_dtype} for layout {layout!r}, expected one of {[str(d) for d in allowed]}"
-        )
-    resolve_backend(op, backend)
+    layout, pad, out_dtype = check_preshuffle_options(layout, pad_value, dtype, op)
+    if resolve_backend(op, backend) == "gpu":
+        out = run_gpu(op, backend, s, layout=layout, pad_value=pad, dtype=out_dtype)
+        if out is not None:
+            return out
     rows, cols = s.shape
     sm, sn = scale_layout_shape(layout, rows, cols)
     S = _pad(s, (sm, sn), pad)
@@ -166,20 +185,24 @@ def _byte_storage(p: object, layout: str, shape: tuple[int, int], op: str) -> np
     return a.reshape(sm, sn)
 
 
-def unshuffle_scales(p: np.ndarray, layout: str, shape: tuple[int, int]) -> np.ndarray:
+def unshuffle_scales(p: np.ndarray, layout: str, shape: tuple[int, int], *, backend: str = "auto") -> np.ndarray:
     """Invert :func:`preshuffle_scales`: the layout's buffer back to ``uint8 [rows, cols]`` (padding dropped).
 
     ``shape`` is the original ``(rows, cols)``. ``p`` is what :func:`preshuffle_scales` returned: uint8
     ``[sm, sn]`` (or its flat ``[sm*sn]`` form; uint32 accepted for ``"turbo16x4"``), or the int32
     ``[rows, ceil(cols/4)]`` view for ``"deepgemm_ue8m0"`` (read by value, so any strides work).
+    A CuPy ``p`` runs on the GPU and returns CuPy (:func:`mxrt.ops.layouts.unshuffle_scales_gpu`).
     """
     op = "unshuffle_scales"
+    if is_device_array(p):  # CuPy in -> CuPy out (mxrt.ops.layouts)
+        return run_gpu(op, backend, p, layout=layout, shape=shape)
     layout = check_scale_layout(layout, op)
-    if not isinstance(shape, (tuple, list)) or len(shape) != 2:
-        raise ShapeError(f"{op}: argument 'shape' is {shape!r}, expected (rows, cols)")
-    rows = check_int(shape[0], op, "shape[0]", minimum=0)
-    cols = check_int(shape[1], op, "shape[1]", minimum=0)
+    rows, cols = check_unshuffle_shape(shape, op)
     P = _byte_storage(p, layout, (rows, cols), op)
+    if resolve_backend(op, backend) == "gpu":
+        out = run_gpu(op, backend, np.asarray(p), layout=layout, shape=(rows, cols))
+        if out is not None:
+            return out
     sm, sn = P.shape
     if layout == "aiter32x8":
         S = P.reshape(sm // 32, sn // 8, 4, 16, 2, 2).transpose(0, 5, 3, 1, 4, 2).reshape(sm, sn)

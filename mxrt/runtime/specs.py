@@ -85,12 +85,63 @@ QUANTIZE_MX_DUAL = KernelSpec(
     ),
 )
 
-ALL_SPECS: tuple[KernelSpec, ...] = (QUANTIZE_MX_ROWWISE, QUANTIZE_MX_DUAL)
+# ---- scale layouts (kernels_src/layout): LAYOUT = MXRT_SCALE_* of scale_maps.h, WIDE = the uint32 turbo16x4 form
+#: define LAYOUT, keyed by mxrt.layouts.SCALE_LAYOUTS name
+SCALE_LAYOUT_CODES = {"aiter32x8": 0, "turbo16x4": 1, "cublas128x4": 2, "deepgemm_ue8m0": 3}
+LAYOUT_THREADS = 256
+_LAYOUT_VARIANTS = tuple(
+    defines(LAYOUT=code, WIDE=wide, THREADS=LAYOUT_THREADS)
+    for name, code in SCALE_LAYOUT_CODES.items()
+    for wide in ((0, 1) if name == "turbo16x4" else (0,))
+)
+
+PRESHUFFLE_SCALES = KernelSpec(
+    symbol="preshuffle_scales",
+    file="layout/preshuffle_scales.hip",
+    required=("LAYOUT", "THREADS", "WIDE"),
+    variants=_LAYOUT_VARIANTS,
+)
+
+UNSHUFFLE_SCALES = KernelSpec(
+    symbol="unshuffle_scales",
+    file="layout/unshuffle_scales.hip",
+    required=("LAYOUT", "THREADS", "WIDE"),
+    variants=_LAYOUT_VARIANTS,
+)
+
+# ---- moe_align_block_size (kernels_src/moe): ID_BYTES = itemsize of the topk ids (4 or 8)
+MOE_THREADS = 256
+_MOE_VARIANTS = _grid(ID_BYTES=(4, 8), THREADS=(MOE_THREADS,))
+
+
+def _moe_spec(symbol: str) -> KernelSpec:
+    return KernelSpec(symbol=symbol, file=f"moe/{symbol}.hip", required=("ID_BYTES", "THREADS"), variants=_MOE_VARIANTS)
+
+
+MOE_ALIGN_BLOCK_SIZE = _moe_spec("moe_align_block_size")  # one CTA, small numel
+MOE_ALIGN_BLOCK_SIZE_COUNT = _moe_spec("moe_align_block_size_count")  # multi-CTA step 1
+MOE_ALIGN_BLOCK_SIZE_SCAN = _moe_spec("moe_align_block_size_scan")  # multi-CTA step 2
+MOE_ALIGN_BLOCK_SIZE_SCATTER = _moe_spec("moe_align_block_size_scatter")  # multi-CTA step 3
+
+ALL_SPECS: tuple[KernelSpec, ...] = (
+    QUANTIZE_MX_ROWWISE,
+    QUANTIZE_MX_DUAL,
+    PRESHUFFLE_SCALES,
+    UNSHUFFLE_SCALES,
+    MOE_ALIGN_BLOCK_SIZE,
+    MOE_ALIGN_BLOCK_SIZE_COUNT,
+    MOE_ALIGN_BLOCK_SIZE_SCAN,
+    MOE_ALIGN_BLOCK_SIZE_SCATTER,
+)
 
 #: Dispatch tables: op -> {target or "generic": spec}. Tests derive their GPU skips from these.
 DISPATCH: Mapping[str, Mapping[str, KernelSpec]] = {
     "quantize_mx": {"generic": QUANTIZE_MX_ROWWISE},
     "quantize_mx_dual": {"generic": QUANTIZE_MX_DUAL},
+    "preshuffle_scales": {"generic": PRESHUFFLE_SCALES},
+    "unshuffle_scales": {"generic": UNSHUFFLE_SCALES},
+    # the one-CTA kernel; mxrt/ops/moe.py picks the multi-CTA trio (MOE_ALIGN_BLOCK_SIZE_*) for large numel
+    "moe_align_block_size": {"generic": MOE_ALIGN_BLOCK_SIZE},
 }
 
 

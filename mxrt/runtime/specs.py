@@ -85,12 +85,65 @@ QUANTIZE_MX_DUAL = KernelSpec(
     ),
 )
 
-ALL_SPECS: tuple[KernelSpec, ...] = (QUANTIZE_MX_ROWWISE, QUANTIZE_MX_DUAL)
+# ---- grouped quantization (kernels_src/quant/quantize_mx_grouped*.hip, quantize_mx_dual_grouped.hip) ----
+QUANT_GROUPED_THREADS = 256
+#: Most groups the grouped kernels take (MXG_MAX_GROUPS in kernels_src/common/mx_group.h).
+GROUPED_MAX_GROUPS = 1024
+
+QUANTIZE_MX_GROUPED_OFFSETS = KernelSpec(
+    symbol="quantize_mx_grouped_offsets",
+    file="quant/quantize_mx_grouped_offsets.hip",
+    required=("THREADS",),
+    variants=_grid(THREADS=(QUANT_GROUPED_THREADS,)),
+)
+
+QUANTIZE_MX_GROUPED = KernelSpec(
+    symbol="quantize_mx_grouped",
+    file="quant/quantize_mx_grouped.hip",
+    required=("FMT", "IN_DTYPE", "THREADS"),
+    variants=_grid(
+        FMT=tuple(FMT_CODES.values()), IN_DTYPE=tuple(IN_DTYPE_CODES.values()), THREADS=(QUANT_GROUPED_THREADS,)
+    ),
+)
+
+QUANTIZE_MX_GROUPED_ROWCOL = KernelSpec(
+    symbol="quantize_mx_grouped_rowcol",
+    file="quant/quantize_mx_grouped_rowcol.hip",
+    required=("FMT", "IN_DTYPE", "THREADS"),
+    variants=_grid(
+        FMT=tuple(FMT_CODES.values()), IN_DTYPE=tuple(IN_DTYPE_CODES.values()), THREADS=(QUANT_GROUPED_THREADS,)
+    ),
+)
+
+QUANTIZE_MX_DUAL_GROUPED = KernelSpec(
+    symbol="quantize_mx_dual_grouped",
+    file="quant/quantize_mx_dual_grouped.hip",
+    required=("BLOCK_2D", "FMT", "IN_DTYPE", "THREADS"),
+    variants=_grid(
+        BLOCK_2D=(0, 1),
+        FMT=tuple(FMT_CODES.values()),
+        IN_DTYPE=tuple(IN_DTYPE_CODES.values()),
+        THREADS=(QUANT_GROUPED_THREADS,),
+    ),
+)
+
+ALL_SPECS: tuple[KernelSpec, ...] = (
+    QUANTIZE_MX_ROWWISE,
+    QUANTIZE_MX_DUAL,
+    QUANTIZE_MX_GROUPED_OFFSETS,
+    QUANTIZE_MX_GROUPED,
+    QUANTIZE_MX_GROUPED_ROWCOL,
+    QUANTIZE_MX_DUAL_GROUPED,
+)
 
 #: Dispatch tables: op -> {target or "generic": spec}. Tests derive their GPU skips from these.
 DISPATCH: Mapping[str, Mapping[str, KernelSpec]] = {
     "quantize_mx": {"generic": QUANTIZE_MX_ROWWISE},
     "quantize_mx_dual": {"generic": QUANTIZE_MX_DUAL},
+    "quantize_mx_grouped_offsets": {"generic": QUANTIZE_MX_GROUPED_OFFSETS},
+    "quantize_mx_grouped": {"generic": QUANTIZE_MX_GROUPED},
+    "quantize_mx_grouped_rowcol": {"generic": QUANTIZE_MX_GROUPED_ROWCOL},
+    "quantize_mx_dual_grouped": {"generic": QUANTIZE_MX_DUAL_GROUPED},
 }
 
 

@@ -17,6 +17,7 @@ import cupy
 import numpy as np
 
 import mxrt
+from mxrt.ops import grouped
 
 
 def timed(fn, iters: int = 20) -> float:
@@ -63,6 +64,7 @@ def main() -> None:
     p.add_argument("--json", default="")
     args = p.parse_args()
     cupy.random.seed(0)
+    default_unroll = grouped.ROWWISE_UNROLL
     src = cupy.empty(512 * 2**20, cupy.uint8)
     dst = cupy.empty_like(src)
     t_copy = timed(lambda: dst.__setitem__(slice(None), src))
@@ -74,12 +76,14 @@ def main() -> None:
         x, dname = random_input((total, k))
         for num_groups in (8, 32):
             lens = cupy.asarray(split(total, num_groups, seed=k + num_groups))
-            for colwise in (False, True):
+            for colwise, unroll in ((False, 1), (False, 2), (True, 0)):
+                if unroll:
+                    grouped.ROWWISE_UNROLL = unroll
                 out = mxrt.quantize_mx_grouped(x, lens, args.fmt, colwise=colwise)
                 col = out.col
                 moved = nbytes(x, out.row.data, out.row.scales, out.offs_pad_row)
                 moved += nbytes(col.data, col.scales, out.offs_pad_col) if col is not None else 0
-                name = f"grouped {'row+col' if colwise else 'row'}"
+                name = "grouped row+col" if colwise else f"grouped row u{unroll}"
                 shape = f"T={total} k={k} G={num_groups}"
                 t_eager = timed(
                     lambda x=x, lens=lens, c=colwise: mxrt.quantize_mx_grouped(x, lens, args.fmt, colwise=c)
@@ -94,6 +98,7 @@ def main() -> None:
                 rows.append((name + " eager", shape, t_eager, moved))
                 rows.append((name + " graph", shape, t_graph, moved))
         del x
+    grouped.ROWWISE_UNROLL = default_unroll
 
     for g, n, k in ((8, 4096, 7168), (8, 7168, 2048), (8, 5760, 2880)):
         w, dname = random_input((g, n, k))

@@ -131,11 +131,16 @@ def compare_grouped(tag: str, got: mxrt.MXGrouped, want: mxrt.MXGrouped) -> None
         assert_same(f"offs_pad_col {tag}", got.offs_pad_col, want.offs_pad_col)
 
 
-@pytest.mark.parametrize("colwise", [False, True], ids=["row", "rowcol"])
+@pytest.mark.parametrize("variant", ["row-u1", "row-u2", "rowcol"])
 @pytest.mark.parametrize("dtype", list(DTYPES))
 @pytest.mark.parametrize("fmt", FMTS)
-def test_grouped_bitexact(poisoned, fmt: str, dtype: str, colwise: bool) -> None:
+def test_grouped_bitexact(poisoned, monkeypatch: pytest.MonkeyPatch, fmt: str, dtype: str, variant: str) -> None:
     _skip_unless_supported("quantize_mx_grouped")
+    from mxrt.ops import grouped
+
+    colwise = variant == "rowcol"
+    if not colwise:  # both builds of the rowwise kernel (define UNROLL)
+        monkeypatch.setattr(grouped, "ROWWISE_UNROLL", int(variant[-1]))
     for ci, (total, k, num_groups, empty) in enumerate(CASES):
         lens = split(total, num_groups, seed=ci, empty=empty)
         for ki, kind in enumerate(KINDS):
@@ -232,6 +237,8 @@ def test_grouped_cuda_graph_capture_never_syncs() -> None:
 
 def test_grouped_device_argument_errors(poisoned) -> None:
     _skip_unless_supported("quantize_mx_grouped")
+    from mxrt.ops import grouped
+
     xd = cupy.zeros((10, 32), cupy.float32)
     with pytest.raises(mxrt.DtypeError, match="on the device"):
         mxrt.quantize_mx_grouped(xd, np.array([10]))
@@ -241,11 +248,14 @@ def test_grouped_device_argument_errors(poisoned) -> None:
         mxrt.quantize_mx_grouped(xd, cupy.array([10], cupy.uint32))
     with pytest.raises(mxrt.ShapeError, match="1-D"):
         mxrt.quantize_mx_grouped(xd, cupy.array([[10]]))
-    with pytest.raises(mxrt.ShapeError, match="at most 1024"):
+    # kernel limits: UnsupportedArchError through the public op (mxrt._backend.run_gpu), ShapeError from the op
+    with pytest.raises(mxrt.UnsupportedArchError, match="at most 1024"):
         mxrt.quantize_mx_grouped(xd, cupy.zeros(1025, cupy.int64))
+    with pytest.raises(mxrt.ShapeError, match="at most 1024"):
+        grouped.quantize_mx_grouped_gpu(xd, cupy.zeros(1025, cupy.int64))
     with pytest.raises(mxrt.LayoutError, match="contiguous"):
         mxrt.quantize_mx_grouped(xd, cupy.zeros(8, cupy.int64)[::2])
-    with pytest.raises(mxrt.ShapeError, match="multiple of align"):
+    with pytest.raises(mxrt.UnsupportedArchError, match="multiple of align"):
         mxrt.quantize_mx_grouped(xd, cupy.array([10]), colwise=True, align=96, col_align=128)
     with pytest.raises(mxrt.LayoutError, match="C-contiguous"):
         mxrt.quantize_mx_grouped(cupy.zeros((32, 10), cupy.float32).T, cupy.array([10]))

@@ -49,6 +49,8 @@ from .quant import GPU_BLOCK_SIZES, _aligned, _check_device_layout, _check_input
 _INDEX_LIMIT = 2**31
 #: CTAs per SM/CU of the grid-stride rowwise kernel.
 _ROWWISE_CTAS_PER_CU = 16
+#: Quarter blocks in flight per thread of the rowwise kernel (define UNROLL, specs.QUANT_GROUPED_UNROLLS).
+ROWWISE_UNROLL = 2
 _DEVICE_LENS_DTYPES = ("int32", "int64")
 
 
@@ -167,9 +169,10 @@ def quantize_mx_grouped_gpu(
     if m_ub and k:
         flags = vec_in | (specs.FLAG_VEC_OUT if _aligned(q.data.ptr, row_bytes) else 0)
         if not colwise:
-            kernel = build(specs.select("quantize_mx_grouped", arch.target), d, arch)
+            d_row = specs.defines(**dict(d), UNROLL=ROWWISE_UNROLL)
+            kernel = build(specs.select("quantize_mx_grouped", arch.target), d_row, arch)
             items = m_ub * nb * 4
-            ctas = max(1, min(-(-items // threads), arch.num_cus * _ROWWISE_CTAS_PER_CU))
+            ctas = max(1, min(-(-items // (threads * ROWWISE_UNROLL)), arch.num_cus * _ROWWISE_CTAS_PER_CU))
             args = (xd, offs, q, s, np.int32(num_groups), np.int32(m_ub), np.int32(k), mode_code, np.int32(flags))
             args += (np.int32(ctas),)
             launch(op, kernel, LaunchConfig(grid=(ctas, 1, 1), block=(threads, 1, 1)), args)

@@ -97,12 +97,18 @@ QUANTIZE_MX_GROUPED_OFFSETS = KernelSpec(
     variants=_grid(THREADS=(QUANT_GROUPED_THREADS,)),
 )
 
+#: quarter blocks in flight per thread in quantize_mx_grouped (define UNROLL); the op uses the default
+QUANT_GROUPED_UNROLLS = (1, 2)
+
 QUANTIZE_MX_GROUPED = KernelSpec(
     symbol="quantize_mx_grouped",
     file="quant/quantize_mx_grouped.hip",
-    required=("FMT", "IN_DTYPE", "THREADS"),
+    required=("FMT", "IN_DTYPE", "THREADS", "UNROLL"),
     variants=_grid(
-        FMT=tuple(FMT_CODES.values()), IN_DTYPE=tuple(IN_DTYPE_CODES.values()), THREADS=(QUANT_GROUPED_THREADS,)
+        FMT=tuple(FMT_CODES.values()),
+        IN_DTYPE=tuple(IN_DTYPE_CODES.values()),
+        THREADS=(QUANT_GROUPED_THREADS,),
+        UNROLL=QUANT_GROUPED_UNROLLS,
     ),
 )
 

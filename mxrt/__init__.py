@@ -12,6 +12,7 @@ from .formats import (
     FORMATS,
     MXArray,
     MXDual,
+    MXGrouped,
     ScaleMode,
     ceil_to_ue8m0,
     decode,
@@ -23,6 +24,8 @@ from .formats import (
     per_token_cast_to_fp8,
     quantize_mx,
     quantize_mx_dual,
+    quantize_mx_dual_grouped,
+    quantize_mx_grouped,
     unpack_fp4,
 )
 
@@ -70,6 +73,7 @@ __all__ = [
     "LayoutError",
     "MXArray",
     "MXDual",
+    "MXGrouped",
     "MxrtError",
     "ScaleMode",
     "ShapeError",
@@ -100,6 +104,8 @@ __all__ = [
     "preshuffle_weight",
     "quantize_mx",
     "quantize_mx_dual",
+    "quantize_mx_dual_grouped",
+    "quantize_mx_grouped",
     "relative_error",
     "scale_index",
     "scale_layout_shape",

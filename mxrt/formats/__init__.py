@@ -20,6 +20,7 @@ from .codecs import (
     pack_fp4,
     unpack_fp4,
 )
+from .grouped import MXGrouped, quantize_mx_dual_grouped, quantize_mx_grouped
 from .mx import MXArray, MXDual, dequantize_mx, quantize_mx, quantize_mx_dual
 from .scales import ScaleMode, compute_scales
 
@@ -35,6 +36,7 @@ __all__ = [
     "ElemFormat",
     "MXArray",
     "MXDual",
+    "MXGrouped",
     "ScaleMode",
     "ceil_to_ue8m0",
     "compute_scales",
@@ -49,5 +51,7 @@ __all__ = [
     "per_token_cast_to_fp8",
     "quantize_mx",
     "quantize_mx_dual",
+    "quantize_mx_dual_grouped",
+    "quantize_mx_grouped",
     "unpack_fp4",
 ]

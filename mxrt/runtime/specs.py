@@ -122,6 +122,53 @@ MOE_ALIGN_BLOCK_SIZE = _moe_spec("moe_align_block_size")  # one CTA, small numel
 MOE_ALIGN_BLOCK_SIZE_COUNT = _moe_spec("moe_align_block_size_count")  # multi-CTA step 1
 MOE_ALIGN_BLOCK_SIZE_SCAN = _moe_spec("moe_align_block_size_scan")  # multi-CTA step 2
 MOE_ALIGN_BLOCK_SIZE_SCATTER = _moe_spec("moe_align_block_size_scatter")  # multi-CTA step 3
+# ---- grouped quantization (kernels_src/quant/quantize_mx_grouped*.hip, quantize_mx_dual_grouped.hip) ----
+QUANT_GROUPED_THREADS = 256
+#: Most groups the grouped kernels take (MXG_MAX_GROUPS in kernels_src/common/mx_group.h).
+GROUPED_MAX_GROUPS = 1024
+
+QUANTIZE_MX_GROUPED_OFFSETS = KernelSpec(
+    symbol="quantize_mx_grouped_offsets",
+    file="quant/quantize_mx_grouped_offsets.hip",
+    required=("THREADS",),
+    variants=_grid(THREADS=(QUANT_GROUPED_THREADS,)),
+)
+
+#: quarter blocks in flight per thread in quantize_mx_grouped (define UNROLL); the op uses the default
+QUANT_GROUPED_UNROLLS = (1, 2)
+
+QUANTIZE_MX_GROUPED = KernelSpec(
+    symbol="quantize_mx_grouped",
+    file="quant/quantize_mx_grouped.hip",
+    required=("FMT", "IN_DTYPE", "THREADS", "UNROLL"),
+    variants=_grid(
+        FMT=tuple(FMT_CODES.values()),
+        IN_DTYPE=tuple(IN_DTYPE_CODES.values()),
+        THREADS=(QUANT_GROUPED_THREADS,),
+        UNROLL=QUANT_GROUPED_UNROLLS,
+    ),
+)
+
+QUANTIZE_MX_GROUPED_ROWCOL = KernelSpec(
+    symbol="quantize_mx_grouped_rowcol",
+    file="quant/quantize_mx_grouped_rowcol.hip",
+    required=("FMT", "IN_DTYPE", "THREADS"),
+    variants=_grid(
+        FMT=tuple(FMT_CODES.values()), IN_DTYPE=tuple(IN_DTYPE_CODES.values()), THREADS=(QUANT_GROUPED_THREADS,)
+    ),
+)
+
+QUANTIZE_MX_DUAL_GROUPED = KernelSpec(
+    symbol="quantize_mx_dual_grouped",
+    file="quant/quantize_mx_dual_grouped.hip",
+    required=("BLOCK_2D", "FMT", "IN_DTYPE", "THREADS"),
+    variants=_grid(
+        BLOCK_2D=(0, 1),
+        FMT=tuple(FMT_CODES.values()),
+        IN_DTYPE=tuple(IN_DTYPE_CODES.values()),
+        THREADS=(QUANT_GROUPED_THREADS,),
+    ),
+)
 
 ALL_SPECS: tuple[KernelSpec, ...] = (
     QUANTIZE_MX_ROWWISE,
@@ -132,6 +179,10 @@ ALL_SPECS: tuple[KernelSpec, ...] = (
     MOE_ALIGN_BLOCK_SIZE_COUNT,
     MOE_ALIGN_BLOCK_SIZE_SCAN,
     MOE_ALIGN_BLOCK_SIZE_SCATTER,
+    QUANTIZE_MX_GROUPED_OFFSETS,
+    QUANTIZE_MX_GROUPED,
+    QUANTIZE_MX_GROUPED_ROWCOL,
+    QUANTIZE_MX_DUAL_GROUPED,
 )
 
 #: Dispatch tables: op -> {target or "generic": spec}. Tests derive their GPU skips from these.
@@ -142,6 +193,10 @@ DISPATCH: Mapping[str, Mapping[str, KernelSpec]] = {
     "unshuffle_scales": {"generic": UNSHUFFLE_SCALES},
     # the one-CTA kernel; mxrt/ops/moe.py picks the multi-CTA trio (MOE_ALIGN_BLOCK_SIZE_*) for large numel
     "moe_align_block_size": {"generic": MOE_ALIGN_BLOCK_SIZE},
+    "quantize_mx_grouped_offsets": {"generic": QUANTIZE_MX_GROUPED_OFFSETS},
+    "quantize_mx_grouped": {"generic": QUANTIZE_MX_GROUPED},
+    "quantize_mx_grouped_rowcol": {"generic": QUANTIZE_MX_GROUPED_ROWCOL},
+    "quantize_mx_dual_grouped": {"generic": QUANTIZE_MX_DUAL_GROUPED},
 }
 
 

@@ -12,7 +12,6 @@ from .formats import (
     FORMATS,
     MXArray,
     MXDual,
-    MXGrouped,
     ScaleMode,
     ceil_to_ue8m0,
     decode,
@@ -24,8 +23,6 @@ from .formats import (
     per_token_cast_to_fp8,
     quantize_mx,
     quantize_mx_dual,
-    quantize_mx_dual_grouped,
-    quantize_mx_grouped,
     unpack_fp4,
 )
 
@@ -33,6 +30,7 @@ from .formats import (
 from .layouts import (
     SCALE_LAYOUTS,
     WEIGHT_LAYOUTS,
+    MXGrouped,
     contiguous_m_indices,
     contiguous_psum_layout,
     from_masked,
@@ -46,6 +44,8 @@ from .layouts import (
     padded_rows_upper_bound,
     preshuffle_scales,
     preshuffle_weight,
+    quantize_mx_dual_grouped,
+    quantize_mx_grouped,
     scale_index,
     scale_layout_shape,
     to_masked,

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import mxrt
-from mxrt.formats.grouped import PAD_SCALE, dual_grouped_shapes
+from mxrt.layouts.grouped_quant import PAD_SCALE, dual_grouped_shapes
 
 FMTS = ("e4m3", "e5m2", "e2m1")
 

@@ -20,7 +20,6 @@ from .codecs import (
     pack_fp4,
     unpack_fp4,
 )
-from .grouped import MXGrouped, quantize_mx_dual_grouped, quantize_mx_grouped
 from .mx import MXArray, MXDual, dequantize_mx, quantize_mx, quantize_mx_dual
 from .scales import ScaleMode, compute_scales
 
@@ -36,7 +35,6 @@ __all__ = [
     "ElemFormat",
     "MXArray",
     "MXDual",
-    "MXGrouped",
     "ScaleMode",
     "ceil_to_ue8m0",
     "compute_scales",
@@ -51,7 +49,5 @@ __all__ = [
     "per_token_cast_to_fp8",
     "quantize_mx",
     "quantize_mx_dual",
-    "quantize_mx_dual_grouped",
-    "quantize_mx_grouped",
     "unpack_fp4",
 ]

@@ -30,15 +30,15 @@ import numpy as np
 from .._backend import GpuOp, is_device_array, register_gpu_op
 from ..errors import DtypeError, LayoutError, ShapeError
 from ..formats.codecs import get_format
-from ..formats.grouped import (
+from ..formats.mx import MXArray, MXDual, check_block_size
+from ..formats.scales import get_scale_mode
+from ..layouts._check import check_group_lens
+from ..layouts.grouped_quant import (
     MXGrouped,
     check_dual_grouped_args,
     check_grouped_args,
     dual_grouped_shapes,
 )
-from ..formats.mx import MXArray, MXDual, check_block_size
-from ..formats.scales import get_scale_mode
-from ..layouts._check import check_group_lens
 from ..layouts.groups import padded_rows_upper_bound
 from ..runtime import specs
 from ..runtime.arch import get_arch

@@ -22,11 +22,11 @@ import numpy as np
 
 from .._backend import is_device_array, resolve_backend, run_gpu
 from ..errors import DtypeError, ShapeError
-from ..layouts._check import check_group_lens, check_int
-from ..layouts.groups import pad_group_layout, pad_rows, padded_rows_upper_bound
-from .codecs import E8M0_ONE, check_float_array, get_format
-from .mx import MXArray, MXDual, check_block_size, quantize_mx, quantize_mx_dual
-from .scales import ScaleMode, get_scale_mode
+from ..formats.codecs import E8M0_ONE, check_float_array, get_format
+from ..formats.mx import MXArray, MXDual, check_block_size, quantize_mx, quantize_mx_dual
+from ..formats.scales import ScaleMode, get_scale_mode
+from ._check import check_group_lens, check_int
+from .groups import pad_group_layout, pad_rows, padded_rows_upper_bound
 
 #: Scale byte of a block that holds only padding (Primus-Turbo grouped kernels: 127 = 2^0, MX_REFERENCE.md 2.3).
 PAD_SCALE = E8M0_ONE  # 0x7F

@@ -27,3 +27,37 @@ def test_public_names_exist() -> None:
 
     missing = [n for n in mxrt.__all__ if not hasattr(mxrt, n)]
     assert not missing
+
+
+LOWER_MAY_NOT_IMPORT = {
+    "formats": ("layouts", "reference", "runtime", "ops", "cli", "checks"),
+    "layouts": ("reference", "runtime", "ops", "cli", "checks"),
+    "reference": ("runtime", "ops", "cli", "checks"),
+}
+
+
+def _imported_packages(path) -> set[str]:
+    import ast
+
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.level >= 1 and node.module:
+            if node.level == 2:  # from ..pkg import x, seen from mxrt/<layer>/<file>.py
+                names.add(node.module.split(".")[0])
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("mxrt."):
+            names.add(node.module.split(".")[1])
+    return names
+
+
+def test_layers_point_one_way() -> None:
+    """formats -> layouts -> reference -> runtime -> ops -> cli: a lower layer never imports a higher one."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent / "mxrt"
+    bad = []
+    for layer, banned in LOWER_MAY_NOT_IMPORT.items():
+        for path in sorted((root / layer).glob("*.py")):
+            hits = _imported_packages(path) & set(banned)
+            if hits:
+                bad.append(f"{path.relative_to(root)} imports {sorted(hits)}")
+    assert not bad, bad

@@ -10,8 +10,8 @@ Both are compositions of :func:`mxrt.quantize_mx` / :func:`mxrt.quantize_mx_dual
 Primus-Turbo's grouped convention that a block holding only padding gets the neutral scale byte 127 (2^0)
 instead of the all-zero block's 0, so every byte of the padded buffers is defined.
 
-This module imports ``mxrt.layouts`` (group padding math) on top of ``mxrt.formats``: the one place where the
-formats layer looks up; ``mxrt.layouts`` itself never imports ``mxrt.formats``, so there is no cycle.
+It lives in the layouts layer because it combines the group padding math of :mod:`.groups` with the quantizer of
+:mod:`mxrt.formats` (layouts build on formats, never the other way round).
 """
 
 from __future__ import annotations

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# One device call that proves every GPU op of main: GPU tests, `mxrt check` on the GPU, compute-sanitizer
+# (memcheck + racecheck) over the smoke scripts, and the bandwidth benchmarks. Logs go to $OUT (or ./gpu_out).
+# Usage on the device: bash benchmarks/gpu_session.sh
+set -u
+cd "$(dirname "$0")/.."
+export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
+OUT=${OUT:-./gpu_out}
+mkdir -p "$OUT"
+step() { echo; echo "=== $*"; }
+step "device"; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+python3 -m mxrt.cli info --compile 2>&1 | tee "$OUT/info.txt"
+step "pytest -m gpu"
+python3 -m pytest -q -m gpu tests/ -o filterwarnings=default -p no:cacheprovider 2>&1 | tee "$OUT/pytest_gpu.txt" | tail -15
+step "mxrt check (GPU)"
+python3 -m mxrt.cli check --json "$OUT/check.json" > "$OUT/check.txt" 2>&1; echo "rc=$?"; tail -3 "$OUT/check.txt"
+grep -c " gpu " "$OUT/check.txt" | sed 's/^/gpu rows: /'
+step "compute-sanitizer"
+for s in tests/support/gpu_*_smoke.py; do
+  for tool in memcheck racecheck; do
+    extra=""; [[ $tool == memcheck ]] && extra="--leak-check no"
+    compute-sanitizer --tool $tool $extra python3 "$s" > "$OUT/san_$(basename "$s" .py)_$tool.txt" 2>&1
+    echo "$s $tool rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/san_$(basename "$s" .py)_$tool.txt" | tail -1)"
+  done
+done
+step "benchmarks"
+for b in benchmarks/bench_quant.py benchmarks/bench_grouped_quant.py benchmarks/bench_layouts.py; do
+  echo "--- $b"; timeout 240 python3 "$b" 2>&1 | tee "$OUT/$(basename "$b" .py).txt" | tail -40
+done

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One device call that proves every GPU op of main: GPU tests, `mxrt check` on the GPU, compute-sanitizer
-# (memcheck + racecheck) over the smoke scripts, and the bandwidth benchmarks. Logs go to $OUT (or ./gpu_out).
+# (memcheck + racecheck) over the smoke scripts, and the bandwidth benchmarks. Logs go to $OUT (or ./gpu_out),
+# six files at most (the device tool returns eight).
 # Usage on the device: bash benchmarks/gpu_session.sh
 set -u
 cd "$(dirname "$0")/.."
@@ -19,11 +20,12 @@ step "compute-sanitizer"
 for s in tests/support/gpu_*_smoke.py; do
   for tool in memcheck racecheck; do
     extra=""; [[ $tool == memcheck ]] && extra="--leak-check no"
-    compute-sanitizer --tool $tool $extra python3 "$s" > "$OUT/san_$(basename "$s" .py)_$tool.txt" 2>&1
-    echo "$s $tool rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/san_$(basename "$s" .py)_$tool.txt" | tail -1)"
+    compute-sanitizer --tool $tool $extra python3 "$s" > /tmp/san.txt 2>&1
+    rc=$?; { echo "### $s $tool rc=$rc"; cat /tmp/san.txt; } >> "$OUT/sanitizer.txt"
+    echo "$s $tool rc=$rc $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' /tmp/san.txt | tail -1)"
   done
 done
 step "benchmarks"
 for b in benchmarks/bench_quant.py benchmarks/bench_grouped_quant.py benchmarks/bench_layouts.py; do
-  echo "--- $b"; timeout 240 python3 "$b" 2>&1 | tee "$OUT/$(basename "$b" .py).txt" | tail -40
+  echo "--- $b"; timeout 240 python3 "$b" 2>&1 | tee -a "$OUT/bench.txt" | tail -40
 done

@@ -223,6 +223,7 @@ def main() -> None:
     p.add_argument("--layout", default="cublas128x4", help="scale layout of the fused-preshuffle rows")
     p.add_argument("--torch-timeout", type=float, default=150.0)
     p.add_argument("--no-torch", action="store_true")
+    p.add_argument("--torch-only", action="store_true", help="only the copy reference and the torch peer")
     p.add_argument("--json", default="")
     args = p.parse_args()
     shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
@@ -232,7 +233,7 @@ def main() -> None:
     print(f"device {arch.name} ({arch.target}), bf16 input -> {args.fmt}, RCEIL")
     print(f"d2d copy 512 MiB: cudaMemcpyAsync {memcpy_bw / 1e12:.2f} TB/s, copyto {elementwise_bw / 1e12:.2f} TB/s")
     rows = []
-    for m, k in shapes:
+    for m, k in [] if args.torch_only else shapes:
         cases = [
             ("quantize_mx", rowwise_case(m, k, args.fmt, None)),
             (f"quantize_mx+{args.layout}", rowwise_case(m, k, args.fmt, args.layout)),

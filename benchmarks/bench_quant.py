@@ -3,7 +3,11 @@
 Bytes counted: input read once + codes and scales written once (the padded storage for a fused scale layout).
 Each case is timed as CUDA-graph replays of launches with preallocated outputs, rotating over enough input and
 output sets that the working set is several times the L2, so launch gaps and L2 hits stay out of the numbers.
-The copy reference is the faster of cudaMemcpyAsync device-to-device and CuPy's elementwise copy of 512 MiB.
+Two copy references, bytes read + written: the peak, the fastest of cudaMemcpyAsync (plain stream, not a
+graph: a graph memcpy node goes to the copy engines, ~20% slower on H100), CuPy's copyto of 16-byte elements
+and a 16-byte vector copy kernel over 512 MiB; and a same-size copy, the vector copy kernel (the access
+pattern of the FLAT quantizer: 4 x 16-byte loads in flight per lane) moving the case's own byte count, timed
+the same way, so ramp-up and tail effects of small shapes appear on both sides.
 A ``torch.compile`` of an equivalent torch rowwise quantizer runs as a peer in a subprocess when torch is
 present (skipped cleanly when it is missing, fails, or does not compile within ``--torch-timeout`` seconds).
 
@@ -26,7 +30,8 @@ import numpy as np
 import mxrt
 from mxrt.ops import quant as q_ops
 from mxrt.runtime import specs
-from mxrt.runtime.compiler import build
+from mxrt.runtime.compiler import build, compile_options
+from mxrt.runtime.source import stamped_source
 
 # bf16 [8192, 8192] and the seeds' MoE shapes: activations M = 4096 tokens x K = 7168 / 2048 / 2880 (hidden sizes
 # of DeepSeek-V3, Qwen-MoE-style and gpt-oss experts), weights [N, K] = [7168, 4096], [2880, 4096].
@@ -65,19 +70,55 @@ def graph_time(launches, per_graph: int, reps: int = 7) -> float:
     return t / per_graph
 
 
-def copy_bandwidth() -> tuple[float, float]:
-    """(cudaMemcpyAsync, CuPy elementwise) device-to-device copy bandwidth of 512 MiB, bytes read + written."""
+COPY16 = r"""
+extern "C" __global__ void __launch_bounds__(256) copy16(const uint4* __restrict__ src, uint4* __restrict__ dst,
+                                                         unsigned long long n) {
+  const unsigned long long base = ((unsigned long long)blockIdx.x * 8 + threadIdx.x / 32) * 128 + threadIdx.x % 32;
+  uint4 v[4];
+#pragma unroll
+  for (int u = 0; u < 4; ++u)
+    if (base + u * 32 < n) v[u] = src[base + u * 32];
+#pragma unroll
+  for (int u = 0; u < 4; ++u)
+    if (base + u * 32 < n) dst[base + u * 32] = v[u];
+}
+"""
+
+
+def copy_launches(nbytes: int):
+    """Launch callables of the vector copy kernel moving nbytes/2 bytes in and out, over rotating buffers."""
+    kernel = cupy.RawKernel(COPY16, "copy16")
+    n16 = max(1, nbytes // 2 // 16)
+    launches = []
+    for _ in range(_sets(nbytes)):
+        src, dst = cupy.ones(n16 * 16, cupy.uint8), cupy.empty(n16 * 16, cupy.uint8)
+        grid = (-(-n16 // 1024),)
+        launches.append(lambda src=src, dst=dst, grid=grid: kernel(grid, (256,), (src, dst, np.uint64(n16))))
+    return launches, 2 * n16 * 16
+
+
+def copy_bandwidth() -> dict[str, float]:
+    """Peak device-to-device copy bandwidth over 512 MiB, bytes read + written, three ways."""
     n = 512 << 20
-    src, dst = cupy.empty(n, cupy.uint8), cupy.empty(n, cupy.uint8)
-    src[:] = 1
+    src, dst = cupy.ones(n, cupy.uint8), cupy.empty(n, cupy.uint8)
+    stream = cupy.cuda.Stream(non_blocking=True)
+    with stream:
 
-    def memcpy():
-        cupy.cuda.runtime.memcpyAsync(dst.data.ptr, src.data.ptr, n, 3, cupy.cuda.get_current_stream().ptr)
+        def memcpy():
+            cupy.cuda.runtime.memcpyAsync(dst.data.ptr, src.data.ptr, n, 3, stream.ptr)
 
-    def elementwise():
-        cupy.copyto(dst, src)
+        def loop():
+            for _ in range(8):
+                memcpy()
 
-    return 2 * n / graph_time([memcpy], 8), 2 * n / graph_time([elementwise], 8)
+        t_memcpy = _median_time(loop, 7) / 8
+    s16, d16 = src.view(cupy.complex128), dst.view(cupy.complex128)
+    launches, moved = copy_launches(2 * n)
+    return {
+        "cudaMemcpyAsync": 2 * n / t_memcpy,
+        "copyto16": 2 * n / graph_time([lambda: cupy.copyto(d16, s16)], 8),
+        "copy16 kernel": moved / graph_time(launches, 8),
+    }
 
 
 def _sets(bytes_per_call: int) -> int:
@@ -116,7 +157,8 @@ def rowwise_case(m: int, k: int, fmt: str, layout: str | None):
     return launches, nbytes, flags
 
 
-def dual_case(m: int, k: int, fmt: str, layout: str | None):
+def dual_case(m: int, k: int, fmt: str, layout: str | None, variant: tuple[int, int] | None = None):
+    """variant (rows_fast, min_blocks): build with the kernel's tuning knobs set (defaults otherwise)."""
     arch = mxrt.runtime.get_arch()
     spec = specs.select("quantize_mx_dual", arch.target)
     d = specs.defines(
@@ -126,7 +168,14 @@ def dual_case(m: int, k: int, fmt: str, layout: str | None):
         SCALE_LAYOUT=specs.SCALE_LAYOUT_CODES[layout],
         THREADS=specs.QUANT_DUAL_THREADS,
     )
-    kernel = build(spec, d, arch)
+    rows_fast = q_ops.DUAL_ROWS_FAST
+    if variant is None:
+        kernel = build(spec, d, arch)
+    else:
+        rows_fast, min_blocks = variant
+        extra = (f"-DDUAL_ROWS_FAST={rows_fast}", f"-DDUAL_MIN_BLOCKS={min_blocks}")
+        code = stamped_source(spec.file, arch.target)
+        kernel = cupy.RawModule(code=code, options=compile_options(arch, d) + extra).get_function(spec.symbol)
     packed = fmt == "e2m1"
     rb, cb = (-(-k // 2), -(-m // 2)) if packed else (k, m)
 
@@ -140,7 +189,7 @@ def dual_case(m: int, k: int, fmt: str, layout: str | None):
         x = _bf16_input(m, k, i)
         q_row, q_col = cupy.empty((m, rb), cupy.uint8), cupy.empty((k, cb), cupy.uint8)
         s_row, s_col = cupy.empty(sr, cupy.uint8), cupy.empty(sc, cupy.uint8)
-        flags, cfg = q_ops.dual_launch(m, k, "bfloat16", x.data.ptr, q_row.data.ptr, q_col.data.ptr, fmt)
+        flags, cfg = q_ops.dual_launch(m, k, "bfloat16", x.data.ptr, q_row.data.ptr, q_col.data.ptr, fmt, rows_fast)
         args = (x, q_row, s_row, q_col, s_col, np.int32(m), np.int32(k))
         args += (np.int32(specs.SCALE_MODE_CODES["rceil"]), np.int32(flags))
         launches.append(lambda cfg=cfg, args=args: kernel(cfg.grid, cfg.block, args))
@@ -171,7 +220,7 @@ TORCH_PEER = textwrap.dedent(
     print(json.dumps({"compile_s": time.time() - t0}), flush=True)
     for m, k in shapes:
         nbytes = 2 * m * k + m * k + m * k // 32
-        xs = [torch.randn(m, k, device="cuda").to(torch.bfloat16) for _ in range(max(1, -(-150e6 // nbytes)))]
+        xs = [torch.randn(m, k, device="cuda").to(torch.bfloat16) for _ in range(max(1, int(-(-150e6 // nbytes))))]
         for x in xs:
             fn(x)
         torch.cuda.synchronize()
@@ -224,14 +273,20 @@ def main() -> None:
     p.add_argument("--torch-timeout", type=float, default=150.0)
     p.add_argument("--no-torch", action="store_true")
     p.add_argument("--torch-only", action="store_true", help="only the copy reference and the torch peer")
+    p.add_argument(
+        "--dual-variants",
+        default="",
+        help="extra dual builds 'rows_fast:min_blocks,...' (kernel knobs DUAL_ROWS_FAST, DUAL_MIN_BLOCKS)",
+    )
     p.add_argument("--json", default="")
     args = p.parse_args()
     shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
-    memcpy_bw, elementwise_bw = copy_bandwidth()
-    copy_bw = max(memcpy_bw, elementwise_bw)
+    peaks = copy_bandwidth()
+    copy_bw = max(peaks.values())
     arch = mxrt.runtime.get_arch()
     print(f"device {arch.name} ({arch.target}), bf16 input -> {args.fmt}, RCEIL")
-    print(f"d2d copy 512 MiB: cudaMemcpyAsync {memcpy_bw / 1e12:.2f} TB/s, copyto {elementwise_bw / 1e12:.2f} TB/s")
+    print("d2d copy 512 MiB: " + ", ".join(f"{k} {v / 1e12:.2f} TB/s" for k, v in peaks.items()))
+    variants = [tuple(int(v) for v in s.split(":")) for s in args.dual_variants.split(",") if s]
     rows = []
     for m, k in [] if args.torch_only else shapes:
         cases = [
@@ -239,10 +294,13 @@ def main() -> None:
             (f"quantize_mx+{args.layout}", rowwise_case(m, k, args.fmt, args.layout)),
             ("quantize_mx_dual", dual_case(m, k, args.fmt, None)),
         ]
+        cases += [(f"quantize_mx_dual[rf{v[0]},mb{v[1]}]", dual_case(m, k, args.fmt, None, v)) for v in variants]
         for name, (launches, nbytes, flags) in cases:
             t = graph_time(launches, per_graph=max(20, 4 * len(launches)))
-            rows.append({"kernel": name, "shape": [m, k], "s": t, "bytes": nbytes, "flags": flags})
-            del launches
+            cl, moved = copy_launches(nbytes)
+            same = moved / graph_time(cl, per_graph=max(20, 4 * len(cl)))
+            rows.append({"kernel": name, "shape": [m, k], "s": t, "bytes": nbytes, "flags": flags, "copy_Bps": same})
+            del launches, cl
         cupy.get_default_memory_pool().free_all_blocks()
     status, peer = ("skipped: --no-torch", []) if args.no_torch else torch_peer(shapes, args.torch_timeout)
     for r in peer:
@@ -250,20 +308,20 @@ def main() -> None:
             rows.append({"kernel": "torch.compile rowwise", "shape": r["shape"], "s": r["s"], "bytes": r["bytes"]})
     compile_s = next((r["compile_s"] for r in peer if "compile_s" in r), None)
     print(f"torch.compile peer: {status}" + (f", first compile {compile_s:.1f} s" if compile_s is not None else ""))
-    print(f"\n{'kernel':30s} {'shape':>12s} {'time us':>9s} {'TB/s':>6s} {'% copy':>7s}")
+    print(f"\n{'kernel':30s} {'shape':>10s} {'us':>7s} {'TB/s':>5s} {'%peak':>6s} {'%same-size copy':>15s}")
     for r in rows:
         bw = r["bytes"] / r["s"]
         r["tbps"], r["pct_copy"] = bw / 1e12, 100 * bw / copy_bw
+        same = f"{100 * bw / r['copy_Bps']:14.1f}%" if "copy_Bps" in r else f"{'-':>15s}"
         shape = f"{r['shape'][0]}x{r['shape'][1]}"
-        print(f"{r['kernel']:30s} {shape:>12s} {r['s'] * 1e6:9.1f} {bw / 1e12:6.2f} {100 * bw / copy_bw:6.1f}%")
+        print(f"{r['kernel']:30s} {shape:>10s} {r['s'] * 1e6:7.1f} {bw / 1e12:5.2f} {100 * bw / copy_bw:5.1f}% {same}")
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(
                 {
                     "device": arch.name,
                     "fmt": args.fmt,
-                    "copy_memcpy_Bps": memcpy_bw,
-                    "copy_elementwise_Bps": elementwise_bw,
+                    "copy_peak_Bps": peaks,
                     "torch_peer": status,
                     "rows": rows,
                 },

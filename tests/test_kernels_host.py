@@ -114,13 +114,16 @@ def run_rowwise(build_dir, x, fmt, mode, layout=None, ftz=False, order=0, x_offs
     return q, ops_quant.scale_view(s, layout, m, nb), flags
 
 
-def run_dual(build_dir, x, fmt, mode, block_2d=False, layout=None, ftz=False, order=0, x_offset=0):
+def run_dual(build_dir, x, fmt, mode, block_2d=False, layout=None, ftz=False, order=0, x_offset=0, rows_fast=None):
     m, k = x.shape
     name = str(x.dtype)
+    knobs = {} if rows_fast is None else {"DUAL_ROWS_FAST": rows_fast}
+    rows_fast = ops_quant.DUAL_ROWS_FAST if rows_fast is None else rows_fast
     lib = _lib(
         build_dir,
         1,
         ftz,
+        **knobs,
         BLOCK_2D=int(block_2d),
         FMT=specs.FMT_CODES[fmt],
         IN_DTYPE=specs.IN_DTYPE_CODES[name],
@@ -132,7 +135,9 @@ def run_dual(build_dir, x, fmt, mode, block_2d=False, layout=None, ftz=False, or
     q_row = _poisoned((m, -(-k // 2) if packed else k))
     q_col = _poisoned((k, -(-m // 2) if packed else m))
     s_row, s_col = _scale_buf(layout, m, -(-k // 32)), _scale_buf(layout, k, -(-m // 32))
-    flags, cfg = ops_quant.dual_launch(m, k, name, xb.ctypes.data, q_row.ctypes.data, q_col.ctypes.data, fmt)
+    flags, cfg = ops_quant.dual_launch(
+        m, k, name, xb.ctypes.data, q_row.ctypes.data, q_col.ctypes.data, fmt, rows_fast
+    )
     rc = lib.simt_run(
         _p(xb), _p(q_row), _p(s_row), _p(q_col), _p(s_col), m, k, specs.SCALE_MODE_CODES[mode], flags,
         cfg.grid[0], cfg.grid[1], order,
@@ -222,3 +227,16 @@ def test_fused_layouts_bitexact(build_dir, layout):
                 _same(f"dual col storage {tag}", layout_storage(s_col, layout), layout_storage(d.col.scales, layout))
                 _same(f"dual row data {tag}", q_row, d.row.data)
                 _same(f"dual col data {tag}", q_col, d.col.data)
+
+
+@pytest.mark.parametrize("rows_fast", [0, 1])
+def test_dual_grid_orders(build_dir, rows_fast):
+    """Both values of the kernel's DUAL_ROWS_FAST knob, launched with the matching grid."""
+    for shape in [(100, 130), (200, 300)]:
+        x = make_input(shape, "random", ml_dtypes.bfloat16, seed=shape[0])
+        want = mxrt.quantize_mx_dual(x, "e4m3", backend="numpy")
+        q_row, s_row, q_col, s_col = run_dual(build_dir, x, "e4m3", "rceil", rows_fast=rows_fast)
+        _same(f"row data rf{rows_fast} {shape}", q_row, want.row.data)
+        _same(f"col data rf{rows_fast} {shape}", q_col, want.col.data)
+        _same(f"col scales rf{rows_fast} {shape}", s_col, want.col.scales)
+        _same(f"row scales rf{rows_fast} {shape}", s_row, want.row.scales)

@@ -7,7 +7,8 @@
 // args     const IN* x [m,k] | u8* q_row [m,k] (e2m1: [m,ceil(k/2)]) | u8* s_row [m,ceil(k/32)] or its layout |
 //          u8* q_col [k,m] (e2m1: [k,ceil(m/2)]) | u8* s_col [k,ceil(m/32)] or its layout | int m, int k |
 //          int scale_mode (MXRT_SCALE_*) | int flags (MXRT_FLAG_VEC_IN, _VEC_OUT, _VEC_OUT_COL)
-// grid     (ceil(k/TILE_K), ceil(m/64), 1), TILE_K = 128 (bf16, fp16) or 64 (fp32)   block (256,1,1)
+// grid     (ceil(k/TILE_K), ceil(m/64), 1), swapped when DUAL_ROWS_FAST; TILE_K = 128 (16-bit) or 64 (fp32)
+//          block (256,1,1)
 //          smem 64 * PITCH * 4 + 8 * 4 bytes (static, PITCH = 65 or 66 words)
 // defines  THREADS (= 256), FMT, IN_DTYPE, BLOCK_2D, SCALE_LAYOUT                  set by mxrt/ops/quant.py
 // requires m*k < 2^31, scale storages < 2^31 bytes; ceil(m/64) <= 65535; flag VEC_IN: x 16-byte aligned,
@@ -21,6 +22,22 @@
 #endif
 MXRT_STATIC_ASSERT(THREADS == 256, "quantize_mx_dual: THREADS must be 256 (8 warps tile 64 rows x 64 words)");
 MXRT_STATIC_ASSERT(SCALE_LAYOUT >= 0 && SCALE_LAYOUT <= 4, "SCALE_LAYOUT: 0..4 (scale_layouts.h)");
+
+// Tuning knobs with defaults (benchmarks/bench_quant.py --dual-variants times the alternatives):
+// DUAL_ROWS_FAST: 1 = grid x walks tile rows (the CTAs that finish a 128-byte q_col line run back to back),
+// 0 = grid x walks tile columns (mirrored by mxrt/ops/quant.py DUAL_ROWS_FAST). DUAL_MIN_BLOCKS (CUDA):
+// resident blocks per SM asked of ptxas, 0 = none.
+#ifndef DUAL_ROWS_FAST
+#define DUAL_ROWS_FAST 0
+#endif
+#ifndef DUAL_MIN_BLOCKS
+#define DUAL_MIN_BLOCKS 0
+#endif
+#if defined(MXRT_CUDA) && DUAL_MIN_BLOCKS
+#define DUAL_BOUNDS __launch_bounds__(THREADS, DUAL_MIN_BLOCKS)
+#else
+#define DUAL_BOUNDS __launch_bounds__(THREADS)
+#endif
 
 typedef MxrtFmt<FMT>::type Fmt;
 typedef MxrtScaleLayout<SCALE_LAYOUT> Layout;
@@ -69,7 +86,7 @@ MXRT_DEVICE void store_row_chunk(const u32* bits, u32 sb, u32 r, u32 cs, u32 m, 
   }
 }
 
-extern "C" __global__ void __launch_bounds__(THREADS)
+extern "C" __global__ void DUAL_BOUNDS
     quantize_mx_dual(const void* __restrict__ x, u8* __restrict__ q_row, u8* __restrict__ s_row,
                      u8* __restrict__ q_col, u8* __restrict__ s_col, i32 m_, i32 k_, i32 scale_mode, i32 flags) {
   __shared__ __attribute__((aligned(16))) u32 tile[TILE_M * PITCH];
@@ -77,8 +94,8 @@ extern "C" __global__ void __launch_bounds__(THREADS)
   const u32 m = (u32)m_, k = (u32)k_;
   const u32 tid = MXRT_TID_X;
   const u32 lane = tid % 32u, warp = tid / 32u;
-  const u32 col0 = MXRT_BID_X * TILE_K;
-  const u32 row0 = MXRT_BID_Y * TILE_M;
+  const u32 col0 = (DUAL_ROWS_FAST ? MXRT_BID_Y : MXRT_BID_X) * TILE_K;
+  const u32 row0 = (DUAL_ROWS_FAST ? MXRT_BID_X : MXRT_BID_Y) * TILE_M;
   const Layout lrow(m, (k + MXRT_BLOCK - 1) / MXRT_BLOCK);
   const Layout lcol(k, (m + MXRT_BLOCK - 1) / MXRT_BLOCK);
 

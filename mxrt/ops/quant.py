@@ -148,6 +148,7 @@ def _download_scales(buf: Any, layout: str | None, rows: int, cols: int) -> np.n
 # ---- quantize_mx (rowwise along the last axis) -------------------------------------------------------------
 
 ROWWISE_UNROLL = 4  # 16-byte chunks per lane in the FLAT path (kernels_src/quant/quantize_mx_rowwise.hip)
+DUAL_ROWS_FAST = 0  # mirrors the default of DUAL_ROWS_FAST in kernels_src/quant/quantize_mx_dual.hip
 
 
 def rowwise_launch(m: int, k: int, name: str, x_ptr: int, q_ptr: int, fmt_name: str) -> tuple[int, LaunchConfig]:
@@ -171,10 +172,18 @@ def rowwise_launch(m: int, k: int, name: str, x_ptr: int, q_ptr: int, fmt_name: 
 
 
 def dual_launch(
-    m: int, k: int, name: str, x_ptr: int, q_row_ptr: int, q_col_ptr: int, fmt_name: str
+    m: int,
+    k: int,
+    name: str,
+    x_ptr: int,
+    q_row_ptr: int,
+    q_col_ptr: int,
+    fmt_name: str,
+    rows_fast: int = DUAL_ROWS_FAST,
 ) -> tuple[int, LaunchConfig]:
     """Run-time flags and launch config of quantize_mx_dual: one tile of 64 rows x 64 words (128 columns of a
-    16-bit input, 64 of fp32) per block of 256 threads; grid (k tiles, m tiles)."""
+    16-bit input, 64 of fp32) per block of 256 threads; grid (k tiles, m tiles), or (m tiles, k tiles) when
+    the kernel is built with DUAL_ROWS_FAST=1."""
     packed = fmt_name == "e2m1"
     row_bytes, col_bytes = (-(-k // 2), -(-m // 2)) if packed else (k, m)
     flags = (
@@ -183,8 +192,9 @@ def dual_launch(
         | (specs.FLAG_VEC_OUT_COL if _aligned(q_col_ptr, col_bytes) else 0)
     )
     tile_k = 128 if _itemsize(name) == 2 else 64
-    cfg = LaunchConfig(grid=(max(1, -(-k // tile_k)), max(1, -(-m // 64)), 1), block=(specs.QUANT_DUAL_THREADS, 1, 1))
-    return flags, cfg
+    tiles = (max(1, -(-k // tile_k)), max(1, -(-m // 64)))
+    grid = (tiles[1], tiles[0], 1) if rows_fast else (tiles[0], tiles[1], 1)
+    return flags, LaunchConfig(grid=grid, block=(specs.QUANT_DUAL_THREADS, 1, 1))
 
 
 def _quantize_rows(
@@ -362,8 +372,9 @@ def quantize_mx_dual_gpu(
     _check_limits(op, m, k)
     _check_scale_storage(op, layout, m, -(-k // 32))
     _check_scale_storage(op, layout, k, -(-m // 32))
-    if -(-m // 64) > 65535:
-        raise ShapeError(f"{op}: argument 'x' has {m} rows, expected at most {65535 * 64} (grid y limit)")
+    tiles_y = -(-k // (128 if _itemsize(name) == 2 else 64)) if DUAL_ROWS_FAST else -(-m // 64)
+    if tiles_y > 65535:
+        raise ShapeError(f"{op}: argument 'x' has shape {(m, k)}: {tiles_y} tiles along grid y, at most 65535")
     xd = x if device_in else _upload(x)
     q_row, s_row, q_col, s_col = _quantize_dual(op, xd, name, m, k, f.name, mode.value, bool(block_2d), layout)
     mb, kb = -(-m // 32), -(-k // 32)

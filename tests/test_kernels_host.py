@@ -135,9 +135,7 @@ def run_dual(build_dir, x, fmt, mode, block_2d=False, layout=None, ftz=False, or
     q_row = _poisoned((m, -(-k // 2) if packed else k))
     q_col = _poisoned((k, -(-m // 2) if packed else m))
     s_row, s_col = _scale_buf(layout, m, -(-k // 32)), _scale_buf(layout, k, -(-m // 32))
-    flags, cfg = ops_quant.dual_launch(
-        m, k, name, xb.ctypes.data, q_row.ctypes.data, q_col.ctypes.data, fmt, rows_fast
-    )
+    flags, cfg = ops_quant.dual_launch(m, k, name, xb.ctypes.data, q_row.ctypes.data, q_col.ctypes.data, fmt, rows_fast)
     rc = lib.simt_run(
         _p(xb), _p(q_row), _p(s_row), _p(q_col), _p(s_col), m, k, specs.SCALE_MODE_CODES[mode], flags,
         cfg.grid[0], cfg.grid[1], order,

@@ -154,7 +154,7 @@ def rowwise_case(m: int, k: int, fmt: str, layout: str | None):
         flags, cfg = q_ops.rowwise_launch(m, k, "bfloat16", x.data.ptr, qb.data.ptr, fmt)
         args = (x, qb, sb, np.int32(m), np.int32(k), np.int32(specs.SCALE_MODE_CODES["rceil"]), np.int32(flags))
         launches.append(lambda cfg=cfg, args=args: kernel(cfg.grid, cfg.block, args))
-    return launches, nbytes, flags
+    return launches, nbytes, flags, None
 
 
 def dual_case(m: int, k: int, fmt: str, layout: str | None, variant: tuple[int, int] | None = None):
@@ -184,7 +184,7 @@ def dual_case(m: int, k: int, fmt: str, layout: str | None, variant: tuple[int, 
 
     sr, sc = sbytes(m, -(-k // 32)), sbytes(k, -(-m // 32))
     nbytes = 2 * m * k + m * rb + k * cb + sr + sc
-    launches = []
+    launches, outputs = [], None
     for i in range(_sets(nbytes)):
         x = _bf16_input(m, k, i)
         q_row, q_col = cupy.empty((m, rb), cupy.uint8), cupy.empty((k, cb), cupy.uint8)
@@ -193,7 +193,8 @@ def dual_case(m: int, k: int, fmt: str, layout: str | None, variant: tuple[int, 
         args = (x, q_row, s_row, q_col, s_col, np.int32(m), np.int32(k))
         args += (np.int32(specs.SCALE_MODE_CODES["rceil"]), np.int32(flags))
         launches.append(lambda cfg=cfg, args=args: kernel(cfg.grid, cfg.block, args))
-    return launches, nbytes, flags
+        outputs = outputs or (q_row, s_row, q_col, s_col)
+    return launches, nbytes, flags, outputs
 
 
 TORCH_PEER = textwrap.dedent(
@@ -295,11 +296,20 @@ def main() -> None:
             ("quantize_mx_dual", dual_case(m, k, args.fmt, None)),
         ]
         cases += [(f"quantize_mx_dual[rf{v[0]},mb{v[1]}]", dual_case(m, k, args.fmt, None, v)) for v in variants]
-        for name, (launches, nbytes, flags) in cases:
+        reference = None
+        for name, (launches, nbytes, flags, outputs) in cases:
             t = graph_time(launches, per_graph=max(20, 4 * len(launches)))
+            if outputs is not None:  # dual builds: every variant must give the default build's bytes
+                host = [cupy.asnumpy(o) for o in outputs]
+                reference = reference or host
+                same_bytes = all(np.array_equal(a, b) for a, b in zip(host, reference, strict=True))
+                if not same_bytes:
+                    print(f"MISMATCH: {name} {m}x{k} differs from quantize_mx_dual")
             cl, moved = copy_launches(nbytes)
             same = moved / graph_time(cl, per_graph=max(20, 4 * len(cl)))
             rows.append({"kernel": name, "shape": [m, k], "s": t, "bytes": nbytes, "flags": flags, "copy_Bps": same})
+            if outputs is not None:
+                rows[-1]["same_bytes_as_default"] = same_bytes
             del launches, cl
         cupy.get_default_memory_pool().free_all_blocks()
     status, peer = ("skipped: --no-torch", []) if args.no_torch else torch_peer(shapes, args.torch_timeout)

@@ -25,6 +25,7 @@ import textwrap
 import time
 
 import cupy
+import ml_dtypes
 import numpy as np
 
 import mxrt
@@ -57,6 +58,7 @@ def _median_time(run, reps: int) -> float:
 def graph_time(launches, per_graph: int, reps: int = 7) -> float:
     """Seconds per launch: ``launches`` is a list of callables (one per rotating buffer set), captured
     ``per_graph`` times round-robin into one CUDA graph."""
+    cupy.cuda.Device().synchronize()  # input generation on the null stream must not overlap the timing
     stream = cupy.cuda.Stream(non_blocking=True)
     with stream:
         for f in launches:  # compile and warm outside the capture
@@ -146,7 +148,7 @@ def rowwise_case(m: int, k: int, fmt: str, layout: str | None):
     nb = -(-k // 32)
     s_bytes = m * nb if layout is None else int(np.prod(mxrt.scale_layout_shape(layout, m, nb)))
     nbytes = 2 * m * k + code_bytes + s_bytes
-    launches = []
+    launches, outputs = [], None
     for i in range(_sets(nbytes)):
         x = _bf16_input(m, k, i)
         qb = cupy.empty((m, code_bytes // m), cupy.uint8)
@@ -154,7 +156,8 @@ def rowwise_case(m: int, k: int, fmt: str, layout: str | None):
         flags, cfg = q_ops.rowwise_launch(m, k, "bfloat16", x.data.ptr, qb.data.ptr, fmt)
         args = (x, qb, sb, np.int32(m), np.int32(k), np.int32(specs.SCALE_MODE_CODES["rceil"]), np.int32(flags))
         launches.append(lambda cfg=cfg, args=args: kernel(cfg.grid, cfg.block, args))
-    return launches, nbytes, flags, None
+        outputs = outputs or (qb, q_ops.scale_view(sb, layout, m, nb))
+    return launches, nbytes, flags, outputs
 
 
 def dual_case(m: int, k: int, fmt: str, layout: str | None, variant: tuple[int, int] | None = None):
@@ -274,6 +277,8 @@ def main() -> None:
     p.add_argument("--torch-timeout", type=float, default=150.0)
     p.add_argument("--no-torch", action="store_true")
     p.add_argument("--torch-only", action="store_true", help="only the copy reference and the torch peer")
+    p.add_argument("--passes", type=int, default=2, help="time each case this often; the best median counts")
+    p.add_argument("--verify", action="store_true", help="set-0 outputs vs the numpy twin (shapes < 2^25 elems)")
     p.add_argument(
         "--dual-variants",
         default="",
@@ -297,18 +302,36 @@ def main() -> None:
         ]
         cases += [(f"quantize_mx_dual[rf{v[0]},mb{v[1]}]", dual_case(m, k, args.fmt, None, v)) for v in variants]
         reference = None
+        want = None
+        if args.verify and m * k < 2**25:
+            x0 = cupy.asnumpy(_bf16_input(m, k, 0)).view(ml_dtypes.bfloat16)
+            want = mxrt.quantize_mx_dual(x0, args.fmt, backend="numpy")
         for name, (launches, nbytes, flags, outputs) in cases:
-            t = graph_time(launches, per_graph=max(20, 4 * len(launches)))
-            if outputs is not None:  # dual builds: every variant must give the default build's bytes
-                host = [cupy.asnumpy(o) for o in outputs]
+            passes = [graph_time(launches, per_graph=max(20, 4 * len(launches))) for _ in range(args.passes)]
+            t = min(passes)
+            host = [cupy.asnumpy(o) for o in outputs]
+            if not name.startswith("quantize_mx_dual") and want is not None:
+                layout = name.split("+")[1] if "+" in name else None
+                s_want = want.row.scales if layout is None else mxrt.preshuffle_scales(want.row.scales, layout)
+                diffs = [int((a != b).sum()) for a, b in zip(host, (want.row.data, s_want), strict=True)]
+                print(f"verify {name} {m}x{k} vs numpy: {'bit-exact' if not any(diffs) else diffs}")
+            if name.startswith("quantize_mx_dual"):  # every variant must give the default build's bytes
                 reference = reference or host
                 same_bytes = all(np.array_equal(a, b) for a, b in zip(host, reference, strict=True))
                 if not same_bytes:
-                    print(f"MISMATCH: {name} {m}x{k} differs from quantize_mx_dual")
+                    diffs = [int((a != b).sum()) for a, b in zip(host, reference, strict=True)]
+                    print(f"MISMATCH: {name} {m}x{k} differs from quantize_mx_dual: {diffs} bytes")
+                if want is not None:
+                    exp = (want.row.data, want.row.scales, want.col.data, want.col.scales)
+                    diffs = [int((a != b).sum()) for a, b in zip(host, exp, strict=True)]
+                    print(f"verify {name} {m}x{k} vs numpy: {'bit-exact' if not any(diffs) else diffs}")
             cl, moved = copy_launches(nbytes)
             same = moved / graph_time(cl, per_graph=max(20, 4 * len(cl)))
-            rows.append({"kernel": name, "shape": [m, k], "s": t, "bytes": nbytes, "flags": flags, "copy_Bps": same})
-            if outputs is not None:
+            rows.append(
+                {"kernel": name, "shape": [m, k], "s": t, "passes": passes, "bytes": nbytes, "flags": flags}
+                | {"copy_Bps": same}
+            )
+            if name.startswith("quantize_mx_dual"):
                 rows[-1]["same_bytes_as_default"] = same_bytes
             del launches, cl
         cupy.get_default_memory_pool().free_all_blocks()

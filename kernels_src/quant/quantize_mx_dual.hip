@@ -36,9 +36,9 @@ MXRT_STATIC_ASSERT(SCALE_LAYOUT >= 0 && SCALE_LAYOUT <= 4, "SCALE_LAYOUT: 0..4 (
 #define DUAL_MIN_BLOCKS (!BLOCK_2D && IN_DTYPE != MXRT_IN_F16 ? 6 : 0)
 #endif
 #if defined(MXRT_CUDA) && DUAL_MIN_BLOCKS
-#define DUAL_BOUNDS __launch_bounds__(THREADS, DUAL_MIN_BLOCKS)
+#define DUAL_MIN_BLOCKS_ARG , DUAL_MIN_BLOCKS
 #else
-#define DUAL_BOUNDS __launch_bounds__(THREADS)
+#define DUAL_MIN_BLOCKS_ARG
 #endif
 
 typedef MxrtFmt<FMT>::type Fmt;
@@ -88,7 +88,7 @@ MXRT_DEVICE void store_row_chunk(const u32* bits, u32 sb, u32 r, u32 cs, u32 m, 
   }
 }
 
-extern "C" __global__ void DUAL_BOUNDS
+extern "C" __global__ void __launch_bounds__(THREADS DUAL_MIN_BLOCKS_ARG)
     quantize_mx_dual(const void* __restrict__ x, u8* __restrict__ q_row, u8* __restrict__ s_row,
                      u8* __restrict__ q_col, u8* __restrict__ s_col, i32 m_, i32 k_, i32 scale_mode, i32 flags) {
   __shared__ __attribute__((aligned(16))) u32 tile[TILE_M * PITCH];

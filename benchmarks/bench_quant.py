@@ -123,6 +123,12 @@ def copy_bandwidth() -> dict[str, float]:
     }
 
 
+def _ndiff(a: np.ndarray, b: np.ndarray) -> int:
+    """Differing bytes of two outputs compared flat (the benchmark keeps scale buffers 1-D); -1: sizes differ."""
+    a, b = np.asarray(a).ravel(), np.asarray(b).ravel()
+    return int((a != b).sum()) if a.size == b.size else -1
+
+
 def _sets(bytes_per_call: int) -> int:
     return max(1, -(-3 * L2_BYTES // bytes_per_call))
 
@@ -156,7 +162,7 @@ def rowwise_case(m: int, k: int, fmt: str, layout: str | None):
         flags, cfg = q_ops.rowwise_launch(m, k, "bfloat16", x.data.ptr, qb.data.ptr, fmt)
         args = (x, qb, sb, np.int32(m), np.int32(k), np.int32(specs.SCALE_MODE_CODES["rceil"]), np.int32(flags))
         launches.append(lambda cfg=cfg, args=args: kernel(cfg.grid, cfg.block, args))
-        outputs = outputs or (qb, q_ops.scale_view(sb, layout, m, nb))
+        outputs = outputs or (qb, sb.reshape(m, nb) if layout is None else q_ops.scale_view(sb, layout, m, nb))
     return launches, nbytes, flags, outputs
 
 
@@ -313,7 +319,7 @@ def main() -> None:
             if not name.startswith("quantize_mx_dual") and want is not None:
                 layout = name.split("+")[1] if "+" in name else None
                 s_want = want.row.scales if layout is None else mxrt.preshuffle_scales(want.row.scales, layout)
-                diffs = [int((a != b).sum()) for a, b in zip(host, (want.row.data, s_want), strict=True)]
+                diffs = [_ndiff(a, b) for a, b in zip(host, (want.row.data, s_want), strict=True)]
                 print(f"verify {name} {m}x{k} vs numpy: {'bit-exact' if not any(diffs) else diffs}")
             if name.startswith("quantize_mx_dual"):  # every variant must give the default build's bytes
                 reference = reference or host
@@ -323,7 +329,7 @@ def main() -> None:
                     print(f"MISMATCH: {name} {m}x{k} differs from quantize_mx_dual: {diffs} bytes")
                 if want is not None:
                     exp = (want.row.data, want.row.scales, want.col.data, want.col.scales)
-                    diffs = [int((a != b).sum()) for a, b in zip(host, exp, strict=True)]
+                    diffs = [_ndiff(a, b) for a, b in zip(host, exp, strict=True)]
                     print(f"verify {name} {m}x{k} vs numpy: {'bit-exact' if not any(diffs) else diffs}")
             cl, moved = copy_launches(nbytes)
             same = moved / graph_time(cl, per_graph=max(20, 4 * len(cl)))

@@ -9,6 +9,8 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 import pytest
+from support.inputs import layout_storage as np_layout_storage
+from support.inputs import make_input
 
 import mxrt
 from mxrt.runtime import specs
@@ -45,32 +47,6 @@ def _skip_unless_supported(op: str) -> None:
     target = mxrt.runtime.get_arch().target
     if not specs.op_supports(op, target):
         pytest.skip(f"{op}: no kernel for {target} in the dispatch table")
-
-
-def make_input(shape: tuple[int, ...], kind: str, dtype, seed: int) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    x = rng.standard_normal(shape).astype(np.float32)
-    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
-        if kind == "wide":
-            x = np.ldexp(x, rng.integers(-140, 120, shape)).astype(np.float32)
-        elif kind == "edge":
-            flat = x.reshape(-1)
-            n = flat.size
-            specials = np.array(
-                [0.0, -0.0, 1e-40, -1e-45, 3.0e38, -3.4e38, 448.0, 57344.0, 6.0, 7.5, 28.0, 2.0**-127, 2.0**-149],
-                np.float32,
-            )
-            idx = rng.integers(0, n, max(1, n // 4))
-            flat[idx] = rng.choice(specials, idx.size)
-            flat[: min(n, 40)] = 0.0  # an all-zero block (or most of one)
-            if n > 70:
-                flat[64:70] = -0.0
-            if n > 100:
-                flat[rng.integers(0, n)] = np.nan
-                flat[rng.integers(0, n)] = np.inf
-                flat[rng.integers(0, n)] = -np.inf
-                flat[rng.integers(0, n, 8)] = rng.standard_normal(8).astype(np.float32) * np.float32(1e-39)
-        return x.astype(dtype)
 
 
 def to_device(x: np.ndarray):
@@ -204,3 +180,83 @@ def test_compile_cache_and_arch() -> None:
     spec = specs.select("quantize_mx", arch.target)
     k1 = mxrt.runtime.build(spec, spec.variants[0], arch)
     assert mxrt.runtime.build(spec, spec.variants[0], arch) is k1
+
+
+# ---- fused scale preshuffle (scale_layout=) ------------------------------------------------------------------
+
+LAYOUTS = ("aiter32x8", "turbo16x4", "cublas128x4", "deepgemm_ue8m0")
+LAYOUT_SHAPES = [(1, 32), (7, 33), (33, 7), (64, 256), (300, 96), (257, 4128)]
+
+
+def layout_storage(scales, layout: str) -> np.ndarray:
+    """Every byte of the layout's storage, padding included (behind the int32 view for deepgemm_ue8m0)."""
+    if isinstance(scales, np.ndarray):
+        return np_layout_storage(scales, layout)
+    if layout != "deepgemm_ue8m0":
+        return cupy.asnumpy(scales).ravel()
+    t, sm = scales.shape[1], scales.strides[1] // 4
+    return cupy.asnumpy(cupy.ndarray((t * sm,), cupy.int32, memptr=scales.data)).view(np.uint8)
+
+
+@pytest.mark.parametrize("fmt", ["e4m3", "e2m1"])
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_fused_scale_layout_bitexact(layout: str, fmt: str) -> None:
+    _skip_unless_supported("quantize_mx")
+    for si, shape in enumerate(LAYOUT_SHAPES):
+        for dtype in ("f32", "bf16", "f16"):
+            x = make_input(shape, ("random", "wide", "edge")[si % 3], DTYPES[dtype], seed=500 + si)
+            want = mxrt.quantize_mx(x, fmt, scale_layout=layout, backend="numpy")
+            xd = to_device(x)
+            got = mxrt.quantize_mx(xd if xd is not None else x, fmt, scale_layout=layout, backend="gpu")
+            tag = f"{layout}/{fmt}/{dtype} {shape}"
+            assert got.scale_layout == layout
+            assert_same("quantize_mx", f"scales {tag}", got.scales, want.scales)
+            assert_same("quantize_mx", f"scale storage {tag}", layout_storage(got.scales, layout),
+                        layout_storage(want.scales, layout))  # fmt: skip
+            assert_same("quantize_mx", f"data {tag}", got.data, want.data)
+            dual_want = mxrt.quantize_mx_dual(x, fmt, scale_layout=layout, backend="numpy")
+            dual = mxrt.quantize_mx_dual(xd if xd is not None else x, fmt, scale_layout=layout, backend="gpu")
+            for part in ("row", "col"):
+                g, w = getattr(dual, part), getattr(dual_want, part)
+                assert_same("quantize_mx_dual", f"{part} scales {tag}", g.scales, w.scales)
+                assert_same("quantize_mx_dual", f"{part} scale storage {tag}", layout_storage(g.scales, layout),
+                            layout_storage(w.scales, layout))  # fmt: skip
+                assert_same("quantize_mx_dual", f"{part} data {tag}", g.data, w.data)
+            back = mxrt.dequantize_mx(
+                mxrt.MXArray(cupy.asnumpy(got.data) if xd is not None else got.data,
+                             cupy.asnumpy(got.scales) if xd is not None else got.scales,
+                             got.fmt, 32, 1, got.shape, got.scale_mode, layout)
+            )  # fmt: skip
+            plain = mxrt.dequantize_mx(mxrt.quantize_mx(x, fmt, backend="numpy"))
+            assert np.array_equal(back, plain, equal_nan=True)
+
+
+def test_fused_scale_layout_2d_dual_and_large_rows() -> None:
+    _skip_unless_supported("quantize_mx_dual")
+    x = make_input((520, 1056), "random", np.float16, seed=77)
+    xd = cupy.asarray(x)
+    for layout in LAYOUTS:
+        want = mxrt.quantize_mx_dual(x, "e4m3", block_2d=True, scale_layout=layout, backend="numpy")
+        got = mxrt.quantize_mx_dual(xd, "e4m3", block_2d=True, scale_layout=layout)
+        for part in ("row", "col"):
+            g, w = getattr(got, part), getattr(want, part)
+            assert_same("quantize_mx_dual", f"2d {part} scales {layout}", g.scales, w.scales)
+            assert_same("quantize_mx_dual", f"2d {part} data {layout}", g.data, w.data)
+
+
+def test_flat_and_block_paths_on_moe_shapes() -> None:
+    """k % 32 == 0 takes the FLAT rowwise path; a 2-byte offset view (not 16-byte aligned) the per-block one."""
+    _skip_unless_supported("quantize_mx")
+    for shape in [(96, 2880), (40, 7168)]:
+        x = make_input(shape, "random", np.float16, seed=shape[1])
+        want = mxrt.quantize_mx(x, "e4m3", backend="numpy")
+        got = mxrt.quantize_mx(cupy.asarray(x), "e4m3")
+        assert_same("quantize_mx", f"flat {shape}", got.data, want.data)
+        big = cupy.asarray(np.concatenate([np.zeros(1, np.float16), x.ravel()]))
+        view = big[1:].reshape(shape)
+        got = mxrt.quantize_mx(view, "e4m3")
+        assert_same("quantize_mx", f"unaligned {shape}", got.data, want.data)
+        assert_same("quantize_mx", f"unaligned scales {shape}", got.scales, want.scales)
+        dual = mxrt.quantize_mx_dual(view, "e4m3")
+        dual_want = mxrt.quantize_mx_dual(x, "e4m3", backend="numpy")
+        assert_same("quantize_mx_dual", f"unaligned col {shape}", dual.col.data, dual_want.col.data)

@@ -39,8 +39,8 @@ def test_ops_register_and_dispatch() -> None:
         "moe_align_block_size_scatter",
     }
     wide = {dict(d)["LAYOUT"] for d in specs.PRESHUFFLE_SCALES.variants if dict(d)["WIDE"]}
-    assert wide == {specs.SCALE_LAYOUT_CODES["turbo16x4"]}
-    assert set(specs.SCALE_LAYOUT_CODES) == set(mxrt.SCALE_LAYOUTS)
+    assert wide == {specs.PRESHUFFLE_LAYOUT_CODES["turbo16x4"]}
+    assert set(specs.PRESHUFFLE_LAYOUT_CODES) == set(mxrt.SCALE_LAYOUTS)
 
 
 def test_auto_stays_on_numpy_without_a_device(monkeypatch: pytest.MonkeyPatch) -> None:

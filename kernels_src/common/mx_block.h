@@ -1,7 +1,20 @@
 // mx_block.h: one MX block of 32 elements held by one thread: load (16-byte vectors or guarded scalars),
 // amax, E8M0 scale, codes packed into 32-bit words, and the store. Shared by the quant kernels.
+// Also the pieces of a block spread over several lanes (one 16-byte chunk each): raw chunk loads, chunk
+// amax, the fast exact encoder (mxrt_encode_chunk) and code stores of any width.
 #pragma once
 #include "mx_codecs.h"
+#include "mx_warp.h"
+
+#if !defined(MXRT_CUDA)
+MXRT_DEVICE u32 mxrt_f16_to_f32_bits_fast(u32 h) { return mxrt_f16_bits_to_f32_bits(h); }
+#endif
+
+// fp32 bits of a 16-bit input value (bf16 or fp16 bits in the low half of h).
+template <int IN>
+MXRT_DEVICE u32 mxrt_half_to_f32_bits(u32 h) {
+  return IN == MXRT_IN_BF16 ? h << 16 : mxrt_f16_to_f32_bits_fast(h);
+}
 
 #define MXRT_BLOCK 32
 
@@ -28,11 +41,11 @@ MXRT_DEVICE void mxrt_unpack16(const mxrt_u32x4 v, u32* out) {
     if (IN == MXRT_IN_F32) {
       out[j] = w[j];
     } else if (IN == MXRT_IN_BF16) {
-      out[2 * j] = mxrt_bf16_bits_to_f32_bits(w[j] & 0xFFFFu);
-      out[2 * j + 1] = mxrt_bf16_bits_to_f32_bits(w[j] >> 16);
+      out[2 * j] = w[j] << 16;
+      out[2 * j + 1] = w[j] & 0xFFFF0000u;
     } else {
-      out[2 * j] = mxrt_f16_bits_to_f32_bits(w[j] & 0xFFFFu);
-      out[2 * j + 1] = mxrt_f16_bits_to_f32_bits(w[j] >> 16);
+      out[2 * j] = mxrt_f16_to_f32_bits_fast(w[j] & 0xFFFFu);
+      out[2 * j + 1] = mxrt_f16_to_f32_bits_fast(w[j] >> 16);
     }
   }
 }
@@ -66,22 +79,153 @@ MXRT_DEVICE u32 mxrt_amax_bits(const u32* bits) {
   return a;
 }
 
+// ---- fast exact encoding --------------------------------------------------------------------------------
+// For a block whose scale exponent e = sb - 127 lies in [BIAS + MBITS - 126, 126], the codes are read off
+// y = x * 2^-e computed in fp32:
+//   - 2^-e is an fp32 normal, and y is exact whenever it is an fp32 normal (a product by a power of two);
+//   - y is below the fp32 normals only when |y| < 2^-126 <= 2^(-BIAS-MBITS), under half the format's smallest
+//     subnormal: its code is a signed zero, whatever y's low bits are. So an inexact or flushed (FTZ) y, and a
+//     flushed subnormal x (|x| < 2^-126 gives |y| < 2^(-126-e) <= 2^(-BIAS-MBITS)), still give the exact code.
+// Blocks outside the range (all-zero blocks, tiny or huge amax) take the integer path mxrt_encode_scaled.
+template <class F>
+MXRT_DEVICE bool mxrt_fast_scale(u32 sb) {
+  const i32 e = (i32)sb - 127;
+  return e >= F::BIAS + F::MBITS - 126 && e <= 126;  // also excludes the NaN byte 0xFF (e = 128)
+}
+
+// Code of an exactly scaled fp32 y (finite, |y| < 2^(EMAX + 2)): RNE, saturating, sign kept (also for zero).
+template <class F>
+MXRT_DEVICE u32 mxrt_code_of_f32(u32 yb) {
+  const u32 a = yb & 0x7FFFFFFFu;
+  const u32 sign = (yb >> 31) ? F::SIGN_BIT : 0u;
+  u32 code;
+  if (a < ((u32)(128 - F::BIAS) << 23)) {
+    // below the format's smallest normal 2^(1-BIAS): count quanta 2^(1-BIAS-MBITS). a * 2^(MBITS+BIAS-1) is
+    // exact inside the fma and below 2^MBITS + 1, and adding 2^23 rounds it to an integer, to nearest even.
+    const float t = mxrt_fma(mxrt_as_f32(a), (float)(1u << (F::MBITS + F::BIAS - 1)), 8388608.0f);
+    code = mxrt_as_u32(t) - 0x4B000000u;  // 2^MBITS (a carry into the exponent) is the smallest normal's code
+  } else {
+    // normal: round the fp32 mantissa to MBITS bits, to nearest even, then rebias the exponent field
+    const u32 r = a + ((1u << (22 - F::MBITS)) - 1u) + ((a >> (23 - F::MBITS)) & 1u);
+    code = (r >> (23 - F::MBITS)) - ((u32)(127 - F::BIAS) << F::MBITS);
+    code = code < F::MAX_CODE ? code : F::MAX_CODE;  // RNE is monotone: rounding past max saturates
+  }
+  return sign | code;
+}
+
+// Codes of the N elements bits[0..N) of one block under scale byte sb, packed little-endian as
+// mxrt_encode_block packs them: one code per byte (N/4 words), e2m1 two per byte with the even element in the
+// low nibble (N/8 words; N = 4 fills the low 16 bits of words[0]). Bit-exact with mxrt_encode_scaled.
+template <class F, int N>
+MXRT_DEVICE void mxrt_encode_chunk(const u32* bits, u32 sb, u32* words) {
+  constexpr i32 PER_WORD = F::BITS == 4 ? 8 : 4;
+  constexpr i32 SHIFT = F::BITS == 4 ? 4 : 8;
+  constexpr i32 NW = (N + PER_WORD - 1) / PER_WORD;
+#pragma unroll
+  for (int w = 0; w < NW; ++w) words[w] = 0;
+  if (mxrt_fast_scale<F>(sb)) {
+    const float inv = mxrt_as_f32((254u - sb) << 23);  // 2^-e, e = sb - 127
+#if defined(MXRT_HAS_CVT_FP8)
+    constexpr bool HW = F::BITS == 8;  // e4m3, e5m2: the hardware conversion, two elements per instruction
+#else
+    constexpr bool HW = false;
+#endif
+    if constexpr (HW) {
+#if defined(MXRT_HAS_CVT_FP8)
+#pragma unroll
+      for (int i = 0; i < N; i += 2) {
+        const float y0 = mxrt_fmul(mxrt_as_f32(bits[i]), inv);
+        const float y1 = mxrt_fmul(mxrt_as_f32(bits[i + 1]), inv);
+        const u32 p = F::MBITS == 3 ? mxrt_cvt_e4m3x2(y0, y1) : mxrt_cvt_e5m2x2(y0, y1);
+        words[i / 4] |= p << (8 * (i % 4));
+      }
+#endif
+    } else {
+#pragma unroll
+      for (int i = 0; i < N; ++i) {
+        const u32 c = mxrt_code_of_f32<F>(mxrt_as_u32(mxrt_fmul(mxrt_as_f32(bits[i]), inv)));
+        words[i / PER_WORD] |= c << (SHIFT * (i % PER_WORD));
+      }
+    }
+  } else if (sb == MXRT_E8M0_NAN) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) words[i / PER_WORD] |= F::NAN_CODE << (SHIFT * (i % PER_WORD));
+  } else {
+    const i32 e = (i32)sb - 127;
+#pragma unroll
+    for (int i = 0; i < N; ++i) words[i / PER_WORD] |= mxrt_encode_scaled<F>(bits[i], e) << (SHIFT * (i % PER_WORD));
+  }
+}
+
 // Codes of the block under scale byte sb, packed little-endian into words: 8 words of 4 codes, or for
 // 4-bit formats 4 words of 8 nibbles (even element in the low nibble, MX_REFERENCE.md 1.2).
 template <class F>
 MXRT_DEVICE void mxrt_encode_block(const u32* bits, u32 sb, u32* words) {
-  constexpr i32 PER_WORD = F::BITS == 4 ? 8 : 4;
-  constexpr i32 SHIFT = F::BITS == 4 ? 4 : 8;
-  const i32 e = (i32)sb - 127;
+  mxrt_encode_chunk<F, MXRT_BLOCK>(bits, sb, words);
+}
+
+// fp32 amax bits of N values (the unsigned max of |bits|, NaN propagates; see mxrt_amax_bits).
+template <int N>
+MXRT_DEVICE u32 mxrt_amax_n(const u32* bits) {
+  u32 a = 0;
 #pragma unroll
-  for (int w = 0; w < MXRT_BLOCK / PER_WORD; ++w) {
-    u32 acc = 0;
+  for (int i = 0; i < N; ++i) {
+    const u32 v = bits[i] & 0x7FFFFFFFu;
+    a = v > a ? v : a;
+  }
+  return a;
+}
+
+// The raw 16 bytes (16 / sizeof(IN) elements) of x from element i, zeros past `valid` elements.
+// vec: x + i is 16-byte aligned and valid covers the chunk: one 16-byte load.
+template <int IN>
+MXRT_DEVICE mxrt_u32x4 mxrt_load_raw16(const void* x, u32 i, u32 valid, bool vec) {
+  constexpr u32 PER = 16 / MxrtIn<IN>::SIZE;
+  if (vec && valid >= PER) return *(const mxrt_u32x4*)((const u8*)x + (u64)i * MxrtIn<IN>::SIZE);
+  u32 w[4] = {0, 0, 0, 0};
 #pragma unroll
-    for (int j = 0; j < PER_WORD; ++j) {
-      const u32 c = sb == MXRT_E8M0_NAN ? F::NAN_CODE : mxrt_encode_scaled<F>(bits[w * PER_WORD + j], e);
-      acc |= c << (SHIFT * j);
+  for (u32 e = 0; e < PER; ++e) {
+    if (e < valid) {
+      if (IN == MXRT_IN_F32) w[e] = ((const u32*)x)[i + e];
+      else w[e / 2] |= (u32)((const u16*)x)[i + e] << (16 * (e % 2));
     }
-    words[w] = acc;
+  }
+  mxrt_u32x4 v;
+  v.x = w[0];
+  v.y = w[1];
+  v.z = w[2];
+  v.w = w[3];
+  return v;
+}
+
+// Store BYTES bytes of packed codes: one vector store when `full` (dst aligned to BYTES), else the first
+// nbytes bytes one by one.
+template <int BYTES>
+MXRT_DEVICE void mxrt_store_codes(u8* dst, const u32* words, u32 nbytes, bool full) {
+  if (full) {
+    if (BYTES == 16) {
+      mxrt_u32x4 o;
+      o.x = words[0];
+      o.y = words[1 % ((BYTES + 3) / 4)];
+      o.z = words[2 % ((BYTES + 3) / 4)];
+      o.w = words[3 % ((BYTES + 3) / 4)];
+      *(mxrt_u32x4*)dst = o;
+    } else if (BYTES == 8) {
+      mxrt_u32x2 o;
+      o.x = words[0];
+      o.y = words[1 % ((BYTES + 3) / 4)];
+      *(mxrt_u32x2*)dst = o;
+    } else if (BYTES == 4) {
+      *(u32*)dst = words[0];
+    } else if (BYTES == 2) {
+      *(u16*)dst = (u16)words[0];
+    } else {
+      dst[0] = (u8)words[0];
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < BYTES; ++i)
+      if ((u32)i < nbytes) dst[i] = (u8)(words[i / 4] >> (8 * (i % 4)));
   }
 }
 

@@ -1,112 +1,250 @@
 // kernel   quantize_mx_dual                                                           (extern "C")
 // computes in ONE read of x [m,k]: the rowwise MX quantization of x (blocks of 32 along k) and the rowwise
 //          quantization of x^T (blocks of 32 along m, stored [k, m]); BLOCK_2D: one scale per 32x32 tile,
-//          stored in both outputs for every row of the tile (mxrt.formats.mx.quantize_mx_dual)
-// args     const IN* x [m,k] | u8* q_row [m,k] (e2m1: [m,ceil(k/2)]) | u8* s_row [m,ceil(k/32)] |
-//          u8* q_col [k,m] (e2m1: [k,ceil(m/2)]) | u8* s_col [k,ceil(m/32)] | int m, int k |
+//          stored in both outputs for every row of the tile (mxrt.formats.mx.quantize_mx_dual);
+//          SCALE_LAYOUT != 0: both scale matrices are stored preshuffled (kernels_src/common/scale_layouts.h),
+//          padding bytes written 127
+// args     const IN* x [m,k] | u8* q_row [m,k] (e2m1: [m,ceil(k/2)]) | u8* s_row [m,ceil(k/32)] or its layout |
+//          u8* q_col [k,m] (e2m1: [k,ceil(m/2)]) | u8* s_col [k,ceil(m/32)] or its layout | int m, int k |
 //          int scale_mode (MXRT_SCALE_*) | int flags (MXRT_FLAG_VEC_IN, _VEC_OUT, _VEC_OUT_COL)
-// grid     (ceil(k/128), ceil(m/32), 1)   block (256,1,1)   smem 32*129*4 + 4*32*4 bytes (static)
-// defines  THREADS (= 256), FMT, IN_DTYPE, BLOCK_2D                            set by mxrt/ops/quant.py
-// requires m*k < 2^31; ceil(m/32) <= 65535; flag VEC_IN: x 16-byte aligned, k*sizeof(IN) % 16 == 0;
-//          flags VEC_OUT / VEC_OUT_COL: q_row / q_col 16-byte aligned with row bytes % 16 == 0
-//                                                                               checked by mxrt/ops/quant.py
+// grid     (ceil(k/TILE_K), ceil(m/64), 1), swapped when DUAL_ROWS_FAST; TILE_K = 128 (16-bit) or 64 (fp32)
+//          block (256,1,1)
+//          smem 64 * PITCH * 4 + 8 * 4 bytes (static, PITCH = 65 or 66 words)
+// defines  THREADS (= 256), FMT, IN_DTYPE, BLOCK_2D, SCALE_LAYOUT                  set by mxrt/ops/quant.py
+// requires m*k < 2^31, scale storages < 2^31 bytes; ceil(m/64) <= 65535; flag VEC_IN: x 16-byte aligned,
+//          k*sizeof(IN) % 16 == 0; flags VEC_OUT / VEC_OUT_COL: q_row / q_col 16-byte aligned with row
+//          bytes % 16 == 0                                                          checked by mxrt/ops/quant.py
 #include "../common/mx_block.h"
+#include "../common/scale_layouts.h"
 
-#if !defined(THREADS) || !defined(FMT) || !defined(IN_DTYPE) || !defined(BLOCK_2D)
-#error "THREADS, FMT, IN_DTYPE and BLOCK_2D must be defined by the launcher"
+#if !defined(THREADS) || !defined(FMT) || !defined(IN_DTYPE) || !defined(BLOCK_2D) || !defined(SCALE_LAYOUT)
+#error "THREADS, FMT, IN_DTYPE, BLOCK_2D and SCALE_LAYOUT must be defined by the launcher"
 #endif
-MXRT_STATIC_ASSERT(THREADS == 256, "quantize_mx_dual: THREADS must be 256 (128 row blocks + 128 column blocks)");
+MXRT_STATIC_ASSERT(THREADS == 256, "quantize_mx_dual: THREADS must be 256 (8 warps tile 64 rows x 64 words)");
+MXRT_STATIC_ASSERT(SCALE_LAYOUT >= 0 && SCALE_LAYOUT <= 4, "SCALE_LAYOUT: 0..4 (scale_layouts.h)");
 
-#define TILE_M 32
-#define TILE_K 128
-#define TILE_PITCH (TILE_K + 1)  // one extra word per row: row and column walks are both conflict-free
+// Tuning knobs with defaults (benchmarks/bench_quant.py --dual-variants times the alternatives):
+// DUAL_ROWS_FAST: 1 = grid x walks tile rows (the CTAs that finish a 128-byte q_col line run back to back),
+// 0 = grid x walks tile columns (mirrored by mxrt/ops/quant.py DUAL_ROWS_FAST). DUAL_MIN_BLOCKS (CUDA):
+// resident blocks per SM asked of ptxas, 0 = none.
+#ifndef DUAL_ROWS_FAST
+#define DUAL_ROWS_FAST 0
+#endif
+// DUAL_MIN_BLOCKS=6 (40 registers, no spill for 1-D bf16/fp32 builds; fp16 and 2-D builds would spill) ran 23%
+// faster on bf16 4096 x 2048 and the same elsewhere (H100, benchmarks/RESULTS.md), but one benchmark pass of that
+// build differed from the default build's bytes once (7168 x 4096) while passing every GPU test: it stays off
+// until that is explained (NOTES.md).
+#ifndef DUAL_MIN_BLOCKS
+#define DUAL_MIN_BLOCKS 0
+#endif
+#if defined(MXRT_CUDA) && DUAL_MIN_BLOCKS
+#define DUAL_MIN_BLOCKS_ARG , DUAL_MIN_BLOCKS
+#else
+#define DUAL_MIN_BLOCKS_ARG
+#endif
 
 typedef MxrtFmt<FMT>::type Fmt;
+typedef MxrtScaleLayout<SCALE_LAYOUT> Layout;
 
-// Tile of 32 x 128: threads 0..127 (warps 0..3) quantize the 128 row blocks (warp w takes column block w of
-// all 32 rows), threads 128..255 the 128 column blocks (one column each). The tile is read from global memory
-// once, with 16-byte loads where aligned, into shared memory as fp32 bits.
-extern "C" __global__ void __launch_bounds__(THREADS)
+// The tile: 64 rows x 64 32-bit words of x, i.e. 64 x 128 elements (16-bit inputs) or 64 x 64 (fp32), kept raw
+// in shared memory.
+#define ESIZE (MxrtIn<IN_DTYPE>::SIZE)
+#define EPW (4u / ESIZE)                              // elements per word: 2 or 1
+#define PER (16u / ESIZE)                             // elements per 16-byte chunk: 8 or 4
+#define TILE_M 64u
+#define TILE_WORDS 64u
+#define TILE_K (TILE_WORDS * EPW)
+#define CHUNKS_PER_ROW (TILE_WORDS / 4u)              // 16
+#define UNROLL (TILE_M * CHUNKS_PER_ROW / THREADS)    // 4 chunks per thread
+#define LPB (MXRT_BLOCK / PER)                        // row path: lanes per 32-element block, 4 or 8
+#define ROW_CODE_BYTES (Fmt::BITS == 4 ? PER / 2 : PER)
+// Column path: a lane holds 2 adjacent columns x RPL rows: 16-bit inputs read one word (both columns) per row,
+// fp32 two words. LPC lanes share a 32-row block; a warp spans ACROSS column pairs and 32 rows.
+#define WPL (2u / EPW)                                // words per lane per row: 1 or 2
+#define RPL (16u / WPL)                               // rows per lane: 16 or 8
+#define LPC (MXRT_BLOCK / RPL)                        // 2 or 4
+#define ACROSS (32u / LPC)                            // column pairs per warp: 16 or 8
+#define COL_CODE_BYTES (Fmt::BITS == 4 ? RPL / 2 : RPL)
+// Row pitch in words, chosen so that the column reads are free of bank conflicts: the LPC row segments a warp
+// reads at once sit 16 banks apart (16 * 65 = 16 mod 32 for one word per lane; 8 * 66 = 16 mod 32 for the
+// 8-byte reads of fp32, which are served per half warp).
+#define PITCH (EPW == 2 ? 65u : 66u)
+MXRT_STATIC_ASSERT(UNROLL == 4 && 4 * ACROSS * 2 == TILE_K, "quantize_mx_dual: the lane maps cover the tile");
+
+// Row path: the codes and the scale of one 16-byte chunk (row r of x, columns cs .. cs+PER) whose LPB lanes
+// have agreed on the scale byte sb.
+MXRT_DEVICE void store_row_chunk(const u32* bits, u32 sb, u32 r, u32 cs, u32 m, u32 k, bool lead, bool vec,
+                                 u8* __restrict__ q_row, u8* __restrict__ s_row, const Layout& lrow) {
+  u32 words[(ROW_CODE_BYTES + 3) / 4];
+  mxrt_encode_chunk<Fmt, PER>(bits, sb, words);
+  if (r >= m || cs >= k) return;
+  const u32 valid = k - cs < PER ? k - cs : PER;
+  const u32 row_bytes = Fmt::BITS == 4 ? (k + 1) / 2 : k;
+  const u32 nbytes = Fmt::BITS == 4 ? (valid + 1) / 2 : valid;
+  mxrt_store_codes<ROW_CODE_BYTES>(q_row + r * row_bytes + (Fmt::BITS == 4 ? cs / 2 : cs), words, nbytes,
+                                   vec && valid == PER);
+  if (lead) {
+    const u32 nb = (k + MXRT_BLOCK - 1) / MXRT_BLOCK;
+    const u32 cb = cs / MXRT_BLOCK;
+    s_row[SCALE_LAYOUT == MXRT_SCALE_LAYOUT_NONE ? r * nb + cb : lrow.offset(r, cb)] = (u8)sb;
+  }
+}
+
+extern "C" __global__ void __launch_bounds__(THREADS DUAL_MIN_BLOCKS_ARG)
     quantize_mx_dual(const void* __restrict__ x, u8* __restrict__ q_row, u8* __restrict__ s_row,
-                     u8* __restrict__ q_col, u8* __restrict__ s_col, i32 m, i32 k, i32 scale_mode,
-                     i32 flags) {
-  __shared__ u32 tile[TILE_M * TILE_PITCH];
-  __shared__ u32 row_amax[TILE_K / MXRT_BLOCK][TILE_M];
+                     u8* __restrict__ q_col, u8* __restrict__ s_col, i32 m_, i32 k_, i32 scale_mode, i32 flags) {
+  __shared__ __attribute__((aligned(16))) u32 tile[TILE_M * PITCH];
+  __shared__ u32 warp_amax[THREADS / 32];
+  const u32 m = (u32)m_, k = (u32)k_;
   const u32 tid = MXRT_TID_X;
-  const u32 col0 = MXRT_BID_X * TILE_K;
-  const u32 row0 = MXRT_BID_Y * TILE_M;
-  const u32 um = (u32)m, uk = (u32)k;
+  const u32 lane = tid % 32u, warp = tid / 32u;
+  const u32 col0 = (DUAL_ROWS_FAST ? MXRT_BID_Y : MXRT_BID_X) * TILE_K;
+  const u32 row0 = (DUAL_ROWS_FAST ? MXRT_BID_X : MXRT_BID_Y) * TILE_M;
+  const Layout lrow(m, (k + MXRT_BLOCK - 1) / MXRT_BLOCK);
+  const Layout lcol(k, (m + MXRT_BLOCK - 1) / MXRT_BLOCK);
 
-  // ---- load the tile, zero-padded past m and k ----
-  constexpr u32 PER = 16 / MxrtIn<IN_DTYPE>::SIZE;  // elements per 16-byte vector
-  constexpr u32 VECS_PER_ROW = TILE_K / PER;
-  const bool full_cols = col0 + TILE_K <= uk;
+  // ---- load: chunk c = u*THREADS + tid is row c/16, words 4*(c%16) .. +4 of the tile; zeros past m and k ----
+  mxrt_u32x4 v[UNROLL];
 #pragma unroll
-  for (u32 it = 0; it < TILE_M * VECS_PER_ROW / THREADS; ++it) {
-    const u32 v = it * THREADS + tid;
-    const u32 r = v / VECS_PER_ROW;
-    const u32 c = (v % VECS_PER_ROW) * PER;
-    u32 vals[PER];
-    if ((flags & MXRT_FLAG_VEC_IN) && full_cols && row0 + r < um) {
-      const mxrt_u32x4 w =
-          *(const mxrt_u32x4*)((const u8*)x + (u64)((row0 + r) * uk + col0 + c) * MxrtIn<IN_DTYPE>::SIZE);
-      mxrt_unpack16<IN_DTYPE>(w, vals);
+  for (u32 u = 0; u < UNROLL; ++u) {
+    const u32 c = u * THREADS + tid;
+    const u32 r = row0 + c / CHUNKS_PER_ROW, cs = col0 + (c % CHUNKS_PER_ROW) * PER;
+    const u32 valid = r < m && cs < k ? (k - cs < PER ? k - cs : PER) : 0u;
+    v[u] = mxrt_load_raw16<IN_DTYPE>(x, r * k + cs, valid, flags & MXRT_FLAG_VEC_IN);
+  }
+#pragma unroll
+  for (u32 u = 0; u < UNROLL; ++u) {
+    const u32 c = u * THREADS + tid;
+    u32* t = tile + (c / CHUNKS_PER_ROW) * PITCH + (c % CHUNKS_PER_ROW) * 4u;
+    t[0] = v[u].x;
+    t[1] = v[u].y;
+    t[2] = v[u].z;
+    t[3] = v[u].w;
+  }
+
+#if !BLOCK_2D
+  // ---- row path, from the registers (before the barrier, overlapping the other warps' loads) ----
+#pragma unroll
+  for (u32 u = 0; u < UNROLL; ++u) {
+    const u32 c = u * THREADS + tid;
+    u32 bits[PER];
+    mxrt_unpack16<IN_DTYPE>(v[u], bits);
+    u32 amax = mxrt_amax_n<PER>(bits);
+#pragma unroll
+    for (u32 o = 1; o < LPB; o <<= 1) {
+      const u32 other = mxrt_shfl_xor(amax, (i32)o);
+      amax = other > amax ? other : amax;
+    }
+    const u32 sb = mxrt_e8m0_from_amax_bits<Fmt>(amax, scale_mode);
+    store_row_chunk(bits, sb, row0 + c / CHUNKS_PER_ROW, col0 + (c % CHUNKS_PER_ROW) * PER, m, k,
+                    lane % LPB == 0, flags & MXRT_FLAG_VEC_OUT, q_row, s_row, lrow);
+  }
+#endif
+  mxrt_sync();
+
+  // ---- column path: lane -> column pair p, rows rb*32 + seg*RPL .. +RPL of the tile ----
+  const u32 p = (warp % 4u) * ACROSS + lane % ACROSS;
+  const u32 seg = lane / ACROSS;
+  const u32 rb = warp / 4u;
+  const u32 tr0 = rb * MXRT_BLOCK + seg * RPL;  // first tile row of this lane
+  u32 cbits[2][RPL];
+#pragma unroll
+  for (u32 i = 0; i < RPL; ++i) {
+    const u32* t = tile + (tr0 + i) * PITCH + p * WPL;
+    if (EPW == 2) {
+      const u32 w = t[0];
+      cbits[0][i] = mxrt_half_to_f32_bits<IN_DTYPE>(w & 0xFFFFu);
+      cbits[1][i] = mxrt_half_to_f32_bits<IN_DTYPE>(w >> 16);
     } else {
+      const mxrt_u32x2 w = *(const mxrt_u32x2*)t;
+      cbits[0][i] = w.x;
+      cbits[1][i] = w.y;
+    }
+  }
+  u32 camax[2];
 #pragma unroll
-      for (u32 j = 0; j < PER; ++j) {
-        const bool in = row0 + r < um && col0 + c + j < uk;
-        vals[j] = in ? mxrt_load_elem<IN_DTYPE>(x, (row0 + r) * uk + col0 + c + j) : 0u;
+  for (u32 j = 0; j < 2; ++j) {
+    camax[j] = mxrt_amax_n<RPL>(cbits[j]);
+#pragma unroll
+    for (u32 o = ACROSS; o < 32u; o <<= 1) {
+      const u32 other = mxrt_shfl_xor(camax[j], (i32)o);
+      camax[j] = other > camax[j] ? other : camax[j];
+    }
+  }
+#if BLOCK_2D
+  // one amax per 32x32 tile: warp w covers tile rows rb*32.. and 2*ACROSS columns of column block cb; the
+  // warps of one 32x32 tile (1 for 16-bit inputs, 2 for fp32) combine through shared memory
+  {
+    u32 a = camax[0] > camax[1] ? camax[0] : camax[1];
+#pragma unroll
+    for (u32 o = 1; o < 32u; o <<= 1) {
+      const u32 other = mxrt_shfl_xor(a, (i32)o);
+      a = other > a ? other : a;
+    }
+    if (lane == 0) warp_amax[warp] = a;
+  }
+  mxrt_sync();
+  // tile (rb, cb) = max over warps rb*4 + i whose columns fall in column block cb (i * 2*ACROSS / 32 == cb)
+#define TILE_AMAX(rb_, cb_, out_)                                                 \
+  {                                                                               \
+    out_ = 0;                                                                     \
+    _Pragma("unroll") for (u32 i_ = 0; i_ < 4u; ++i_) {                           \
+      if ((i_ * 2u * ACROSS) / MXRT_BLOCK == (cb_)) {                             \
+        const u32 w_ = warp_amax[(rb_) * 4u + i_];                                \
+        out_ = w_ > out_ ? w_ : out_;                                             \
+      }                                                                           \
+    }                                                                             \
+  }
+  {
+    u32 t2;
+    TILE_AMAX(rb, (warp % 4u) * 2u * ACROSS / MXRT_BLOCK, t2);
+    camax[0] = t2;
+    camax[1] = t2;
+  }
+#endif
+  // column codes and scales: q_col row c = col0 + 2p + j, bytes for x rows row0 + tr0 .. + RPL
+#pragma unroll
+  for (u32 j = 0; j < 2; ++j) {
+    const u32 sb = mxrt_e8m0_from_amax_bits<Fmt>(camax[j], scale_mode);
+    u32 words[(COL_CODE_BYTES + 3) / 4];
+    mxrt_encode_chunk<Fmt, RPL>(cbits[j], sb, words);
+    const u32 c = col0 + 2u * p + j;
+    const u32 r = row0 + tr0;
+    if (c < k && r < m) {
+      const u32 valid = m - r < RPL ? m - r : RPL;
+      const u32 row_bytes = Fmt::BITS == 4 ? (m + 1) / 2 : m;
+      const u32 nbytes = Fmt::BITS == 4 ? (valid + 1) / 2 : valid;
+      mxrt_store_codes<COL_CODE_BYTES>(q_col + c * row_bytes + (Fmt::BITS == 4 ? r / 2 : r), words, nbytes,
+                                       (flags & MXRT_FLAG_VEC_OUT_COL) && valid == RPL);
+      if (seg == 0) {
+        const u32 mb = (m + MXRT_BLOCK - 1) / MXRT_BLOCK;
+        const u32 b = r / MXRT_BLOCK;
+        s_col[SCALE_LAYOUT == MXRT_SCALE_LAYOUT_NONE ? c * mb + b : lcol.offset(c, b)] = (u8)sb;
       }
     }
-#pragma unroll
-    for (u32 j = 0; j < PER; ++j) tile[r * TILE_PITCH + c + j] = vals[j];
   }
-  mxrt_sync();
-
-  // ---- each thread gathers its block: a row segment or a column segment ----
-  const bool is_row = tid < TILE_K;
-  const u32 lane = tid % 32;      // row index (row threads)
-  const u32 cblk = tid / 32;      // column block (row threads, 0..3)
-  const u32 ccol = tid - TILE_K;  // column index (column threads)
-  u32 bits[MXRT_BLOCK];
-  if (is_row) {  // warp-uniform branch
-#pragma unroll
-    for (int i = 0; i < MXRT_BLOCK; ++i) bits[i] = tile[lane * TILE_PITCH + cblk * MXRT_BLOCK + i];
-  } else {
-#pragma unroll
-    for (int i = 0; i < MXRT_BLOCK; ++i) bits[i] = tile[i * TILE_PITCH + ccol];
-  }
-  u32 amax = mxrt_amax_bits(bits);
 
 #if BLOCK_2D
-  // one amax per 32x32 tile: the max of its 32 row-block amaxes
-  if (is_row) row_amax[cblk][lane] = amax;
-  mxrt_sync();
-  const u32 tcb = is_row ? cblk : ccol / MXRT_BLOCK;
-  amax = 0;
+  // ---- row path with the tile scales ----
 #pragma unroll
-  for (int i = 0; i < TILE_M; ++i) amax = row_amax[tcb][i] > amax ? row_amax[tcb][i] : amax;
-#endif
-  const u32 sb = mxrt_e8m0_from_amax_bits<Fmt>(amax, scale_mode);
-  u32 words[8];
-  mxrt_encode_block<Fmt>(bits, sb, words);
-
-  if (is_row) {
-    const u32 r = row0 + lane;
-    const u32 c = col0 + cblk * MXRT_BLOCK;
-    if (r < um && c < uk) {
-      s_row[r * ((uk + MXRT_BLOCK - 1) / MXRT_BLOCK) + c / MXRT_BLOCK] = (u8)sb;
-      const u32 row_bytes = Fmt::BITS == 4 ? (uk + 1) / 2 : uk;
-      mxrt_store_block<Fmt>(q_row + r * row_bytes + (Fmt::BITS == 4 ? c / 2 : c), words, uk - c,
-                            flags & MXRT_FLAG_VEC_OUT);
-    }
-  } else {
-    const u32 c = col0 + ccol;
-    if (c < uk) {
-      s_col[c * ((um + MXRT_BLOCK - 1) / MXRT_BLOCK) + row0 / MXRT_BLOCK] = (u8)sb;
-      const u32 row_bytes = Fmt::BITS == 4 ? (um + 1) / 2 : um;
-      mxrt_store_block<Fmt>(q_col + c * row_bytes + (Fmt::BITS == 4 ? row0 / 2 : row0), words, um - row0,
-                            flags & MXRT_FLAG_VEC_OUT_COL);
-    }
+  for (u32 u = 0; u < UNROLL; ++u) {
+    const u32 c = u * THREADS + tid;
+    const u32 tr = c / CHUNKS_PER_ROW, tj = c % CHUNKS_PER_ROW;
+    u32 bits[PER];
+    mxrt_unpack16<IN_DTYPE>(v[u], bits);
+    u32 amax;
+    TILE_AMAX(tr / MXRT_BLOCK, (tj * PER) / MXRT_BLOCK, amax);
+    const u32 sb = mxrt_e8m0_from_amax_bits<Fmt>(amax, scale_mode);
+    store_row_chunk(bits, sb, row0 + tr, col0 + tj * PER, m, k, lane % LPB == 0, flags & MXRT_FLAG_VEC_OUT, q_row,
+                    s_row, lrow);
   }
+#undef TILE_AMAX
+#endif
+
+#if SCALE_LAYOUT != MXRT_SCALE_LAYOUT_NONE
+  const u32 gt = (MXRT_BID_Y * MXRT_NBID_X + MXRT_BID_X) * THREADS + tid;
+  const u32 stride = MXRT_NBID_X * MXRT_NBID_Y * THREADS;
+  lrow.write_padding(s_row, gt, stride);
+  lcol.write_padding(s_col, gt, stride);
+#endif
 }

@@ -9,7 +9,7 @@ import ml_dtypes
 import numpy as np
 
 from .._backend import is_device_array, resolve_backend, run_gpu
-from ..errors import DtypeError, ShapeError
+from ..errors import DtypeError, LayoutError, ShapeError
 from .codecs import (
     E8M0_BIAS,
     E8M0_NAN,
@@ -41,6 +41,9 @@ class MXArray:
     axis : the blocked axis, non-negative.
     shape : logical shape of the quantized tensor.
     scale_mode : the rule that produced the scales (``"floor"``, ``"ceil"``, ``"even"``, ``"rceil"``).
+    scale_layout : None (``scales`` as above), or the name of the preshuffled layout ``scales`` is stored in
+        (:data:`mxrt.layouts.SCALE_LAYOUTS`; 2-D only): ``scales`` is then
+        ``mxrt.preshuffle_scales(plain_scales, scale_layout)``, padding 127, and ``unshuffle_scales`` inverts it.
     """
 
     data: Any
@@ -50,6 +53,7 @@ class MXArray:
     axis: int
     shape: tuple[int, ...]
     scale_mode: str
+    scale_layout: str | None = None
 
     @property
     def packed(self) -> bool:
@@ -67,10 +71,18 @@ class MXArray:
         """Shortcut for :func:`dequantize_mx`."""
         return dequantize_mx(self, dtype)
 
+    @property
+    def scale_shape(self) -> tuple[int, ...]:
+        """Shape of the plain (unshuffled) scale matrix: ``shape`` with ``shape[axis] -> ceil(n / block_size)``."""
+        out = list(self.shape)
+        out[self.axis] = -(-out[self.axis] // self.block_size)
+        return tuple(out)
+
     def __repr__(self) -> str:
+        layout = f", scale_layout={self.scale_layout!r}" if self.scale_layout is not None else ""
         return (
             f"MXArray(fmt={self.fmt!r}, shape={self.shape}, axis={self.axis}, block_size={self.block_size}, "
-            f"scale_mode={self.scale_mode!r}, data={self.data.dtype}{tuple(self.data.shape)}, "
+            f"scale_mode={self.scale_mode!r}{layout}, data={self.data.dtype}{tuple(self.data.shape)}, "
             f"scales={self.scales.dtype}{tuple(self.scales.shape)})"
         )
 
@@ -101,6 +113,35 @@ def check_axis(axis: object, ndim: int, op: str) -> int:
     if not -ndim <= int(axis) < ndim:
         raise ShapeError(f"{op}: argument 'axis' is {axis}, expected an axis in [-{ndim}, {ndim}) for ndim {ndim}")
     return int(axis) % ndim
+
+
+def check_fused_layout(scale_layout: object, ndim: int, axis: int, op: str) -> str | None:
+    """Validate ``scale_layout`` (None or a :data:`mxrt.layouts.SCALE_LAYOUTS` name) for an ``ndim`` input
+    blocked along ``axis`` (non-negative): layouts are defined for 2-D scale matrices blocked along the last axis."""
+    if scale_layout is None:
+        return None
+    # formats sits below layouts (STYLE.md 1): the import is local and layouts.scales imports no formats module
+    from ..layouts.scales import SCALE_LAYOUTS
+
+    if not isinstance(scale_layout, str) or scale_layout not in SCALE_LAYOUTS:
+        raise LayoutError(
+            f"{op}: argument 'scale_layout' is {scale_layout!r}, expected None or one of {list(SCALE_LAYOUTS)}"
+        )
+    name = scale_layout
+    if ndim != 2 or axis != 1:
+        raise ShapeError(
+            f"{op}: argument 'scale_layout' is {name!r} for a {ndim}-D input blocked along axis {axis}; "
+            "preshuffled scales need a 2-D x blocked along its last axis"
+        )
+    return name
+
+
+def _shuffle(scales: np.ndarray, layout: str | None) -> np.ndarray:
+    if layout is None:
+        return scales
+    from ..layouts.scales import preshuffle_scales
+
+    return preshuffle_scales(scales, layout)
 
 
 def block_amax(x32: np.ndarray, block_size: int) -> np.ndarray:
@@ -162,6 +203,7 @@ def quantize_mx(
     axis: int = -1,
     scale_mode: str | ScaleMode = "rceil",
     backend: str = "auto",
+    scale_layout: str | None = None,
 ) -> MXArray:
     """Quantize ``x`` to an MX format: one E8M0 scale per ``block_size`` consecutive elements along ``axis``.
 
@@ -176,6 +218,9 @@ def quantize_mx(
     scale_mode : ``"rceil"`` (default; never saturates), ``"floor"`` (OCP v1.0), ``"ceil"``, ``"even"``; see
         :class:`ScaleMode` for the formulas.
     backend : ``"auto"``, ``"numpy"`` or ``"gpu"``.
+    scale_layout : None (default), or a preshuffled scale layout (``"aiter32x8"``, ``"turbo16x4"``,
+        ``"cublas128x4"``, ``"deepgemm_ue8m0"``) for a 2-D ``x`` blocked along its last axis: ``scales`` is then
+        ``mxrt.preshuffle_scales(scales, scale_layout)`` (padding 127), written in the same pass on the GPU.
 
     Returns
     -------
@@ -186,6 +231,8 @@ def quantize_mx(
     """
     op = "quantize_mx"
     kw = {"fmt": fmt, "block_size": block_size, "axis": axis, "scale_mode": scale_mode}
+    if scale_layout is not None:
+        kw["scale_layout"] = scale_layout
     if is_device_array(x):  # CuPy in -> CuPy out (mxrt.ops.quant), never a host transfer
         return run_gpu(op, backend, x, **kw)
     x = check_float_array(x, op)
@@ -193,6 +240,7 @@ def quantize_mx(
     mode = get_scale_mode(scale_mode, op)
     bs = check_block_size(block_size, op)
     ax = check_axis(axis, x.ndim, op)
+    layout = check_fused_layout(scale_layout, x.ndim, ax, op)
     if resolve_backend(op, backend) == "gpu":
         out = run_gpu(op, backend, x, **kw)
         if out is not None:  # None: the kernels do not cover these arguments and backend is "auto"
@@ -202,12 +250,13 @@ def quantize_mx(
     codes = _finish(encode_with_scales(x32, scales, f, bs), f)
     return MXArray(
         data=np.ascontiguousarray(np.moveaxis(codes, -1, ax)),
-        scales=np.ascontiguousarray(np.moveaxis(scales, -1, ax)),
+        scales=_shuffle(np.ascontiguousarray(np.moveaxis(scales, -1, ax)), layout),
         fmt=f.name,
         block_size=bs,
         axis=ax,
         shape=tuple(x.shape),
         scale_mode=mode.value,
+        scale_layout=layout,
     )
 
 
@@ -215,7 +264,8 @@ def dequantize_mx(q: MXArray, dtype: Any = np.float32) -> np.ndarray:
     """Invert :func:`quantize_mx`: ``decode(code) * 2^(b - 127)``, NaN for blocks whose scale byte is 0xFF.
 
     The product is exact in float64 and rounded once to ``dtype`` (float32, float64, float16 or bfloat16);
-    values beyond the range of ``dtype`` become +-inf.
+    values beyond the range of ``dtype`` become +-inf. Preshuffled scales (``q.scale_layout`` set) are read
+    back through :func:`mxrt.layouts.unshuffle_scales`.
     """
     op = "dequantize_mx"
     if not isinstance(q, MXArray):
@@ -227,6 +277,15 @@ def dequantize_mx(q: MXArray, dtype: Any = np.float32) -> np.ndarray:
     if out_dtype not in _OUT_DTYPES:
         raise DtypeError(f"{op}: argument 'dtype' is {dtype!r}, expected float32, float64, float16 or bfloat16")
     data, scales = np.asarray(q.data), np.asarray(q.scales)
+    if q.scale_layout is not None:
+        from ..layouts.scales import unshuffle_scales  # formats sits below layouts: a local import
+
+        if len(q.shape) != 2 or q.axis != 1:
+            raise ShapeError(
+                f"{op}: q has scale_layout {q.scale_layout!r} but shape {q.shape} blocked along axis {q.axis}; "
+                "preshuffled scales belong to a 2-D array blocked along its last axis"
+            )
+        scales = unshuffle_scales(scales, q.scale_layout, q.scale_shape)
     n = q.shape[q.axis]
     data_shape = list(q.shape)
     data_shape[q.axis] = -(-n // 2) if q.packed else n
@@ -259,6 +318,7 @@ def quantize_mx_dual(
     scale_mode: str | ScaleMode = "rceil",
     block_2d: bool = False,
     backend: str = "auto",
+    scale_layout: str | None = None,
 ) -> MXDual:
     """Rowwise and colwise MX quantization of a 2-D ``x [m, k]`` (the fwd and the wgrad operands).
 
@@ -268,9 +328,15 @@ def quantize_mx_dual(
     With ``block_2d=True`` one scale covers each ``block_size x block_size`` tile (Primus-Turbo's
     ``use_2d_block``, used for MoE weights): both outputs store, for every row of the tile, the tile's scale,
     and the codes of ``col`` are the transpose of those of ``row`` (before fp4 packing).
+
+    ``scale_layout`` (None, or a name of :data:`mxrt.layouts.SCALE_LAYOUTS`) stores both scale matrices
+    preshuffled, as :func:`quantize_mx` does (``row.scales`` for ``[m, ceil(k/bs)]``, ``col.scales`` for
+    ``[k, ceil(m/bs)]``).
     """
     op = "quantize_mx_dual"
     kw = {"fmt": fmt, "block_size": block_size, "scale_mode": scale_mode, "block_2d": block_2d}
+    if scale_layout is not None:
+        kw["scale_layout"] = scale_layout
     if is_device_array(x):  # CuPy in -> CuPy out (mxrt.ops.quant), never a host transfer
         return run_gpu(op, backend, x, **kw)
     x = check_float_array(x, op)
@@ -281,6 +347,7 @@ def quantize_mx_dual(
     bs = check_block_size(block_size, op)
     if not isinstance(block_2d, (bool, np.bool_)):
         raise DtypeError(f"{op}: argument 'block_2d' is {block_2d!r}, expected a bool")
+    layout = check_fused_layout(scale_layout, 2, 1, op)
     if resolve_backend(op, backend) == "gpu":
         out = run_gpu(op, backend, x, **kw)
         if out is not None:
@@ -302,6 +369,7 @@ def quantize_mx_dual(
     col_q = _finish(encode_with_scales(np.ascontiguousarray(x32.T), col_s, f, bs), f)
 
     def wrap(data: np.ndarray, scales: np.ndarray, shape: tuple[int, int]) -> MXArray:
-        return MXArray(np.ascontiguousarray(data), np.ascontiguousarray(scales), f.name, bs, 1, shape, mode.value)
+        s = _shuffle(np.ascontiguousarray(scales), layout)
+        return MXArray(np.ascontiguousarray(data), s, f.name, bs, 1, shape, mode.value, layout)
 
     return MXDual(wrap(row_q, row_s, (m, k)), wrap(col_q, col_s, (k, m)))

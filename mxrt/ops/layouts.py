@@ -56,7 +56,7 @@ def layout_config(n_threads: int) -> LaunchConfig:
 
 def _kernel(op: str, layout: str, wide: bool) -> Any:
     arch = get_arch()
-    d = specs.defines(LAYOUT=specs.SCALE_LAYOUT_CODES[layout], WIDE=int(wide), THREADS=specs.LAYOUT_THREADS)
+    d = specs.defines(LAYOUT=specs.PRESHUFFLE_LAYOUT_CODES[layout], WIDE=int(wide), THREADS=specs.LAYOUT_THREADS)
     return build(specs.select(op, arch.target), d, arch)
 
 
@@ -101,7 +101,7 @@ def preshuffle_scales_gpu(s: Any, layout: str, *, pad_value: int = 127, dtype: A
 
 
 def _preshuffle_unsupported(s: Any, layout: Any = None, **_: Any) -> str | None:
-    if is_device_array(s) or not isinstance(layout, str) or layout not in specs.SCALE_LAYOUT_CODES:
+    if is_device_array(s) or not isinstance(layout, str) or layout not in specs.PRESHUFFLE_LAYOUT_CODES:
         return None  # device inputs and bad arguments get their typed error from the GPU op
     shape = np.shape(s)
     if len(shape) == 2:

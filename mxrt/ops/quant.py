@@ -21,8 +21,9 @@ import numpy as np
 from .._backend import GpuOp, is_device_array, register_gpu_op
 from ..errors import DtypeError, LayoutError, ShapeError
 from ..formats.codecs import get_format
-from ..formats.mx import MXArray, MXDual, check_axis, check_block_size
+from ..formats.mx import MXArray, MXDual, check_axis, check_block_size, check_fused_layout
 from ..formats.scales import get_scale_mode
+from ..layouts.scales import scale_layout_shape
 from ..runtime import specs
 from ..runtime.arch import get_arch
 from ..runtime.compiler import build
@@ -102,47 +103,140 @@ def _check_limits(op: str, m: int, k: int) -> None:
         )
 
 
+# ---- scale storage: plain [rows, cols], or a preshuffled layout written by the kernel ---------------------
+
+
+def _layout_code(layout: str | None) -> int:
+    return specs.SCALE_LAYOUT_CODES[layout]
+
+
+def _check_scale_storage(op: str, layout: str | None, rows: int, cols: int) -> None:
+    if layout is None:
+        return
+    sm, sn = scale_layout_shape(layout, rows, cols)
+    if sm * sn >= _INDEX_LIMIT:
+        raise ShapeError(
+            f"{op}: scale_layout {layout!r} stores {sm} x {sn} = {sm * sn} bytes for scales [{rows}, {cols}], "
+            "expected fewer than 2^31: the kernels use 32-bit offsets"
+        )
+
+
+def _scale_buffer(layout: str | None, rows: int, cols: int) -> Any:
+    """The device buffer the kernel writes scales into: [rows, cols], or the layout's flat padded storage."""
+    if layout is None:
+        return _empty((rows, cols))
+    sm, sn = scale_layout_shape(layout, rows, cols)
+    return _empty((sm * sn,))
+
+
+def scale_view(buf: Any, layout: str | None, rows: int, cols: int) -> Any:
+    """The scales as :func:`mxrt.layouts.preshuffle_scales` returns them, viewing the kernel's buffer ``buf``
+    (numpy or CuPy): uint8 [sm, sn], or for ``"deepgemm_ue8m0"`` the int32 view [rows, sn/4] with strides
+    (4, 4*sm) bytes over the MN-major storage."""
+    if layout is None:
+        return buf
+    sm, sn = scale_layout_shape(layout, rows, cols)
+    if layout == "deepgemm_ue8m0":
+        return buf.view("int32").reshape(sn // 4, sm).T[:rows]
+    return buf.reshape(sm, sn)
+
+
+def _download_scales(buf: Any, layout: str | None, rows: int, cols: int) -> np.ndarray:
+    return scale_view(buf.get(), layout, rows, cols)
+
+
 # ---- quantize_mx (rowwise along the last axis) -------------------------------------------------------------
 
+ROWWISE_UNROLL = 4  # 16-byte chunks per lane in the FLAT path (kernels_src/quant/quantize_mx_rowwise.hip)
+DUAL_ROWS_FAST = 0  # mirrors the default of DUAL_ROWS_FAST in kernels_src/quant/quantize_mx_dual.hip
 
-def rowwise_config(m: int, k: int) -> LaunchConfig:
-    """One thread per 32-element block, ``THREADS`` per block."""
-    nblocks = m * (-(-k // 32))
+
+def rowwise_launch(m: int, k: int, name: str, x_ptr: int, q_ptr: int, fmt_name: str) -> tuple[int, LaunchConfig]:
+    """Run-time flags and launch config of quantize_mx_rowwise for x [m, k] of dtype ``name`` at ``x_ptr``.
+
+    FLAT (k % 32 == 0, x and q 16-byte aligned): a warp takes 32 * ROWWISE_UNROLL consecutive 16-byte chunks.
+    Otherwise one thread per 32-element block.
+    """
     threads = specs.QUANT_ROWWISE_THREADS
-    return LaunchConfig(grid=(max(1, -(-nblocks // threads)), 1, 1), block=(threads, 1, 1))
+    itemsize = _itemsize(name)
+    row_bytes = -(-k // 2) if fmt_name == "e2m1" else k
+    flags = (specs.FLAG_VEC_IN if _aligned(x_ptr, k * itemsize) else 0) | (
+        specs.FLAG_VEC_OUT if _aligned(q_ptr, row_bytes) else 0
+    )
+    if k % 32 == 0 and x_ptr % 16 == 0 and q_ptr % 16 == 0:
+        chunks = m * k * itemsize // 16
+        per_cta = 32 * ROWWISE_UNROLL * (threads // 32)
+        return flags | specs.FLAG_FLAT, LaunchConfig(grid=(max(1, -(-chunks // per_cta)), 1, 1), block=(threads, 1, 1))
+    nblocks = m * (-(-k // 32))
+    return flags, LaunchConfig(grid=(max(1, -(-nblocks // threads)), 1, 1), block=(threads, 1, 1))
 
 
-def dual_config(m: int, k: int) -> LaunchConfig:
-    """One 32 x 128 tile per block of 256 threads; grid (k tiles, m tiles)."""
-    return LaunchConfig(grid=(-(-k // 128), -(-m // 32), 1), block=(specs.QUANT_DUAL_THREADS, 1, 1))
+def dual_launch(
+    m: int,
+    k: int,
+    name: str,
+    x_ptr: int,
+    q_row_ptr: int,
+    q_col_ptr: int,
+    fmt_name: str,
+    rows_fast: int = DUAL_ROWS_FAST,
+) -> tuple[int, LaunchConfig]:
+    """Run-time flags and launch config of quantize_mx_dual: one tile of 64 rows x 64 words (128 columns of a
+    16-bit input, 64 of fp32) per block of 256 threads; grid (k tiles, m tiles), or (m tiles, k tiles) when
+    the kernel is built with DUAL_ROWS_FAST=1."""
+    packed = fmt_name == "e2m1"
+    row_bytes, col_bytes = (-(-k // 2), -(-m // 2)) if packed else (k, m)
+    flags = (
+        (specs.FLAG_VEC_IN if _aligned(x_ptr, k * _itemsize(name)) else 0)
+        | (specs.FLAG_VEC_OUT if _aligned(q_row_ptr, row_bytes) else 0)
+        | (specs.FLAG_VEC_OUT_COL if _aligned(q_col_ptr, col_bytes) else 0)
+    )
+    tile_k = 128 if _itemsize(name) == 2 else 64
+    tiles = (max(1, -(-k // tile_k)), max(1, -(-m // 64)))
+    grid = (tiles[1], tiles[0], 1) if rows_fast else (tiles[0], tiles[1], 1)
+    return flags, LaunchConfig(grid=grid, block=(specs.QUANT_DUAL_THREADS, 1, 1))
 
 
-def _quantize_rows(op: str, xd: Any, name: str, m: int, k: int, fmt_name: str, mode_value: str) -> tuple[Any, Any]:
-    """Launch the rowwise kernel on a contiguous device array viewed as [m, k]; returns (q [m, kb], s [m, nb])."""
+def _quantize_rows(
+    op: str, xd: Any, name: str, m: int, k: int, fmt_name: str, mode_value: str, layout: str | None = None
+) -> tuple[Any, Any]:
+    """Launch the rowwise kernel on a contiguous device array viewed as [m, k]; returns (q [m, kb], the scale
+    buffer: s [m, nb], or the layout's flat storage; see :func:`scale_view`)."""
     packed = fmt_name == "e2m1"
     row_bytes = -(-k // 2) if packed else k
+    nb = -(-k // 32)
     q = _empty((m, row_bytes))
-    s = _empty((m, -(-k // 32)))
+    s = _scale_buffer(layout, m, nb)
     if m == 0 or k == 0:
+        if layout is not None and s.size:  # padding only (e.g. k == 0): nothing for the kernel to read
+            s.fill(127)
         return q, s
     arch = get_arch()
     spec = specs.select("quantize_mx", arch.target)
     d = specs.defines(
-        FMT=specs.FMT_CODES[fmt_name], IN_DTYPE=specs.IN_DTYPE_CODES[name], THREADS=specs.QUANT_ROWWISE_THREADS
+        FMT=specs.FMT_CODES[fmt_name],
+        IN_DTYPE=specs.IN_DTYPE_CODES[name],
+        SCALE_LAYOUT=_layout_code(layout),
+        THREADS=specs.QUANT_ROWWISE_THREADS,
     )
-    flags = (specs.FLAG_VEC_IN if _aligned(xd.data.ptr, k * _itemsize(name)) else 0) | (
-        specs.FLAG_VEC_OUT if _aligned(q.data.ptr, row_bytes) else 0
-    )
+    flags, cfg = rowwise_launch(m, k, name, xd.data.ptr, q.data.ptr, fmt_name)
     kernel = build(spec, d, arch)
     args = (xd, q, s, np.int32(m), np.int32(k), np.int32(specs.SCALE_MODE_CODES[mode_value]), np.int32(flags))
-    launch(op, kernel, rowwise_config(m, k), args)
+    launch(op, kernel, cfg, args)
     return q, s
 
 
 def quantize_mx_gpu(
-    x: Any, fmt: str = "e4m3", *, block_size: int = 32, axis: int = -1, scale_mode: str = "rceil"
+    x: Any,
+    fmt: str = "e4m3",
+    *,
+    block_size: int = 32,
+    axis: int = -1,
+    scale_mode: str = "rceil",
+    scale_layout: str | None = None,
 ) -> MXArray:
-    """GPU twin of :func:`mxrt.quantize_mx` (same arguments, bit-identical result)."""
+    """GPU twin of :func:`mxrt.quantize_mx` (same arguments, bit-identical result); with ``scale_layout`` the
+    kernel stores every scale byte at its offset in the preshuffled layout (one pass, padding written 127)."""
     op = "quantize_mx"
     name = _check_input(op, x)
     f = get_format(fmt, op)
@@ -151,6 +245,7 @@ def quantize_mx_gpu(
     if x.ndim == 0:
         raise ShapeError(f"{op}: argument 'x' is 0-d, expected at least one axis")
     ax = check_axis(axis, x.ndim, op)
+    layout = check_fused_layout(scale_layout, x.ndim, ax, op)
     if bs not in GPU_BLOCK_SIZES:
         raise ShapeError(f"{op}: argument 'block_size' is {bs}, the GPU kernels support {GPU_BLOCK_SIZES}")
     device_in = is_device_array(x)
@@ -170,16 +265,31 @@ def quantize_mx_gpu(
     k = moved_shape[-1]
     m = math.prod(moved_shape[:-1])
     _check_limits(op, m, k)
+    _check_scale_storage(op, layout, m, -(-k // 32))
     if not device_in:
         xd = _upload(xm)
-    q, s = _quantize_rows(op, xd, name, m, k, f.name, mode.value)
+    q, s = _quantize_rows(op, xd, name, m, k, f.name, mode.value, layout)
     lead = moved_shape[:-1]
     q = q.reshape(*lead, q.shape[-1])
-    s = s.reshape(*lead, s.shape[-1])
-    if not device_in:
-        q = np.ascontiguousarray(np.moveaxis(q.get(), -1, ax))
-        s = np.ascontiguousarray(np.moveaxis(s.get(), -1, ax))
-    return MXArray(data=q, scales=s, fmt=f.name, block_size=bs, axis=ax, shape=tuple(x.shape), scale_mode=mode.value)
+    if layout is not None:  # 2-D, blocked along the last axis (check_fused_layout)
+        s = _download_scales(s, layout, m, -(-k // 32)) if not device_in else scale_view(s, layout, m, -(-k // 32))
+        if not device_in:
+            q = q.get()
+    else:
+        s = s.reshape(*lead, s.shape[-1])
+        if not device_in:
+            q = np.ascontiguousarray(np.moveaxis(q.get(), -1, ax))
+            s = np.ascontiguousarray(np.moveaxis(s.get(), -1, ax))
+    return MXArray(
+        data=q,
+        scales=s,
+        fmt=f.name,
+        block_size=bs,
+        axis=ax,
+        shape=tuple(x.shape),
+        scale_mode=mode.value,
+        scale_layout=layout,
+    )
 
 
 def _quantize_mx_unsupported(
@@ -194,8 +304,53 @@ def _quantize_mx_unsupported(
 # ---- quantize_mx_dual --------------------------------------------------------------------------------------
 
 
+def _quantize_dual(
+    op: str,
+    xd: Any,
+    name: str,
+    m: int,
+    k: int,
+    fmt_name: str,
+    mode_value: str,
+    block_2d: bool,
+    layout: str | None = None,
+) -> tuple[Any, Any, Any, Any]:
+    """Launch the dual kernel on a contiguous device array [m, k]; returns (q_row, s_row, q_col, s_col) with
+    the scale buffers as :func:`_quantize_rows` returns them."""
+    packed = fmt_name == "e2m1"
+    row_bytes, col_bytes = (-(-k // 2), -(-m // 2)) if packed else (k, m)
+    q_row, s_row = _empty((m, row_bytes)), _scale_buffer(layout, m, -(-k // 32))
+    q_col, s_col = _empty((k, col_bytes)), _scale_buffer(layout, k, -(-m // 32))
+    if not (m and k):
+        for s in (s_row, s_col):
+            if layout is not None and s.size:
+                s.fill(127)
+        return q_row, s_row, q_col, s_col
+    arch = get_arch()
+    spec = specs.select(op, arch.target)
+    d = specs.defines(
+        BLOCK_2D=int(bool(block_2d)),
+        FMT=specs.FMT_CODES[fmt_name],
+        IN_DTYPE=specs.IN_DTYPE_CODES[name],
+        SCALE_LAYOUT=_layout_code(layout),
+        THREADS=specs.QUANT_DUAL_THREADS,
+    )
+    flags, cfg = dual_launch(m, k, name, xd.data.ptr, q_row.data.ptr, q_col.data.ptr, fmt_name)
+    kernel = build(spec, d, arch)
+    args = (xd, q_row, s_row, q_col, s_col, np.int32(m), np.int32(k))
+    args += (np.int32(specs.SCALE_MODE_CODES[mode_value]), np.int32(flags))
+    launch(op, kernel, cfg, args)
+    return q_row, s_row, q_col, s_col
+
+
 def quantize_mx_dual_gpu(
-    x: Any, fmt: str = "e4m3", *, block_size: int = 32, scale_mode: str = "rceil", block_2d: bool = False
+    x: Any,
+    fmt: str = "e4m3",
+    *,
+    block_size: int = 32,
+    scale_mode: str = "rceil",
+    block_2d: bool = False,
+    scale_layout: str | None = None,
 ) -> MXDual:
     """GPU twin of :func:`mxrt.quantize_mx_dual`: rowwise and colwise in one read of ``x [m, k]``."""
     op = "quantize_mx_dual"
@@ -207,6 +362,7 @@ def quantize_mx_dual_gpu(
     bs = check_block_size(block_size, op)
     if not isinstance(block_2d, (bool, np.bool_)):
         raise DtypeError(f"{op}: argument 'block_2d' is {block_2d!r}, expected a bool")
+    layout = check_fused_layout(scale_layout, 2, 1, op)
     if bs not in GPU_BLOCK_SIZES:
         raise ShapeError(f"{op}: argument 'block_size' is {bs}, the GPU kernels support {GPU_BLOCK_SIZES}")
     device_in = is_device_array(x)
@@ -214,37 +370,22 @@ def quantize_mx_dual_gpu(
         _check_device_layout(op, x, name)
     m, k = (int(v) for v in x.shape)
     _check_limits(op, m, k)
-    cfg = dual_config(max(m, 1), max(k, 1))
-    if cfg.grid[1] > 65535:
-        raise ShapeError(f"{op}: argument 'x' has {m} rows, expected at most {65535 * 32} (grid y limit)")
-    packed = f.name == "e2m1"
-    row_bytes, col_bytes = (-(-k // 2), -(-m // 2)) if packed else (k, m)
+    _check_scale_storage(op, layout, m, -(-k // 32))
+    _check_scale_storage(op, layout, k, -(-m // 32))
+    tiles_y = -(-k // (128 if _itemsize(name) == 2 else 64)) if DUAL_ROWS_FAST else -(-m // 64)
+    if tiles_y > 65535:
+        raise ShapeError(f"{op}: argument 'x' has shape {(m, k)}: {tiles_y} tiles along grid y, at most 65535")
     xd = x if device_in else _upload(x)
-    q_row, s_row = _empty((m, row_bytes)), _empty((m, -(-k // 32)))
-    q_col, s_col = _empty((k, col_bytes)), _empty((k, -(-m // 32)))
-    if m and k:
-        arch = get_arch()
-        spec = specs.select(op, arch.target)
-        d = specs.defines(
-            BLOCK_2D=int(bool(block_2d)),
-            FMT=specs.FMT_CODES[f.name],
-            IN_DTYPE=specs.IN_DTYPE_CODES[name],
-            THREADS=specs.QUANT_DUAL_THREADS,
-        )
-        flags = (
-            (specs.FLAG_VEC_IN if _aligned(xd.data.ptr, k * _itemsize(name)) else 0)
-            | (specs.FLAG_VEC_OUT if _aligned(q_row.data.ptr, row_bytes) else 0)
-            | (specs.FLAG_VEC_OUT_COL if _aligned(q_col.data.ptr, col_bytes) else 0)
-        )
-        kernel = build(spec, d, arch)
-        args = (xd, q_row, s_row, q_col, s_col, np.int32(m), np.int32(k))
-        args += (np.int32(specs.SCALE_MODE_CODES[mode.value]), np.int32(flags))
-        launch(op, kernel, cfg, args)
-    if not device_in:
-        q_row, s_row, q_col, s_col = (a.get() for a in (q_row, s_row, q_col, s_col))
+    q_row, s_row, q_col, s_col = _quantize_dual(op, xd, name, m, k, f.name, mode.value, bool(block_2d), layout)
+    mb, kb = -(-m // 32), -(-k // 32)
+    if device_in:
+        s_row, s_col = scale_view(s_row, layout, m, kb), scale_view(s_col, layout, k, mb)
+    else:
+        q_row, q_col = q_row.get(), q_col.get()
+        s_row, s_col = _download_scales(s_row, layout, m, kb), _download_scales(s_col, layout, k, mb)
 
     def wrap(data: Any, scales: Any, shape: tuple[int, int]) -> MXArray:
-        return MXArray(data, scales, f.name, bs, 1, shape, mode.value)
+        return MXArray(data, scales, f.name, bs, 1, shape, mode.value, layout)
 
     return MXDual(wrap(q_row, s_row, (m, k)), wrap(q_col, s_col, (k, m)))
 

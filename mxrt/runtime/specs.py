@@ -18,8 +18,10 @@ FMT_CODES = {"e4m3": 0, "e5m2": 1, "e2m3": 2, "e3m2": 3, "e2m1": 4}
 SCALE_MODE_CODES = {"floor": 0, "ceil": 1, "even": 2, "rceil": 3}
 #: define IN_DTYPE (MXRT_IN_*), keyed by numpy dtype name
 IN_DTYPE_CODES = {"float32": 0, "bfloat16": 1, "float16": 2}
-#: run-time argument flags (MXRT_FLAG_*)
-FLAG_VEC_IN, FLAG_VEC_OUT, FLAG_VEC_OUT_COL = 1, 2, 4
+#: run-time argument flags (MXRT_FLAG_*; FLAT is quantize_mx_rowwise's own)
+FLAG_VEC_IN, FLAG_VEC_OUT, FLAG_VEC_OUT_COL, FLAG_FLAT = 1, 2, 4, 8
+#: define SCALE_LAYOUT (kernels_src/common/scale_layouts.h MXRT_SCALE_LAYOUT_*), keyed by mxrt.layouts name
+SCALE_LAYOUT_CODES = {None: 0, "aiter32x8": 1, "turbo16x4": 2, "cublas128x4": 3, "deepgemm_ue8m0": 4}
 
 #: Every target the offline compile check knows; "generic" kernels build for all of them.
 KNOWN_TARGETS = ("gfx942", "gfx950", "sm_90a")
@@ -64,34 +66,57 @@ def _grid(**axes: tuple[int, ...]) -> tuple[Defines, ...]:
 QUANT_ROWWISE_THREADS = 256
 QUANT_DUAL_THREADS = 256
 
+# The fused scale layouts (SCALE_LAYOUT 1..4) only change where a scale byte is stored, the same code for every
+# element format: the compile check builds them with e4m3 and e2m1 (the MXFP8 / MXFP4 formats GEMMs read) on
+# every input dtype, and every format with plain scales, instead of the full 5 x 5 x 3 grid (a third of the time).
+_LAYOUTS = tuple(v for v in SCALE_LAYOUT_CODES.values() if v)
+_FUSED_FMTS = (FMT_CODES["e4m3"], FMT_CODES["e2m1"])
+
 QUANTIZE_MX_ROWWISE = KernelSpec(
     symbol="quantize_mx_rowwise",
     file="quant/quantize_mx_rowwise.hip",
-    required=("FMT", "IN_DTYPE", "THREADS"),
+    required=("FMT", "IN_DTYPE", "SCALE_LAYOUT", "THREADS"),
     variants=_grid(
-        FMT=tuple(FMT_CODES.values()), IN_DTYPE=tuple(IN_DTYPE_CODES.values()), THREADS=(QUANT_ROWWISE_THREADS,)
+        FMT=tuple(FMT_CODES.values()),
+        IN_DTYPE=tuple(IN_DTYPE_CODES.values()),
+        SCALE_LAYOUT=(0,),
+        THREADS=(QUANT_ROWWISE_THREADS,),
+    )
+    + _grid(
+        FMT=_FUSED_FMTS,
+        IN_DTYPE=tuple(IN_DTYPE_CODES.values()),
+        SCALE_LAYOUT=_LAYOUTS,
+        THREADS=(QUANT_ROWWISE_THREADS,),
     ),
 )
 
 QUANTIZE_MX_DUAL = KernelSpec(
     symbol="quantize_mx_dual",
     file="quant/quantize_mx_dual.hip",
-    required=("BLOCK_2D", "FMT", "IN_DTYPE", "THREADS"),
+    required=("BLOCK_2D", "FMT", "IN_DTYPE", "SCALE_LAYOUT", "THREADS"),
     variants=_grid(
         BLOCK_2D=(0, 1),
         FMT=tuple(FMT_CODES.values()),
         IN_DTYPE=tuple(IN_DTYPE_CODES.values()),
+        SCALE_LAYOUT=(0,),
+        THREADS=(QUANT_DUAL_THREADS,),
+    )
+    + _grid(
+        BLOCK_2D=(0, 1),
+        FMT=_FUSED_FMTS,
+        IN_DTYPE=tuple(IN_DTYPE_CODES.values()),
+        SCALE_LAYOUT=_LAYOUTS,
         THREADS=(QUANT_DUAL_THREADS,),
     ),
 )
 
 # ---- scale layouts (kernels_src/layout): LAYOUT = MXRT_SCALE_* of scale_maps.h, WIDE = the uint32 turbo16x4 form
 #: define LAYOUT, keyed by mxrt.layouts.SCALE_LAYOUTS name
-SCALE_LAYOUT_CODES = {"aiter32x8": 0, "turbo16x4": 1, "cublas128x4": 2, "deepgemm_ue8m0": 3}
+PRESHUFFLE_LAYOUT_CODES = {"aiter32x8": 0, "turbo16x4": 1, "cublas128x4": 2, "deepgemm_ue8m0": 3}
 LAYOUT_THREADS = 256
 _LAYOUT_VARIANTS = tuple(
     defines(LAYOUT=code, WIDE=wide, THREADS=LAYOUT_THREADS)
-    for name, code in SCALE_LAYOUT_CODES.items()
+    for name, code in PRESHUFFLE_LAYOUT_CODES.items()
     for wide in ((0, 1) if name == "turbo16x4" else (0,))
 )
 

@@ -1,0 +1,67 @@
+// scale_layouts.h: where an E8M0 scale S[r, c] of a scale matrix [rows, cols] lands in each preshuffled layout
+// of mxrt.layouts, as a byte offset in the layout's storage: exactly mxrt.layouts.scale_index (the numpy
+// twin is mxrt.layouts.preshuffle_scales). The storage is the padded matrix (sm, sn) = scale_layout_shape,
+// sm * sn bytes; every padding byte is written by the kernel (127 = scale 1.0), so the buffer is fully defined.
+//
+//   layout (SCALE_LAYOUT)  pads to    offset of S[r, c]
+//   0 none                 -          r * cols + c
+//   1 aiter32x8            256 x 8    (r/32)*(sn/8)*256 + (c/8)*256 + (c%4)*64 + (r%16)*4 + ((c/4)%2)*2 + (r/16)%2
+//   2 turbo16x4            16 x 4     (r/16)*16*sn + (c/4)*64 + (c%4)*16 + r%16
+//   3 cublas128x4          128 x 4    ((r/128)*(sn/4) + c/4)*512 + (r%32)*16 + ((r%128)/32)*4 + c%4
+//   4 deepgemm_ue8m0       4 x 4      4*((c/4)*sm + r) + c%4  (int32 words, 4 scales along c each, MN-major)
+#pragma once
+#include "prelude.h"
+
+#define MXRT_SCALE_LAYOUT_NONE 0
+#define MXRT_SCALE_LAYOUT_AITER32X8 1
+#define MXRT_SCALE_LAYOUT_TURBO16X4 2
+#define MXRT_SCALE_LAYOUT_CUBLAS128X4 3
+#define MXRT_SCALE_LAYOUT_DEEPGEMM_UE8M0 4
+#define MXRT_SCALE_PAD 127u
+
+template <int L> struct MxrtScaleTile;
+template <> struct MxrtScaleTile<MXRT_SCALE_LAYOUT_NONE> { static constexpr u32 ROWS = 1, COLS = 1; };
+template <> struct MxrtScaleTile<MXRT_SCALE_LAYOUT_AITER32X8> { static constexpr u32 ROWS = 256, COLS = 8; };
+template <> struct MxrtScaleTile<MXRT_SCALE_LAYOUT_TURBO16X4> { static constexpr u32 ROWS = 16, COLS = 4; };
+template <> struct MxrtScaleTile<MXRT_SCALE_LAYOUT_CUBLAS128X4> { static constexpr u32 ROWS = 128, COLS = 4; };
+template <> struct MxrtScaleTile<MXRT_SCALE_LAYOUT_DEEPGEMM_UE8M0> { static constexpr u32 ROWS = 4, COLS = 4; };
+
+// One scale matrix [rows, cols] stored in layout L: padded shape (sm, sn), offsets, padding positions.
+template <int L>
+struct MxrtScaleLayout {
+  u32 rows, cols, sm, sn;
+
+  MXRT_DEVICE MxrtScaleLayout(u32 rows_, u32 cols_) : rows(rows_), cols(cols_) {
+    constexpr u32 TR = MxrtScaleTile<L>::ROWS, TC = MxrtScaleTile<L>::COLS;
+    sm = (rows + TR - 1) / TR * TR;
+    sn = (cols + TC - 1) / TC * TC;
+  }
+
+  MXRT_DEVICE u32 offset(u32 r, u32 c) const {
+    if (L == MXRT_SCALE_LAYOUT_AITER32X8)
+      return (r / 32) * (sn / 8) * 256 + (c / 8) * 256 + (c % 4) * 64 + (r % 16) * 4 + ((c / 4) % 2) * 2 +
+             (r / 16) % 2;
+    if (L == MXRT_SCALE_LAYOUT_TURBO16X4) return (r / 16) * 16 * sn + (c / 4) * 64 + (c % 4) * 16 + r % 16;
+    if (L == MXRT_SCALE_LAYOUT_CUBLAS128X4)
+      return ((r / 128) * (sn / 4) + c / 4) * 512 + (r % 32) * 16 + ((r % 128) / 32) * 4 + c % 4;
+    if (L == MXRT_SCALE_LAYOUT_DEEPGEMM_UE8M0) return 4 * ((c / 4) * sm + r) + c % 4;
+    return r * cols + c;
+  }
+
+  // Padding positions: [0, rows) x [cols, sn), then [rows, sm) x [0, sn).
+  MXRT_DEVICE u32 padding() const { return sm * sn - rows * cols; }
+
+  MXRT_DEVICE u32 padding_offset(u32 p) const {
+    const u32 right = rows * (sn - cols);
+    if (p < right) return offset(p / (sn - cols), cols + p % (sn - cols));
+    p -= right;
+    return offset(rows + p / sn, p % sn);
+  }
+
+  // Threads gt = 0, stride, 2*stride, ... of the grid write every padding byte once.
+  MXRT_DEVICE void write_padding(u8* s, u32 gt, u32 stride) const {
+    if (L == MXRT_SCALE_LAYOUT_NONE) return;
+    const u32 n = padding();
+    for (u32 p = gt; p < n; p += stride) s[padding_offset(p)] = (u8)MXRT_SCALE_PAD;
+  }
+};

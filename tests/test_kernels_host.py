@@ -1,0 +1,240 @@
+"""The quant kernels themselves, run on the host by a SIMT emulator, against their numpy twins bit for bit.
+
+tests/support/simt_host.cpp compiles kernels_src/quant/*.hip for the CPU (each GPU thread a fiber, barriers and
+warp shuffles switch fibers, divergent shuffles and missed barriers are errors) and launches them with the
+flags and grid that mxrt/ops/quant.py computes. This pins lane maps, guards, fused scale layouts and the fast
+encoder without a GPU; ``MXRT_HOST_FTZ`` builds flush fp32 subnormals the way NVRTC's -ftz=true does. The
+hardware fp8 conversion of sm_89+ is the one path this cannot reach (tests/test_gpu_quant.py covers it).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import subprocess
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+import pytest
+from support.inputs import layout_storage, make_input
+from test_device_codecs import _compiler
+
+import mxrt
+from mxrt.ops import quant as ops_quant
+from mxrt.runtime import specs
+
+ROOT = Path(__file__).resolve().parents[1]
+POISON = 0xA5
+DTYPES = {"f32": np.float32, "f16": np.float16, "bf16": ml_dtypes.bfloat16}
+_LIBS: dict[tuple, ctypes.CDLL] = {}
+
+
+@pytest.fixture(scope="module")
+def build_dir(tmp_path_factory) -> Path:
+    if _compiler() is None:
+        pytest.skip("no host C++ compiler (g++, clang++ or the ziglang wheel)")
+    return tmp_path_factory.mktemp("simt")
+
+
+def _lib(build_dir: Path, kernel: int, ftz: bool = False, **defines: int) -> ctypes.CDLL:
+    key = (kernel, ftz, tuple(sorted(defines.items())))
+    if key not in _LIBS:
+        tag = "_".join(f"{k}{v}" for k, v in sorted(defines.items())) + ("_ftz" if ftz else "")
+        out = build_dir / f"simt_{kernel}_{tag}.so"
+        flags = [f"-D{k}={v}" for k, v in defines.items()] + [f"-DSIMT_KERNEL={kernel}"]
+        flags += ["-DMXRT_HOST_FTZ"] if ftz else []
+        src = ROOT / "tests" / "support" / "simt_host.cpp"
+        proc = subprocess.run(
+            [*_compiler(), "-std=c++17", "-O1", "-shared", "-fPIC", *flags, str(src), "-o", str(out)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert proc.returncode == 0, proc.stderr[-4000:]
+        so = ctypes.CDLL(str(out))
+        so.simt_error.restype = ctypes.c_char_p
+        _LIBS[key] = so
+    return _LIBS[key]
+
+
+def _p(a: np.ndarray) -> ctypes.c_void_p:
+    return ctypes.c_void_p(a.ctypes.data)
+
+
+def _poisoned(shape) -> np.ndarray:
+    return np.full(shape, POISON, np.uint8)
+
+
+def _aligned_copy(x: np.ndarray, offset: int = 0) -> np.ndarray:
+    """x's bits in a fresh buffer starting ``offset`` bytes past a 64-byte boundary (to test unaligned views)."""
+    raw = np.ascontiguousarray(x).view(np.uint8).ravel()
+    buf = np.zeros(raw.size + 128, np.uint8)
+    start = (-buf.ctypes.data) % 64 + offset
+    buf[start : start + raw.size] = raw
+    return buf[start : start + raw.size]
+
+
+def _scale_buf(layout: str | None, rows: int, cols: int) -> np.ndarray:
+    if layout is None:
+        return _poisoned((rows, cols))
+    sm, sn = mxrt.scale_layout_shape(layout, rows, cols)
+    return _poisoned((sm * sn,))
+
+
+def _same(what: str, got: np.ndarray, want: np.ndarray) -> None:
+    got, want = np.asarray(got), np.asarray(want)
+    assert got.shape == want.shape and got.dtype == want.dtype, f"{what}: {got.dtype}{got.shape} vs {want.shape}"
+    bad = np.argwhere(got != want)
+    assert bad.size == 0, (
+        f"{what}: {len(bad)} mismatches, first at {tuple(bad[0])}: got {got[tuple(bad[0])]:#x}, "
+        f"want {want[tuple(bad[0])]:#x}; poison left {int(np.count_nonzero(got == POISON))}"
+    )
+
+
+def run_rowwise(build_dir, x, fmt, mode, layout=None, ftz=False, order=0, x_offset=0):
+    m, k = x.shape
+    name = str(x.dtype)
+    lib = _lib(
+        build_dir,
+        0,
+        ftz,
+        FMT=specs.FMT_CODES[fmt],
+        IN_DTYPE=specs.IN_DTYPE_CODES[name],
+        SCALE_LAYOUT=specs.SCALE_LAYOUT_CODES[layout],
+        THREADS=specs.QUANT_ROWWISE_THREADS,
+    )
+    xb = _aligned_copy(x, x_offset)
+    q = _poisoned((m, -(-k // 2) if fmt == "e2m1" else k))
+    nb = -(-k // 32)
+    s = _scale_buf(layout, m, nb)
+    flags, cfg = ops_quant.rowwise_launch(m, k, name, xb.ctypes.data, q.ctypes.data, fmt)
+    mode_code = specs.SCALE_MODE_CODES[mode]
+    rc = lib.simt_run(_p(xb), _p(q), _p(s), None, None, m, k, mode_code, flags, cfg.grid[0], 1, order)
+    assert rc == 0, lib.simt_error().decode()
+    return q, ops_quant.scale_view(s, layout, m, nb), flags
+
+
+def run_dual(build_dir, x, fmt, mode, block_2d=False, layout=None, ftz=False, order=0, x_offset=0, rows_fast=None):
+    m, k = x.shape
+    name = str(x.dtype)
+    knobs = {} if rows_fast is None else {"DUAL_ROWS_FAST": rows_fast}
+    rows_fast = ops_quant.DUAL_ROWS_FAST if rows_fast is None else rows_fast
+    lib = _lib(
+        build_dir,
+        1,
+        ftz,
+        **knobs,
+        BLOCK_2D=int(block_2d),
+        FMT=specs.FMT_CODES[fmt],
+        IN_DTYPE=specs.IN_DTYPE_CODES[name],
+        SCALE_LAYOUT=specs.SCALE_LAYOUT_CODES[layout],
+        THREADS=specs.QUANT_DUAL_THREADS,
+    )
+    xb = _aligned_copy(x, x_offset)
+    packed = fmt == "e2m1"
+    q_row = _poisoned((m, -(-k // 2) if packed else k))
+    q_col = _poisoned((k, -(-m // 2) if packed else m))
+    s_row, s_col = _scale_buf(layout, m, -(-k // 32)), _scale_buf(layout, k, -(-m // 32))
+    flags, cfg = ops_quant.dual_launch(m, k, name, xb.ctypes.data, q_row.ctypes.data, q_col.ctypes.data, fmt, rows_fast)
+    rc = lib.simt_run(
+        _p(xb), _p(q_row), _p(s_row), _p(q_col), _p(s_col), m, k, specs.SCALE_MODE_CODES[mode], flags,
+        cfg.grid[0], cfg.grid[1], order,
+    )  # fmt: skip
+    assert rc == 0, lib.simt_error().decode()
+    return (
+        q_row,
+        ops_quant.scale_view(s_row, layout, m, -(-k // 32)),
+        q_col,
+        ops_quant.scale_view(s_col, layout, k, -(-m // 32)),
+    )
+
+
+ROW_CASES = [(7, 31), (7, 33), (3, 4096), (64, 256), (5, 96), (130, 64)]
+DUAL_CASES = [(7, 33), (33, 7), (64, 256), (100, 130), (65, 129), (128, 64)]
+
+
+@pytest.mark.parametrize("dtype", list(DTYPES))
+@pytest.mark.parametrize("fmt", ["e4m3", "e5m2", "e2m3", "e3m2", "e2m1"])
+def test_rowwise_kernel_bitexact(build_dir, fmt, dtype):
+    for si, shape in enumerate(ROW_CASES):
+        for ki, kind in enumerate(("random", "wide", "edge")):
+            mode = ("rceil", "floor", "even", "ceil")[(si + ki) % 4]
+            x = make_input(shape, kind, DTYPES[dtype], seed=10 * si + ki)
+            want = mxrt.quantize_mx(x, fmt, scale_mode=mode, backend="numpy")
+            q, s, flags = run_rowwise(build_dir, x, fmt, mode)
+            tag = f"rowwise {fmt}/{mode}/{dtype} {shape} {kind} flags {flags}"
+            _same(f"scales {tag}", s, want.scales)
+            _same(f"data {tag}", q, want.data)
+
+
+def test_rowwise_paths_both_taken(build_dir):
+    x = make_input((4, 64), "random", np.float32, 0)
+    assert run_rowwise(build_dir, x, "e4m3", "rceil")[2] & specs.FLAG_FLAT
+    assert not run_rowwise(build_dir, x, "e4m3", "rceil", x_offset=4)[2] & specs.FLAG_FLAT
+
+
+@pytest.mark.parametrize("ftz", [False, True], ids=["ieee", "ftz"])
+@pytest.mark.parametrize("dtype", list(DTYPES))
+@pytest.mark.parametrize("fmt", ["e4m3", "e2m1", "e3m2"])
+def test_dual_kernel_bitexact(build_dir, fmt, dtype, ftz):
+    for si, shape in enumerate(DUAL_CASES):
+        for ki, kind in enumerate(("random", "wide", "edge")):
+            for block_2d in (False, True):
+                mode = ("rceil", "floor", "even", "ceil")[(si + ki + block_2d) % 4]
+                x = make_input(shape, kind, DTYPES[dtype], seed=100 + 10 * si + ki)
+                want = mxrt.quantize_mx_dual(x, fmt, scale_mode=mode, block_2d=block_2d, backend="numpy")
+                q_row, s_row, q_col, s_col = run_dual(
+                    build_dir, x, fmt, mode, block_2d, ftz=ftz, order=(si + ki) % 3, x_offset=4 * (si == 3)
+                )
+                tag = f"dual {fmt}/{mode}/{dtype}/{'2d' if block_2d else '1d'} {shape} {kind}"
+                _same(f"row scales {tag}", s_row, want.row.scales)
+                _same(f"row data {tag}", q_row, want.row.data)
+                _same(f"col scales {tag}", s_col, want.col.scales)
+                _same(f"col data {tag}", q_col, want.col.data)
+
+
+@pytest.mark.parametrize("ftz", [False, True], ids=["ieee", "ftz"])
+@pytest.mark.parametrize("fmt", ["e4m3", "e5m2", "e2m1"])
+def test_rowwise_kernel_ftz_and_orders(build_dir, fmt, ftz):
+    for order in (0, 1, 2):
+        for kind in ("wide", "edge"):
+            x = make_input((9, 512), kind, np.float32, seed=order)
+            want = mxrt.quantize_mx(x, fmt, backend="numpy")
+            q, s, _ = run_rowwise(build_dir, x, fmt, "rceil", ftz=ftz, order=order)
+            _same(f"scales {fmt} {kind} order {order}", s, want.scales)
+            _same(f"data {fmt} {kind} order {order}", q, want.data)
+
+
+@pytest.mark.parametrize("layout", ["aiter32x8", "turbo16x4", "cublas128x4", "deepgemm_ue8m0"])
+def test_fused_layouts_bitexact(build_dir, layout):
+    for shape in [(1, 32), (7, 33), (33, 7), (64, 256), (300, 96), (257, 288)]:
+        for fmt in ("e4m3", "e2m1"):
+            for dtype in ("bf16", "f32"):
+                x = make_input(shape, "random", DTYPES[dtype], seed=shape[0])
+                want = mxrt.quantize_mx(x, fmt, scale_layout=layout, backend="numpy")
+                q, s, _ = run_rowwise(build_dir, x, fmt, "rceil", layout=layout)
+                tag = f"{layout} {fmt} {dtype} {shape}"
+                _same(f"rowwise scales {tag}", s, want.scales)
+                _same(f"rowwise data {tag}", q, want.data)
+                _same(f"rowwise storage {tag}", layout_storage(s, layout), layout_storage(want.scales, layout))
+                d = mxrt.quantize_mx_dual(x, fmt, scale_layout=layout, backend="numpy")
+                q_row, s_row, q_col, s_col = run_dual(build_dir, x, fmt, "rceil", layout=layout)
+                _same(f"dual row scales {tag}", s_row, d.row.scales)
+                _same(f"dual col scales {tag}", s_col, d.col.scales)
+                _same(f"dual row storage {tag}", layout_storage(s_row, layout), layout_storage(d.row.scales, layout))
+                _same(f"dual col storage {tag}", layout_storage(s_col, layout), layout_storage(d.col.scales, layout))
+                _same(f"dual row data {tag}", q_row, d.row.data)
+                _same(f"dual col data {tag}", q_col, d.col.data)
+
+
+@pytest.mark.parametrize("rows_fast", [0, 1])
+def test_dual_grid_orders(build_dir, rows_fast):
+    """Both values of the kernel's DUAL_ROWS_FAST knob, launched with the matching grid."""
+    for shape in [(100, 130), (200, 300)]:
+        x = make_input(shape, "random", ml_dtypes.bfloat16, seed=shape[0])
+        want = mxrt.quantize_mx_dual(x, "e4m3", backend="numpy")
+        q_row, s_row, q_col, s_col = run_dual(build_dir, x, "e4m3", "rceil", rows_fast=rows_fast)
+        _same(f"row data rf{rows_fast} {shape}", q_row, want.row.data)
+        _same(f"col data rf{rows_fast} {shape}", q_col, want.col.data)
+        _same(f"col scales rf{rows_fast} {shape}", s_col, want.col.scales)
+        _same(f"row scales rf{rows_fast} {shape}", s_row, want.row.scales)

@@ -8,14 +8,12 @@ bf16 pattern at many scale exponents, fp16 widening on all 65,536 patterns.
 from __future__ import annotations
 
 import ctypes
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import ml_dtypes
 import numpy as np
 import pytest
+from _hostcc import build_host_lib, host_compiler
 
 from mxrt.formats.codecs import FORMATS
 from mxrt.formats.mx import encode_with_scales
@@ -27,30 +25,12 @@ MODE_IDS = {ScaleMode.FLOOR: 0, ScaleMode.CEIL: 1, ScaleMode.EVEN: 2, ScaleMode.
 
 
 def _compiler() -> list[str] | None:
-    for cxx in ("g++", "clang++"):
-        if shutil.which(cxx):
-            return [cxx]
-    try:
-        import ziglang  # noqa: F401
-    except ImportError:
-        return None
-    return [sys.executable, "-m", "ziglang", "c++"]
+    return host_compiler()
 
 
 @pytest.fixture(scope="module")
 def lib(tmp_path_factory):
-    cxx = _compiler()
-    if cxx is None:
-        pytest.skip("no host C++ compiler (g++, clang++ or the ziglang wheel)")
-    out = tmp_path_factory.mktemp("codecs") / "codecs_host.so"
-    src = ROOT / "tests" / "support" / "codecs_host.cpp"
-    subprocess.run(
-        [*cxx, "-std=c++17", "-O2", "-shared", "-fPIC", "-DMXRT_HOST_TEST", str(src), "-o", str(out)],
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    so = ctypes.CDLL(str(out))
+    so = build_host_lib(tmp_path_factory.mktemp("codecs"), "codecs_host.cpp")
     for name in ("host_scales", "host_encode", "host_f16_to_f32"):
         getattr(so, name).restype = None
     return so

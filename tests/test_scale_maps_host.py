@@ -4,13 +4,11 @@
 from __future__ import annotations
 
 import ctypes
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from _hostcc import build_host_lib, host_compiler
 
 from mxrt.layouts import SCALE_LAYOUTS, scale_index, scale_layout_shape
 from mxrt.runtime.specs import PRESHUFFLE_LAYOUT_CODES
@@ -20,30 +18,12 @@ SHAPES = [(1, 1), (7, 3), (255, 9), (256, 8), (1000, 57), (300, 130)]
 
 
 def _compiler() -> list[str] | None:
-    for cxx in ("g++", "clang++"):
-        if shutil.which(cxx):
-            return [cxx]
-    try:
-        import ziglang  # noqa: F401
-    except ImportError:
-        return None
-    return [sys.executable, "-m", "ziglang", "c++"]
+    return host_compiler()
 
 
 @pytest.fixture(scope="module")
 def lib(tmp_path_factory):
-    cxx = _compiler()
-    if cxx is None:
-        pytest.skip("no host C++ compiler (g++, clang++ or the ziglang wheel)")
-    out = tmp_path_factory.mktemp("scale_maps") / "scale_maps_host.so"
-    src = ROOT / "tests" / "support" / "scale_maps_host.cpp"
-    subprocess.run(
-        [*cxx, "-std=c++17", "-O2", "-shared", "-fPIC", "-DMXRT_HOST_TEST", str(src), "-o", str(out)],
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    so = ctypes.CDLL(str(out))
+    so = build_host_lib(tmp_path_factory.mktemp("scale_maps"), "scale_maps_host.cpp")
     so.host_scale_maps.restype = None
     return so
 

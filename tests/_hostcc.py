@@ -1,0 +1,41 @@
+"""Host C++ builds of device headers for CPU tests (g++, clang++ or the ziglang wheel's clang)."""
+
+from __future__ import annotations
+
+import ctypes
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def host_compiler() -> list[str] | None:
+    for cxx in ("g++", "clang++"):
+        if shutil.which(cxx):
+            return [cxx]
+    try:
+        import ziglang  # noqa: F401
+    except ImportError:
+        return None
+    return [sys.executable, "-m", "ziglang", "c++"]
+
+
+def build_host_lib(out_dir: Path, support_file: str) -> ctypes.CDLL:
+    """Compile ``tests/support/<support_file>`` with ``-DMXRT_HOST_TEST`` into a shared library and load it;
+    skips the calling test when no host compiler exists."""
+    cxx = host_compiler()
+    if cxx is None:
+        pytest.skip("no host C++ compiler (g++, clang++ or the ziglang wheel)")
+    src = ROOT / "tests" / "support" / support_file
+    out = out_dir / (Path(support_file).stem + ".so")
+    subprocess.run(
+        [*cxx, "-std=c++17", "-O2", "-shared", "-fPIC", "-DMXRT_HOST_TEST", str(src), "-o", str(out)],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    return ctypes.CDLL(str(out))

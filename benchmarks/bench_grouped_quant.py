@@ -15,22 +15,10 @@ import json
 
 import cupy
 import numpy as np
+from _timing import timed
 
 import mxrt
 from mxrt.ops import grouped
-
-
-def timed(fn, iters: int = 20) -> float:
-    """Mean seconds per call over ``iters`` after 3 warm-ups, timed with CUDA events on the current stream."""
-    for _ in range(3):
-        fn()
-    start, stop = cupy.cuda.Event(), cupy.cuda.Event()
-    start.record()
-    for _ in range(iters):
-        fn()
-    stop.record()
-    stop.synchronize()
-    return cupy.cuda.get_elapsed_time(start, stop) / 1e3 / iters
 
 
 def split(total: int, num_groups: int, seed: int) -> np.ndarray:

@@ -310,6 +310,20 @@ def dequantize_mx(q: MXArray, dtype: Any = np.float32) -> np.ndarray:
         return out.astype(out_dtype)
 
 
+def check_dual_args(
+    op: str, shape: tuple[int, ...], fmt: Any, scale_mode: Any, block_size: Any, block_2d: Any, scale_layout: Any
+) -> tuple[ElemFormat, ScaleMode, int, str | None]:
+    """Validate the arguments of ``quantize_mx_dual`` (numpy twin and GPU op alike) in the house order."""
+    if len(shape) != 2:
+        raise ShapeError(f"{op}: argument 'x' has shape {tuple(shape)}, expected a 2-D [m, k] array")
+    f = get_format(fmt, op)
+    mode = get_scale_mode(scale_mode, op)
+    bs = check_block_size(block_size, op)
+    if not isinstance(block_2d, (bool, np.bool_)):
+        raise DtypeError(f"{op}: argument 'block_2d' is {block_2d!r}, expected a bool")
+    return f, mode, bs, check_fused_layout(scale_layout, 2, 1, op)
+
+
 def quantize_mx_dual(
     x: np.ndarray,
     fmt: str = "e4m3",
@@ -340,14 +354,7 @@ def quantize_mx_dual(
     if is_device_array(x):  # CuPy in -> CuPy out (mxrt.ops.quant), never a host transfer
         return run_gpu(op, backend, x, **kw)
     x = check_float_array(x, op)
-    if x.ndim != 2:
-        raise ShapeError(f"{op}: argument 'x' has shape {x.shape}, expected a 2-D [m, k] array")
-    f = get_format(fmt, op)
-    mode = get_scale_mode(scale_mode, op)
-    bs = check_block_size(block_size, op)
-    if not isinstance(block_2d, (bool, np.bool_)):
-        raise DtypeError(f"{op}: argument 'block_2d' is {block_2d!r}, expected a bool")
-    layout = check_fused_layout(scale_layout, 2, 1, op)
+    f, mode, bs, layout = check_dual_args(op, x.shape, fmt, scale_mode, block_size, block_2d, scale_layout)
     if resolve_backend(op, backend) == "gpu":
         out = run_gpu(op, backend, x, **kw)
         if out is not None:

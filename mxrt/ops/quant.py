@@ -21,7 +21,7 @@ import numpy as np
 from .._backend import GpuOp, is_device_array, register_gpu_op
 from ..errors import DtypeError, LayoutError, ShapeError
 from ..formats.codecs import get_format
-from ..formats.mx import MXArray, MXDual, check_axis, check_block_size, check_fused_layout
+from ..formats.mx import MXArray, MXDual, check_axis, check_block_size, check_dual_args, check_fused_layout
 from ..formats.scales import get_scale_mode
 from ..layouts.scales import scale_layout_shape
 from ..runtime import specs
@@ -355,14 +355,7 @@ def quantize_mx_dual_gpu(
     """GPU twin of :func:`mxrt.quantize_mx_dual`: rowwise and colwise in one read of ``x [m, k]``."""
     op = "quantize_mx_dual"
     name = _check_input(op, x)
-    if x.ndim != 2:
-        raise ShapeError(f"{op}: argument 'x' has shape {tuple(x.shape)}, expected a 2-D [m, k] array")
-    f = get_format(fmt, op)
-    mode = get_scale_mode(scale_mode, op)
-    bs = check_block_size(block_size, op)
-    if not isinstance(block_2d, (bool, np.bool_)):
-        raise DtypeError(f"{op}: argument 'block_2d' is {block_2d!r}, expected a bool")
-    layout = check_fused_layout(scale_layout, 2, 1, op)
+    f, mode, bs, layout = check_dual_args(op, tuple(x.shape), fmt, scale_mode, block_size, block_2d, scale_layout)
     if bs not in GPU_BLOCK_SIZES:
         raise ShapeError(f"{op}: argument 'block_size' is {bs}, the GPU kernels support {GPU_BLOCK_SIZES}")
     device_in = is_device_array(x)

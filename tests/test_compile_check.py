@@ -19,6 +19,8 @@ def test_first_variant_of_every_spec_builds(target: str) -> None:
     if why:
         pytest.skip(why)
     for spec in specs.ALL_SPECS:
+        if not spec.supports(target):
+            continue
         r = compile_check.build_one(spec, spec.variants[-1], target)
         assert r.ok, r.error
         if target.startswith("gfx"):
@@ -35,6 +37,16 @@ def test_a_broken_define_set_fails_with_the_log() -> None:
     bad = specs.defines(FMT=9, IN_DTYPE=1, THREADS=256)  # FMT 9 names no format
     r = compile_check.build_amd(specs.QUANTIZE_MX_ROWWISE, bad, "gfx950")
     assert not r.ok and "error" in r.error
+
+
+def test_a_missing_expected_instruction_fails_the_build() -> None:
+    if compile_check.tools_missing("gfx950"):
+        pytest.skip("ziglang missing")
+    s = specs.QUANTIZE_MX_ROWWISE
+    want = specs.KernelSpec(s.symbol, s.file, s.required, s.variants[:1], s.targets, (("gfx950", ("v_mfma",)),))
+    r = compile_check.build_one(want, want.variants[0], "gfx950")
+    assert not r.ok and "v_mfma" in r.error and r.mma == []
+    assert compile_check.build_one(want, want.variants[0], "gfx942").ok  # the expectation is per target
 
 
 def test_cli_json(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:

@@ -168,7 +168,12 @@ def build_nvidia(spec: KernelSpec, d: Defines, target: str) -> BuildReport:
 
 def build_one(spec: KernelSpec, d: Defines, target: str) -> BuildReport:
     spec.check_defines(d)
-    return build_amd(spec, d, target) if vendor_of(target) == "amd" else build_nvidia(spec, d, target)
+    r = build_amd(spec, d, target) if vendor_of(target) == "amd" else build_nvidia(spec, d, target)
+    missing = [want for want in spec.expected_mma(target) if r.ok and not any(m.startswith(want) for m in r.mma)]
+    if missing:
+        error = f"expected matrix instructions {missing} not found; the build has {r.mma}"
+        return BuildReport(**{**r.as_dict(), "ok": False, "error": error})
+    return r
 
 
 def run_compile_check(

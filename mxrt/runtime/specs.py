@@ -44,6 +44,12 @@ class KernelSpec:
     required: tuple[str, ...]
     variants: tuple[Defines, ...]
     targets: tuple[str, ...] = ("generic",)
+    #: target -> matrix-instruction prefixes each build for that target must contain (the compile check fails
+    #: the build otherwise); e.g. ``{"gfx950": ("v_mfma_scale_f32_16x16x128_f8f6f4",)}``.
+    expect_mma: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+    def expected_mma(self, target: str) -> tuple[str, ...]:
+        return dict(self.expect_mma).get(target, ())
 
     def check_defines(self, d: Defines) -> None:
         names = {k for k, _ in d}

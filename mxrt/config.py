@@ -35,3 +35,13 @@ def kernels_src_override() -> str | None:
 
 def dump_dir() -> str | None:
     return os.environ.get(ENV_DUMP_DIR, "").strip() or None
+
+
+#: ``MXRT_GEMM_PATH``: force one GPU GEMM path by name (``generic``, ``sm90_wgmma``, ...; see
+#: :func:`mxrt.ops.gemm_paths.gemm_paths`) instead of the best one that supports the problem. For tests and
+#: benchmarks; a forced path that cannot run the problem raises UnsupportedArchError.
+ENV_GEMM_PATH = "MXRT_GEMM_PATH"
+
+
+def gemm_path_override() -> str | None:
+    return os.environ.get(ENV_GEMM_PATH, "").strip() or None

@@ -1,0 +1,104 @@
+"""The GPU GEMM path registry: every GEMM kernel family (generic, sm90 wgmma, gfx950 MFMA-scale, gfx942 fp8
+MFMA, ...) registers a :class:`GemmPath`; :func:`select_gemm_path` picks, per problem, the highest-priority path
+of the device's target that supports it. Imports without cupy.
+
+A path sees one :class:`DeviceGemm`: the validated :class:`~mxrt.reference.GemmProblem` plus the device buffers,
+already checked (dtype, shape, C-contiguity), so ``supports`` only decides whether its kernel covers the case
+(formats, alignment, out dtype, layouts, limits) and ``run`` only launches.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ..config import ENV_GEMM_PATH, gemm_path_override
+from ..errors import UnsupportedArchError
+from ..reference.gemm import GemmProblem
+
+
+@dataclass(frozen=True, eq=False)
+class DeviceGemm:
+    """One GEMM ``out = a @ b.T`` on the device; every array is a CuPy array on the current device.
+
+    Attributes
+    ----------
+    p : the validated problem (m, n, k, a_fmt, b_fmt, out_dtype, split_k, deterministic, k_ranges, layouts).
+    a_codes, b_codes : uint8, C-contiguous, ``[rows, k]`` (fp8) or ``[rows, ceil(k/2)]`` (packed e2m1, even k in
+        the low nibble).
+    a_scales, b_scales : uint8 E8M0, C-contiguous: row-major ``[rows, ceil(k/32)]`` when the problem's
+        ``*_scale_layout`` is None, else the preshuffled storage that :func:`mxrt.preshuffle_scales` returns.
+    out : ``[m, n]`` of ``p.out_dtype``, C-contiguous; its content is undefined on entry and the path writes
+        every element.
+    arch : the device's :class:`mxrt.runtime.Arch`.
+    """
+
+    p: GemmProblem
+    a_codes: Any
+    b_codes: Any
+    a_scales: Any
+    b_scales: Any
+    out: Any
+    arch: Any
+
+
+@dataclass(frozen=True)
+class GemmPath:
+    """A GEMM kernel family.
+
+    name : unique, e.g. ``"generic"``, ``"sm90_wgmma"``.
+    target : the compile target it runs on (``"sm_90a"``, ``"gfx950"``, ...) or ``"generic"`` (any GPU).
+    priority : higher wins among the paths that support a problem.
+    supports : ``fn(dg) -> None`` when the path can run ``dg``, else a short reason. No device work.
+    run : ``fn(dg) -> None`` launches on CuPy's current stream and writes ``dg.out``; no host synchronisation.
+    """
+
+    name: str
+    target: str
+    priority: int
+    supports: Callable[[DeviceGemm], str | None]
+    run: Callable[[DeviceGemm], None]
+
+
+_PATHS: dict[str, GemmPath] = {}
+
+
+def register_gemm_path(path: GemmPath) -> None:
+    if path.name in _PATHS and _PATHS[path.name] != path:
+        raise ValueError(f"register_gemm_path: a different path named {path.name!r} is already registered")
+    _PATHS[path.name] = path
+
+
+def gemm_paths(target: str | None = None) -> list[GemmPath]:
+    """Registered paths (those that run on ``target`` when given, generic ones included), best first."""
+    paths = [p for p in _PATHS.values() if target is None or p.target in ("generic", target)]
+    return sorted(paths, key=lambda p: (-p.priority, p.name))
+
+
+def select_gemm_path(dg: DeviceGemm, name: str | None = None) -> GemmPath:
+    """The path that runs ``dg``: ``name`` (or ``MXRT_GEMM_PATH``) when given, else the best supporting one.
+
+    Raises UnsupportedArchError naming every candidate and why it declined.
+    """
+    name = name or gemm_path_override()
+    target = dg.arch.target
+    candidates = gemm_paths(target)
+    if name is not None:
+        forced = [p for p in candidates if p.name == name]
+        if not forced:
+            raise UnsupportedArchError(
+                f"{dg.p.op}: GEMM path {name!r} (argument or {ENV_GEMM_PATH}) does not run on target {target!r}; "
+                f"expected one of {[p.name for p in candidates]}"
+            )
+        candidates = forced
+    reasons = []
+    for path in candidates:
+        why = path.supports(dg)
+        if why is None:
+            return path
+        reasons.append(f"{path.name}: {why}")
+    raise UnsupportedArchError(
+        f"{dg.p.op}: no GPU GEMM path for target {target!r} runs formats ({dg.p.a_fmt}, {dg.p.b_fmt}), "
+        f"m={dg.p.m} n={dg.p.n} k={dg.p.k}, out {dg.p.out_dtype}: " + ("; ".join(reasons) or "none registered")
+    )

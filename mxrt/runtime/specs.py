@@ -201,6 +201,46 @@ QUANTIZE_MX_DUAL_GROUPED = KernelSpec(
     ),
 )
 
+# ---- dense MX GEMM, Hopper fast path (kernels_src/gemm/gemm_mx_sm90.hip; mxrt/ops/gemm_sm90.py)
+#: define A_FMT / B_FMT of gemm_mx_sm90 (e2m1 operands are expanded to e4m3 bytes first: code 0)
+SM90_FMT_CODES = {"e4m3": 0, "e5m2": 1, "e2m1": 0}
+#: define OUT_DTYPE of the GEMM kernels, keyed by numpy dtype name
+GEMM_OUT_CODES = {"float32": 0, "bfloat16": 1, "float16": 2}
+SM90_STAGES = 6
+SM90_DBUF = 1
+#: CTA rows of gemm_mx_sm90 (define BM: 64 per consumer warpgroup)
+SM90_BM = 128
+
+GEMM_MX_SM90 = KernelSpec(
+    symbol="gemm_mx_sm90",
+    file="gemm/gemm_mx_sm90.hip",
+    required=("A_FMT", "B_FMT", "BM", "DBUF", "DIAG", "OUT_DTYPE", "STAGES"),
+    variants=_grid(
+        A_FMT=(0, 1),
+        B_FMT=(0, 1),
+        BM=(SM90_BM,),
+        DBUF=(SM90_DBUF,),
+        DIAG=(0,),
+        OUT_DTYPE=tuple(GEMM_OUT_CODES.values()),
+        STAGES=(SM90_STAGES,),
+    )
+    # the other tile shape (3 consumer warpgroups) and the timing diagnostic DIAG=1 of benchmarks/gemm_sm90_dev.py
+    # (DIAG=2 has no wgmma at all, so it cannot meet expect_mma; the benchmark builds it directly)
+    + _grid(A_FMT=(0,), B_FMT=(0,), BM=(192,), DBUF=(0,), DIAG=(0,), OUT_DTYPE=(1,), STAGES=(4,))
+    + _grid(A_FMT=(0,), B_FMT=(0,), BM=(128,), DBUF=(1,), DIAG=(1,), OUT_DTYPE=(1,), STAGES=(SM90_STAGES,)),
+    targets=("sm_90a",),
+    expect_mma=(("sm_90a", ("wgmma.mma_async",)),),
+)
+
+#: e2m1 (packed, two per byte) -> e4m3 byte expansion feeding gemm_mx_sm90's fp8 tensor cores (exact)
+E2M1_TO_E4M3_THREADS = 256
+E2M1_TO_E4M3 = KernelSpec(
+    symbol="e2m1_to_e4m3",
+    file="gemm/e2m1_to_e4m3.hip",
+    required=("THREADS",),
+    variants=_grid(THREADS=(E2M1_TO_E4M3_THREADS,)),
+)
+
 ALL_SPECS: tuple[KernelSpec, ...] = (
     QUANTIZE_MX_ROWWISE,
     QUANTIZE_MX_DUAL,
@@ -214,6 +254,8 @@ ALL_SPECS: tuple[KernelSpec, ...] = (
     QUANTIZE_MX_GROUPED,
     QUANTIZE_MX_GROUPED_ROWCOL,
     QUANTIZE_MX_DUAL_GROUPED,
+    GEMM_MX_SM90,
+    E2M1_TO_E4M3,
 )
 
 #: Dispatch tables: op -> {target or "generic": spec}. Tests derive their GPU skips from these.

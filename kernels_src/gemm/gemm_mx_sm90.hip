@@ -3,43 +3,51 @@
 //          block 32 along K): per k32 step one fp8 wgmma m64n128k32 from zero (scale-d = 0) into a partial P,
 //          then acc = fma(P * 2^(sb-127), 2^(sa-127), acc) in fp32 (one exact power-of-two scaling, one rounding)
 // args     const u8* tmaps: two CUtensorMaps (128 B each, A then B; 64-byte aligned, device memory) over the
-//          fp8 codes A [m,k] and B [n,k] (uint8, box 128 x 128 bytes, SWIZZLE_128B, zero OOB fill) |
-//          const u8* sa [m,ceil(k/32)] | const u8* sb [n,ceil(k/32)] (E8M0, row-major) | void* out [m,n] |
-//          int m, int n, int k
-// grid     (ceil(m/128) * ceil(n/128),1,1)   block (256,1,1)   smem STAGES * 37120 + 1024 (dynamic)
-//          warpgroups 0, 1: 64 rows of the 128 x 128 tile each (255 registers: acc + two partials); no
-//          producer warps: every thread loads one scale row per stage, thread 0 also issues the TMA copies
-// defines  A_FMT, B_FMT (0 e4m3, 1 e5m2), OUT_DTYPE (0 f32, 1 bf16, 2 f16), STAGES, DBUF (1: two partials
-//          in flight per warpgroup)                                              set by mxrt/ops/gemm_sm90.py
+//          fp8 codes A [m,k] and B [n,k] (uint8, boxes BM x 128 and BN x 128 bytes, SWIZZLE_128B, zero OOB
+//          fill) | const u8* sa [m,ceil(k/32)] | const u8* sb [n,ceil(k/32)] (E8M0, row-major) |
+//          void* out [m,n] | int m, int n, int k
+// grid     (ceil(m/BM) * ceil(n/BN),1,1)   block (THREADS,1,1) = 128 per consumer warpgroup (no producer warps)
+//          smem STAGES * (BM*128 + BN*128 + 16*BM + 16*(BN/4+4)) + 16*STAGES + 1024 bytes (dynamic)
+//          BM 256: 2 warpgroups x 128 rows (two m64 row halves share one load of the B factors), BN 128;
+//          BM 128 / 192: 2 / 3 warpgroups x 64 rows; BN 256: two m64n128 column halves per warpgroup
+// defines  A_FMT, B_FMT (0 e4m3, 1 e5m2), OUT_DTYPE (0 f32, 1 bf16, 2 f16), BM, BN, STAGES, DBUF (1: two
+//          partials in flight per warpgroup), DIAG (0; 1, 2: inexact timing diagnostics)
+//                                                                                set by mxrt/ops/gemm_sm90.py
 // requires sm_90a; k % 16 == 0 and code bases 16-byte aligned (TMA strides); m, n, ceil(k/32) * max(m, n)
 //          < 2^31                                                                checked by mxrt/ops/gemm_sm90.py
 #include "../common/prelude.h"
 
 #if !defined(A_FMT) || !defined(B_FMT) || !defined(OUT_DTYPE) || !defined(STAGES) || !defined(DBUF) || \
-    !defined(BM) || !defined(DIAG)
-#error "A_FMT, B_FMT, OUT_DTYPE, STAGES, DBUF, BM and DIAG must be defined by the launcher"
+    !defined(BM) || !defined(BN) || !defined(DIAG)
+#error "A_FMT, B_FMT, OUT_DTYPE, STAGES, DBUF, BM, BN and DIAG must be defined by the launcher"
 #endif
-MXRT_STATIC_ASSERT(BM == 128 || BM == 192, "BM: 128 (2 consumer warpgroups) or 192 (3)");
+MXRT_STATIC_ASSERT(BM == 128 || BM == 192 || (BM == 256 && BN == 128 && DBUF == 0 && DIAG == 0),
+                   "BM: 128 (2 warpgroups of 64 rows), 192 (3 of 64), or 256 (2 of 128 rows: two m64 row halves "
+                   "sharing one load of the B factors; BN 128, DBUF 0)");
+MXRT_STATIC_ASSERT(BN == 128 || (BN == 256 && BM == 128 && DBUF == 0 && DIAG == 0),
+                   "BN: 128, or 256 (two m64n128k32 halves per k32, one partial in flight: BM 128, DBUF 0)");
 MXRT_STATIC_ASSERT(DIAG >= 0 && DIAG <= 2, "DIAG: 0 exact; 1, 2 timing diagnostics (inexact)");
-MXRT_STATIC_ASSERT(STAGES * (BM * 128 + 128 * 128 + 4 * BM * 4 + 4 * 4 * 36 * 4) + 16 * STAGES + 1024 <= 232448,
+MXRT_STATIC_ASSERT(STAGES * (BM * 128 + BN * 128 + 4 * BM * 4 + 4 * 4 * (BN / 4 + 4) * 4) + 16 * STAGES + 1024 <=
+                       232448,
                    "STAGES x stage bytes beyond the 227 KB of shared memory of a block");
 MXRT_STATIC_ASSERT(A_FMT == 0 || A_FMT == 1, "A_FMT: 0 (e4m3) or 1 (e5m2); e2m1 is expanded to e4m3 first");
 MXRT_STATIC_ASSERT(B_FMT == 0 || B_FMT == 1, "B_FMT: 0 (e4m3) or 1 (e5m2); e2m1 is expanded to e4m3 first");
 MXRT_STATIC_ASSERT(OUT_DTYPE >= 0 && OUT_DTYPE <= 2, "OUT_DTYPE: 0 f32, 1 bf16, 2 f16");
-MXRT_STATIC_ASSERT(STAGES >= 2 && STAGES <= 6, "STAGES: 2..6 (36.3 KB of shared memory each)");
+MXRT_STATIC_ASSERT(STAGES >= 3 && STAGES <= 6, "STAGES: 3..6 (stage kt + STAGES - 2 is filled in iteration kt)");
 
 #if defined(MXRT_CUDA)
 
-#define THREADS (2 * BM)  // BM / 64 consumer warpgroups, no producer warps
-#define BN 128          // CTA columns: one m64n128k32 wgmma per warpgroup per k32 step
+#define RPW (BM == 256 ? 128 : 64)  // tile rows per warpgroup: one or two m64 row halves
+#define THREADS (128 * (BM / RPW))  // consumer warpgroups only, no producer warps
+#define NH (BN / 128)   // m64n128k32 wgmmas per warpgroup per k32 step (column halves of the tile)
 #define BK 128          // K elements (bytes) per stage: one 128-byte swizzle row, four k32 steps
 #define KSTEPS 4
-#define SB_T 36         // floats per t-group of the B-scale stage buffer (32 used; 36 spreads the 4 t-groups
-                        // over distinct banks for the 16-byte reads)
+#define SB_T (BN / 4 + 4)  // floats per t-group of the B-scale stage buffer (BN / 4 used; + 4 spreads the 4
+                           // t-groups over distinct banks for the 16-byte reads)
 #define SA_BYTES (KSTEPS * BM * 4)
 #define SB_BYTES (KSTEPS * 4 * SB_T * 4)
 #define TILE_A (BM * BK)    // 16 or 24 KB
-#define TILE_B (BN * BK)    // 16 KB
+#define TILE_B (BN * BK)    // 16 or 32 KB
 #define GROUP_M 8       // tile rasterization: 8 row tiles sweep the column tiles together (L2 reuse of B)
 
 #if A_FMT == 0
@@ -155,6 +163,17 @@ MXRT_DEVICE void promote(float (&acc)[64], float (&p)[64], float fa0, float fa1,
   }
 }
 
+// promote() with this thread's 32 B-column factors already in registers (shared by two row halves, BM = 256)
+MXRT_DEVICE void promote_regs(float (&acc)[64], float (&p)[64], float fa0, float fa1, const float (&fb)[32]) {
+#pragma unroll
+  for (int j = 0; j < 16; ++j) {
+    acc[4 * j + 0] = fmaf(p[4 * j + 0] * fb[2 * j], fa0, acc[4 * j + 0]);
+    acc[4 * j + 1] = fmaf(p[4 * j + 1] * fb[2 * j + 1], fa0, acc[4 * j + 1]);
+    acc[4 * j + 2] = fmaf(p[4 * j + 2] * fb[2 * j], fa1, acc[4 * j + 2]);
+    acc[4 * j + 3] = fmaf(p[4 * j + 3] * fb[2 * j + 1], fa1, acc[4 * j + 3]);
+  }
+}
+
 MXRT_DEVICE void store_pair(void* out, u64 idx, float v0, float v1, bool pair, bool second) {
 #if OUT_DTYPE == 0
   float* o = reinterpret_cast<float*>(out) + idx;
@@ -192,6 +211,23 @@ MXRT_DEVICE void store_pair(void* out, u64 idx, float v0, float v1, bool pair, b
 #endif
 }
 
+// One 64 x 128 accumulator block: this thread's rows row0, row0 + 8 and columns col0 + 8j + {0, 1}.
+MXRT_DEVICE void store_half(void* out, const float (&acc)[64], u32 row0, u32 col0, int m, int n, bool even_n) {
+#pragma unroll
+  for (int j = 0; j < 16; ++j) {
+    const u32 col = col0 + 8u * j;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const u32 row = row0 + 8u * h;
+      if (row < (u32)m && col < (u32)n) {
+        const bool second = col + 1u < (u32)n;
+        store_pair(out, (u64)row * (u32)n + col, acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1], second && even_n,
+                   second);
+      }
+    }
+  }
+}
+
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
     gemm_mx_sm90(const u8* __restrict__ tmaps, const u8* __restrict__ sa, const u8* __restrict__ sb,
                  void* __restrict__ out, int m, int n, int k) {
@@ -226,30 +262,36 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
   }
   __syncthreads();
 
-  // ---- fill: stage f's scales (thread tid: A row tid, or B row tid - 128 of the tile) and, by thread 0, its
+  // ---- fill: stage f's scales (thread tid: A row tid if tid < BM, B row tid if tid < BN) and, by thread 0, its
   // two TMA code tiles. Loads are issued one stage ahead of their stores (fill_load / fill_store).
-  const bool is_a = tid < (u32)BM;
-  const u32 frow = is_a ? tid : tid - BM;  // B rows: threads BM .. BM + 127 (BM = 192: 64 threads load none)
-  const bool has_row = is_a || frow < (u32)BN;
-  const bool frow_in = has_row && (is_a ? m0 + frow < (u32)m : n0 + frow < (u32)n);
-  const u8* srow = is_a ? sa + (u64)(m0 + frow) * kbs : sb + (u64)(n0 + frow) * kbs;
-  // B-scale slot of tile column frow: cols 8j + 2t + e live at [t * SB_T + 2j + e] (see promote)
-  const u32 slot = is_a ? frow : ((frow >> 1) & 3u) * SB_T + 2u * (frow >> 3) + (frow & 1u);
-  float* sdst = is_a ? sa_s + slot : sb_s + slot;
-  const u32 sstride = is_a ? (u32)BM : 4u * SB_T;  // floats between k32 steps
-  const u32 sstage = KSTEPS * sstride;              // floats between stages
-  auto fill_load = [&](u32 f, u32 (&v)[KSTEPS]) {
+  const bool has_a = tid < (u32)BM, has_b = tid < (u32)BN;
+  const bool in_a = has_a && m0 + tid < (u32)m, in_b = has_b && n0 + tid < (u32)n;
+  const u8* srow_a = sa + (u64)(m0 + tid) * kbs;
+  const u8* srow_b = sb + (u64)(n0 + tid) * kbs;
+  // B-scale slot of tile column tid: cols 8j + 2t + e live at [t * SB_T + 2j + e] (see promote)
+  float* sdst_a = sa_s + tid;
+  float* sdst_b = sb_s + ((tid >> 1) & 3u) * SB_T + 2u * (tid >> 3) + (tid & 1u);
+  // a stage's scale bytes, packed (registers are scarce): v[0] the 4 A bytes, v[1] the 4 B bytes, v[2] bit j /
+  // bit 4 + j set when A / B block j lies outside the matrix (factor 0 there)
+  auto fill_load = [&](u32 f, u32 (&v)[3]) {
+    v[0] = v[1] = v[2] = 0;
 #pragma unroll
     for (u32 j = 0; j < KSTEPS; ++j) {
       const u32 kb = f * KSTEPS + j;
-      v[j] = (frow_in && kb < kbs) ? (u32)srow[kb] : 256u;  // 256: outside the matrix, factor 0
+      const bool ok_a = in_a && kb < kbs, ok_b = in_b && kb < kbs;
+      v[0] |= (ok_a ? (u32)srow_a[kb] : 0u) << (8 * j);
+      v[1] |= (ok_b ? (u32)srow_b[kb] : 0u) << (8 * j);
+      v[2] |= (ok_a ? 0u : 1u << j) | (ok_b ? 0u : 16u << j);  // outside: factor 0
     }
   };
-  auto fill_store = [&](u32 f, const u32 (&v)[KSTEPS]) {
+  auto fill_store = [&](u32 f, const u32 (&v)[3]) {
     const u32 slot_s = f % STAGES;
-    if (has_row) {
 #pragma unroll
-      for (u32 j = 0; j < KSTEPS; ++j) sdst[slot_s * sstage + j * sstride] = v[j] == 256u ? 0.0f : e8m0_f32(v[j]);
+    for (u32 j = 0; j < KSTEPS; ++j) {
+      if (has_a)
+        sdst_a[(slot_s * KSTEPS + j) * BM] = (v[2] >> j) & 1u ? 0.0f : e8m0_f32((v[0] >> (8 * j)) & 255u);
+      if (has_b)
+        sdst_b[(slot_s * KSTEPS + j) * 4 * SB_T] = (v[2] >> (4 + j)) & 1u ? 0.0f : e8m0_f32((v[1] >> (8 * j)) & 255u);
     }
     if (tid == 0) {
       mbar_arrive_tx(full0 + 8 * slot_s, TILE_A + TILE_B);
@@ -263,43 +305,51 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
   // stages of slack, so a warpgroup rarely waits for the other one to release a slot.
   const u32 AHEAD = STAGES - 2;
   for (u32 f = 0; f < AHEAD && f < nkt; ++f) {
-    u32 v[KSTEPS];
+    u32 v[3];
     fill_load(f, v);
     fill_store(f, v);
   }
 
   // ---- consumers: warpgroup cw owns rows 64cw .. 64cw+63 of the tile
   const u32 cw = tid / 128u, w = (tid / 32u) % 4u, lane = tid % 32u, g = lane >> 2, t = lane & 3u;
-  const u32 lrow = cw * 64u + 16u * w + g;  // this thread's rows lrow and lrow + 8 of the tile
-  const u32 a_base = smem_addr(tile_a) + cw * 64u * BK, b_base = smem_addr(tile_b);
-  float acc[64], p0[64];
+  const u32 lrow = cw * RPW + 16u * w + g;  // this thread's rows lrow and lrow + 8 (and + 64, + 72: BM = 256)
+  const u32 a_base = smem_addr(tile_a) + cw * RPW * BK, b_base = smem_addr(tile_b);
+  float acc0[64], p0[64];  // acc0: columns 0..127 of the tile, acc1: 128..255 (BN = 256) or rows + 64 (BM = 256)
+#if NH == 2 || RPW == 128
+  float acc1[64];
+#pragma unroll
+  for (int v = 0; v < 64; ++v) acc1[v] = 0.0f;
+#endif
 #if DBUF && DIAG == 0
   float p1[64];
 #endif
 #pragma unroll
-  for (int v = 0; v < 64; ++v) acc[v] = 0.0f;
+  for (int v = 0; v < 64; ++v) acc0[v] = 0.0f;
 #if DIAG == 2
 #pragma unroll
   for (int v = 0; v < 64; ++v) p0[v] = 1.0f;
 #endif
 
-#define MX_ISSUE(P, S, J)                                                                    \
-  do {                                                                                       \
-    wg_fence();                                                                              \
-    wgmma_k32(P, make_desc(a_base + (S) * TILE_A + 32u * (J)),                               \
-              make_desc(b_base + (S) * TILE_B + 32u * (J)));                                 \
-    wg_commit();                                                                             \
+// column half H of k32 step J of stage S: B rows 128H .. 128H + 127 (16 KB further), their factors 32H further
+#define MX_ISSUE_H(P, S, J, H)                                                                       \
+  do {                                                                                               \
+    wg_fence();                                                                                      \
+    wgmma_k32(P, make_desc(a_base + (S) * TILE_A + 32u * (J)),                                       \
+              make_desc(b_base + (S) * TILE_B + (H) * 128u * BK + 32u * (J)));                       \
+    wg_commit();                                                                                     \
   } while (0)
-#define MX_PROMOTE(P, S, J)                                                                  \
-  do {                                                                                       \
-    fence_regs(P);                                                                           \
-    const float* sa_k = sa_s + ((S) * KSTEPS + (J)) * BM + lrow;                             \
-    promote(acc, P, sa_k[0], sa_k[8], sb_s + ((S) * KSTEPS + (J)) * 4 * SB_T + t * SB_T);    \
+#define MX_PROMOTE_H(ACC, P, S, J, H)                                                                \
+  do {                                                                                               \
+    fence_regs(P);                                                                                   \
+    const float* sa_k = sa_s + ((S) * KSTEPS + (J)) * BM + lrow;                                     \
+    promote(ACC, P, sa_k[0], sa_k[8], sb_s + ((S) * KSTEPS + (J)) * 4 * SB_T + t * SB_T + 32u * (H)); \
   } while (0)
+#define MX_ISSUE(P, S, J) MX_ISSUE_H(P, S, J, 0u)
+#define MX_PROMOTE(P, S, J) MX_PROMOTE_H(acc0, P, S, J, 0u)
 
   for (u32 kt = 0; kt < nkt; ++kt) {
     const u32 s = kt % STAGES, f = kt + AHEAD;
-    u32 fv[KSTEPS];
+    u32 fv[3];
     if (f < nkt) fill_load(f, fv);  // global loads in flight during this stage's math
     mbar_wait(full0 + 8 * s, (kt / STAGES) & 1u);
 #if DIAG == 1
@@ -316,6 +366,44 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
     // timing diagnostic, inexact: the promotions alone, no wgmma
 #pragma unroll
     for (u32 j = 0; j < KSTEPS; ++j) MX_PROMOTE(p0, s, j);
+#elif RPW == 128
+#pragma unroll
+    for (u32 j = 0; j < KSTEPS; ++j) {
+      // row half 0, then row half 1 with the same B columns: the 32 B factors are loaded once for both
+      wg_fence();
+      wgmma_k32(p0, make_desc(a_base + s * TILE_A + 32u * j), make_desc(b_base + s * TILE_B + 32u * j));
+      wg_commit();
+      float fb[32];
+      const float* sb_k = sb_s + (s * KSTEPS + j) * 4 * SB_T + t * SB_T;
+#pragma unroll
+      for (int q = 0; q < 8; ++q) {
+        const f32x4 b = *reinterpret_cast<const f32x4*>(sb_k + 4 * q);
+        fb[4 * q] = b.x;
+        fb[4 * q + 1] = b.y;
+        fb[4 * q + 2] = b.z;
+        fb[4 * q + 3] = b.w;
+      }
+      const float* sa_k = sa_s + (s * KSTEPS + j) * BM + lrow;
+      wg_wait<0>();
+      fence_regs(p0);
+      promote_regs(acc0, p0, sa_k[0], sa_k[8], fb);
+      wg_fence();
+      wgmma_k32(p0, make_desc(a_base + 64u * BK + s * TILE_A + 32u * j), make_desc(b_base + s * TILE_B + 32u * j));
+      wg_commit();
+      wg_wait<0>();
+      fence_regs(p0);
+      promote_regs(acc1, p0, sa_k[64], sa_k[72], fb);
+    }
+#elif NH == 2
+#pragma unroll
+    for (u32 j = 0; j < KSTEPS; ++j) {
+      MX_ISSUE_H(p0, s, j, 0u);
+      wg_wait<0>();
+      MX_PROMOTE_H(acc0, p0, s, j, 0u);
+      MX_ISSUE_H(p0, s, j, 1u);
+      wg_wait<0>();
+      MX_PROMOTE_H(acc1, p0, s, j, 1u);
+    }
 #elif DBUF
     MX_ISSUE(p0, s, 0u);
     MX_ISSUE(p1, s, 1u);
@@ -346,22 +434,17 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
   }
 #undef MX_ISSUE
 #undef MX_PROMOTE
+#undef MX_ISSUE_H
+#undef MX_PROMOTE_H
 
   // ---- epilogue: straight from the accumulator registers, masked at the M / N edges
   const bool even_n = (n & 1) == 0;
-#pragma unroll
-  for (int j = 0; j < 16; ++j) {
-    const u32 col = n0 + 8u * j + 2u * t;
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const u32 row = m0 + lrow + 8u * h;
-      if (row < (u32)m && col < (u32)n) {
-        const bool second = col + 1u < (u32)n;
-        store_pair(out, (u64)row * (u32)n + col, acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1], second && even_n,
-                   second);
-      }
-    }
-  }
+  store_half(out, acc0, m0 + lrow, n0 + 2u * t, m, n, even_n);
+#if NH == 2
+  store_half(out, acc1, m0 + lrow, n0 + 128u + 2u * t, m, n, even_n);
+#elif RPW == 128
+  store_half(out, acc1, m0 + lrow + 64u, n0 + 2u * t, m, n, even_n);
+#endif
 }
 
 #endif  // MXRT_CUDA

@@ -1,9 +1,10 @@
 """The Hopper (sm_90a) GEMM path ``sm90_wgmma``: kernels_src/gemm/gemm_mx_sm90.hip.
 
-fp8 ``wgmma`` m64n128k32 per MX block of 32 (K of one fp8 wgmma = the MX block), each partial from zero and
-promoted into an fp32 accumulator with the block's two scales (``acc = fma(P * 2^sb, 2^sa, acc)``); TMA copies the
-code tiles (128-byte swizzle), plain loads the scales. e2m1 operands are expanded to e4m3 bytes first
-(kernels_src/gemm/e2m1_to_e4m3.hip; every e2m1 value is exact in e4m3), into a K padded to 16.
+One fp8 ``wgmma`` m64n128k32 per MX block of 32 (the K of one fp8 wgmma is the MX block), each partial from zero
+and promoted into an fp32 accumulator with the block's two scales (``acc = fma(P * 2^sb, 2^sa, acc)``). CTA tile
+128 x 256: two warpgroups of 64 rows, two column halves each. TMA copies the code tiles (128-byte swizzle), plain
+loads the scales. e2m1 operands are expanded to e4m3 bytes first (kernels_src/gemm/e2m1_to_e4m3.hip; every e2m1
+value is exact in e4m3), into a K padded to 16.
 
 Declines (the ``generic`` path serves these): split_k > 1, preshuffled scale layouts, an fp8 operand with
 ``k % 16 != 0`` or a code base that is not 16-byte aligned (TMA strides), sizes of 2^31 or more, and float32
@@ -28,16 +29,14 @@ NAME = "sm90_wgmma"
 TARGET = "sm_90a"
 PRIORITY = 20
 
-BLOCK_N = 128
 
-
-def stage_bytes(bm: int) -> int:
+def stage_bytes(bm: int, bn: int) -> int:
     """Shared memory of one pipeline stage: A and B code tiles, fp32 scale factors of its 4 k32 steps."""
-    return bm * 128 + 128 * 128 + 4 * bm * 4 + 4 * 4 * 36 * 4
+    return bm * 128 + bn * 128 + 4 * bm * 4 + 4 * 4 * (bn // 4 + 4) * 4
 
 
-def smem_bytes(bm: int, stages: int) -> int:
-    return stages * stage_bytes(bm) + 16 * stages + 1024  # + mbarriers + 1024-byte alignment slack
+def smem_bytes(bm: int, bn: int, stages: int) -> int:
+    return stages * stage_bytes(bm, bn) + 16 * stages + 1024  # + mbarriers + 1024-byte alignment slack
 
 
 _LIMIT = 2**31
@@ -112,17 +111,17 @@ def tensor_map_2d(ptr: int, rows: int, cols: int, box_rows: int = 128) -> np.nda
     return buf[off : off + _TMAP_BYTES].copy()
 
 
-def _device_maps(a_ptr: int, m: int, b_ptr: int, n: int, kp: int, bm: int) -> Any:
+def _device_maps(a_ptr: int, m: int, b_ptr: int, n: int, kp: int, bm: int, bn: int) -> Any:
     """Both tensor maps in one device buffer (A at byte 0, B at 128), cached by what they encode."""
     import cupy
 
-    key = (cupy.cuda.Device().id, a_ptr, m, b_ptr, n, kp, bm)
+    key = (cupy.cuda.Device().id, a_ptr, m, b_ptr, n, kp, bm, bn)
     with _lock:
         hit = _maps.get(key)
         if hit is not None:
             _maps.move_to_end(key)
             return hit
-    host = np.concatenate([tensor_map_2d(a_ptr, m, kp, bm), tensor_map_2d(b_ptr, n, kp)])
+    host = np.concatenate([tensor_map_2d(a_ptr, m, kp, bm), tensor_map_2d(b_ptr, n, kp, bn)])
     dev = cupy.asarray(host)
     with _lock:
         _maps[key] = dev
@@ -178,17 +177,18 @@ def _expand_e2m1(codes: Any, rows: int, k: int, kp: int, arch: Any) -> Any:
     return out
 
 
-def run(
-    dg: DeviceGemm,
-    *,
-    stages: int = specs.SM90_STAGES,
-    dbuf: int = specs.SM90_DBUF,
-    bm: int = specs.SM90_BM,
-    diag: int = 0,
-) -> None:
-    """Launch on the current stream. ``stages``, ``dbuf``, ``bm``, ``diag`` are the kernel's tuning defines
-    (benchmarks/gemm_sm90_dev.py); ``diag != 0`` builds an inexact timing diagnostic."""
+#: kernel tile configuration per output: (stages, dbuf, bm, bn); see specs.GEMM_MX_SM90
+CONFIG = {"float32": (6, 1, 128, 128)}
+DEFAULT_CONFIG = (specs.SM90_STAGES, specs.SM90_DBUF, specs.SM90_BM, specs.SM90_BN)
+
+
+def run(dg: DeviceGemm, **tune: int) -> None:
+    """Launch on the current stream. ``tune`` overrides the kernel's tuning defines (``stages``, ``dbuf``, ``bm``,
+    ``bn``, ``diag``; benchmarks/gemm_sm90_dev.py); ``diag != 0`` builds an inexact timing diagnostic."""
     p = dg.p
+    stages, dbuf, bm, bn = CONFIG.get(p.out_dtype.name, DEFAULT_CONFIG)
+    stages, dbuf, bm, bn = (tune.get("stages", stages), tune.get("dbuf", dbuf), tune.get("bm", bm), tune.get("bn", bn))
+    diag = tune.get("diag", 0)
     if p.is_empty:
         dg.out.fill(0)
         return
@@ -199,18 +199,20 @@ def run(
         A_FMT=specs.SM90_FMT_CODES[p.a_fmt],
         B_FMT=specs.SM90_FMT_CODES[p.b_fmt],
         BM=bm,
+        BN=bn,
         DBUF=dbuf,
         DIAG=diag,
         OUT_DTYPE=specs.GEMM_OUT_CODES[p.out_dtype.name],
         STAGES=stages,
     )
     kernel = build(specs.GEMM_MX_SM90, d, dg.arch)
-    smem = smem_bytes(bm, stages)
+    smem = smem_bytes(bm, bn, stages)
     if kernel.max_dynamic_shared_size_bytes < smem:
         kernel.max_dynamic_shared_size_bytes = smem
-    maps = _device_maps(a.data.ptr, p.m, b.data.ptr, p.n, kp, bm)
-    tiles = -(-p.m // bm) * -(-p.n // BLOCK_N)
-    cfg = LaunchConfig((tiles, 1, 1), (2 * bm, 1, 1), smem)
+    maps = _device_maps(a.data.ptr, p.m, b.data.ptr, p.n, kp, bm, bn)
+    tiles = -(-p.m // bm) * -(-p.n // bn)
+    threads = 256 if bm == 256 else 2 * bm  # BM 256: two warpgroups of 128 rows
+    cfg = LaunchConfig((tiles, 1, 1), (threads, 1, 1), smem)
     args = (maps, dg.a_scales, dg.b_scales, dg.out, np.int32(p.m), np.int32(p.n), np.int32(kp))
     launch(p.op, kernel, cfg, args)
     # the expanded e2m1 buffers and the tensor maps must outlive the kernel: CuPy's pool reuses a freed block

@@ -105,18 +105,35 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--reps", type=int, default=10, help="timed graph replays per row (median)")
     ap.add_argument("--budget-s", type=float, default=0.0, help="stop starting new shapes after this many seconds")
     ap.add_argument("--formats", default="mxfp8,mxfp4", help="comma list of mxfp8, mxfp4")
+    ap.add_argument("--shapes", help="comma list of MxNxK (default: 8192^3, the MoE shapes, the small-M sweep)")
     a = ap.parse_args(argv)
     fmts = [f.strip() for f in a.formats.split(",") if f.strip()]
     bad = [f for f in fmts if f not in FORMATS]
     if bad or not fmts:
         ap.error(f"--formats {a.formats!r}: expected a comma list of {sorted(FORMATS)}")
     a.formats = fmts
+    try:
+        a.shapes = [parse_shape(x) for x in a.shapes.split(",")] if a.shapes else None
+    except ValueError as e:
+        ap.error(f"--shapes {a.shapes!r}: {e}")
     if a.reps < 1:
         ap.error("--reps must be >= 1")
     return a
 
 
+def parse_shape(text: str) -> tuple[int, int, int]:
+    parts = text.strip().lower().split("x")
+    if len(parts) != 3 or not all(p.isdigit() and int(p) > 0 for p in parts):
+        raise ValueError(f"{text!r} is not MxNxK with positive integers")
+    m, n, k = (int(p) for p in parts)
+    if k % 32:
+        raise ValueError(f"{text!r}: K must be a multiple of 32 (the Triton peer's scale tiles)")
+    return m, n, k
+
+
 def shapes_for(args: argparse.Namespace) -> list[tuple[int, int, int]]:
+    if args.shapes:
+        return list(args.shapes)
     return list(QUICK_SHAPES) if args.quick else MAIN_SHAPES + SMALL_M_SHAPES
 
 
@@ -472,6 +489,14 @@ class Bench:
             f: (torch.tensor(code_lut(f), device="cuda"), torch.tensor(scale_lut(), device="cuda"))
             for f in FORMATS.values()
         }
+        # One static compile per (shape, format): 14 in a full run, over dynamo's default recompile limit (8), past
+        # which it silently runs the function eagerly (seen in the first H100 run). Raise the limit, and fail
+        # loudly rather than time an eager fallback where this torch has the switch.
+        for name in ("recompile_limit", "cache_size_limit"):
+            if hasattr(torch._dynamo.config, name):
+                setattr(torch._dynamo.config, name, 256)
+        if hasattr(torch._dynamo.config, "fail_on_recompile_limit_hit"):
+            torch._dynamo.config.fail_on_recompile_limit_hit = True
         self.compiled = torch.compile(dequant_gemm, dynamic=False)
         self.kernel = None
         self.best_triton: dict[str, list[TritonConfig]] = {}

@@ -33,7 +33,10 @@ def test_parse_args(bench):
     a = bench.parse_args(["--quick", "--only", "peers", "--json", "x.json", "--formats", "mxfp4", "--reps", "3"])
     assert (a.quick, a.only, a.json, a.formats, a.reps) == (True, "peers", "x.json", ["mxfp4"], 3)
     assert bench.shapes_for(a) == bench.QUICK_SHAPES
-    for bad in (["--formats", "mxfp6"], ["--only", "numpy"], ["--reps", "0"], ["--formats", ","]):
+    a = bench.parse_args(["--shapes", "16x7168x4096, 8192X8192X8192"])
+    assert bench.shapes_for(a) == [(16, 7168, 4096), (8192, 8192, 8192)]
+    bad_args = (["--formats", "mxfp6"], ["--only", "numpy"], ["--reps", "0"], ["--formats", ","])
+    for bad in (*bad_args, ["--shapes", "16x7168"], ["--shapes", "16x7168x4100"], ["--shapes", "0x1x32"]):
         with pytest.raises(SystemExit):
             bench.parse_args(bad)
 

@@ -78,8 +78,9 @@ class TritonConfig:
         return f"{self.block_m}x{self.block_n}x{self.block_k} w{self.num_warps} s{self.num_stages}"
 
 
-# Swept on the first shape per format; the best TRITON_KEEP are reused on the others (plus the BLOCK_M = 64 ones
-# at small M). Shared memory stays under 228 KB for fp8 at every entry (stages x (BM + BN) x BK bytes).
+# Swept in full on the first shape of each regime (M > SMALL_M_LIMIT, and small M with TRITON_SMALL_M added) per
+# format; the best TRITON_KEEP of that sweep are reused on the regime's other shapes (see triton_candidates).
+# Shared memory stays under 228 KB for fp8 at every entry (stages x (BM + BN) x BK bytes).
 TRITON_CONFIGS = [
     TritonConfig(128, 128, 128, 8, 3),
     TritonConfig(128, 128, 128, 4, 3),
@@ -190,6 +191,17 @@ def fit_block_k(configs: list[TritonConfig], k: int) -> list[TritonConfig]:
         if c not in out:
             out.append(c)
     return out
+
+
+def triton_candidates(best: list[TritonConfig] | None, m: int, quick: bool) -> tuple[list[TritonConfig], bool]:
+    """The Triton configs to try for a shape, and whether that is a full sweep (whose best are then kept): the
+    regime's kept best when there are any, else every config (plus TRITON_SMALL_M at small M); --quick: 3."""
+    if quick:
+        return TRITON_CONFIGS[:3], False
+    small = TRITON_SMALL_M if m <= SMALL_M_LIMIT else []
+    if best:
+        return list(best), False
+    return TRITON_CONFIGS + [c for c in small if c not in TRITON_CONFIGS], True
 
 
 def format_table(rows: list[dict]) -> str:
@@ -499,7 +511,7 @@ class Bench:
             torch._dynamo.config.fail_on_recompile_limit_hit = True
         self.compiled = torch.compile(dequant_gemm, dynamic=False)
         self.kernel = None
-        self.best_triton: dict[str, list[TritonConfig]] = {}
+        self.best_triton: dict[tuple[str, bool], list[TritonConfig]] = {}
         self.mxrt_paths, self.mxrt_reason = self._mxrt_paths()
 
     # -- mxrt discovery
@@ -591,7 +603,7 @@ class Bench:
         print(f"  {row['shape']:>16} {fmt_name:6} {peer:28} {tf:>16} {ms:>14} {row.get('check', row.get('note'))}")
         return row
 
-    def run_shape(self, m: int, n: int, k: int, first: bool) -> None:
+    def run_shape(self, m: int, n: int, k: int) -> None:
         torch = self.torch
         sets, host = self.make_sets(m, n, k)
         print(f"shape {shape_label(m, n, k)}: {len(sets)} input set(s)")
@@ -622,7 +634,7 @@ class Bench:
                 note="torch.compile(dequant -> bf16, torch.matmul)",
             )  # fmt: skip
             if self.args.only != "mxrt":
-                self.run_triton(m, n, k, fmt_name, f, ops, host, first)
+                self.run_triton(m, n, k, fmt_name, f, ops, host)
             self.run_mxrt(m, n, k, fmt_name, f, [s["mx"][f] for s in sets], host)
         del sets
         torch.cuda.empty_cache()
@@ -658,15 +670,9 @@ class Bench:
 
         return launch
 
-    def run_triton(self, m, n, k, fmt_name, f, ops, host, first: bool) -> None:
-        if self.args.quick:
-            configs = TRITON_CONFIGS[:3]
-        elif first or not self.best_triton.get(fmt_name):
-            configs = TRITON_CONFIGS
-        else:
-            configs = list(self.best_triton[fmt_name])
-            if m <= SMALL_M_LIMIT:
-                configs += [c for c in TRITON_SMALL_M if c not in configs]
+    def run_triton(self, m, n, k, fmt_name, f, ops, host) -> None:
+        regime = (fmt_name, m <= SMALL_M_LIMIT)
+        configs, full = triton_candidates(self.best_triton.get(regime), m, self.args.quick)
         configs = fit_block_k(configs, k)
         results = []
         for cfg in configs:
@@ -691,8 +697,8 @@ class Bench:
             if entry.get("tflops") is not None and entry["ok"]:
                 results.append((entry["tflops"], cfg, entry))
         results.sort(key=lambda x: -x[0])
-        if first or not self.best_triton.get(fmt_name):
-            self.best_triton[fmt_name] = [c for _, c, _ in results[:TRITON_KEEP]]
+        if full:
+            self.best_triton[regime] = [c for _, c, _ in results[:TRITON_KEEP]]
         row = {"shape": shape_label(m, n, k), "m": m, "n": n, "k": k, "fmt": fmt_name}
         if results:
             tf, cfg, e = results[0]
@@ -818,13 +824,13 @@ def main(argv: list[str] | None = None) -> int:
             with open(args.json, "w") as fh:
                 json.dump(result, fh, indent=1, default=str)
 
-    for i, (m, n, k) in enumerate(shapes_for(args)):
+    for m, n, k in shapes_for(args):
         if budget.over():
             bench.skips.append(f"{shape_label(m, n, k)}: --budget-s {args.budget_s} spent")
             print(f"shape {shape_label(m, n, k)} skipped: budget spent")
             continue
         try:
-            bench.run_shape(m, n, k, first=(i == 0))
+            bench.run_shape(m, n, k)
         except Exception as e:
             bench.skips.append(f"{shape_label(m, n, k)}: {type(e).__name__}: {e}")
             print(f"shape {shape_label(m, n, k)} failed: {type(e).__name__}: {e}")

@@ -117,3 +117,14 @@ def test_torch_dequant_matches_mxrt(bench, fmt, k):
     )
     assert got.dtype == torch.bfloat16 and tuple(got.shape) == (6, k)
     np.testing.assert_array_equal(got.view(torch.int16).numpy().view(np.uint16), want)
+
+
+def test_triton_candidates(bench):
+    full, is_full = bench.triton_candidates(None, 4096, quick=False)
+    assert is_full and full == bench.TRITON_CONFIGS
+    small, is_full = bench.triton_candidates([], 16, quick=False)
+    assert is_full and small[: len(bench.TRITON_CONFIGS)] == bench.TRITON_CONFIGS
+    assert set(bench.TRITON_SMALL_M) <= set(small) and len(set(small)) == len(small)
+    kept = bench.TRITON_CONFIGS[2:4]
+    assert bench.triton_candidates(kept, 64, quick=False) == (kept, False)
+    assert bench.triton_candidates(kept, 64, quick=True) == (bench.TRITON_CONFIGS[:3], False)

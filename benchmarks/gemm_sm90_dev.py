@@ -169,20 +169,21 @@ def accuracy() -> None:
 # ---- timing -----------------------------------------------------------------------------------------------
 
 
-def median_ms(fns, iters: int = 30) -> float:
-    """Median of per-call times (CUDA events), cycling through ``fns`` (one per input set)."""
+def median_ms(fns, iters: int = 20, reps: int = 5) -> float:
+    """Median per-call time (CUDA events around ``reps`` back-to-back calls, so host launch overhead overlaps
+    the GPU work), cycling through ``fns`` (one per input set)."""
     for f in fns:
         f()
-    cupy.cuda.get_current_stream().synchronize()
+    cupy.cuda.runtime.deviceSynchronize()
     times = []
     for i in range(iters):
-        f = fns[i % len(fns)]
         s, e = cupy.cuda.Event(), cupy.cuda.Event()
         s.record()
-        f()
+        for r in range(reps):
+            fns[(i * reps + r) % len(fns)]()
         e.record()
         e.synchronize()
-        times.append(cupy.cuda.get_elapsed_time(s, e))
+        times.append(cupy.cuda.get_elapsed_time(s, e) / reps)
     return statistics.median(times)
 
 

@@ -136,7 +136,8 @@ def test_path_vs_reference(cupy_sm90, pair, m: int, n: int, k: int, out_dtype: s
     qa, qb = mxrt.quantize_mx(xa, pair[0], backend="numpy"), mxrt.quantize_mx(xb, pair[1], backend="numpy")
     p = gemm_problem(qa, qb, out_dtype=out_dtype)
     cp_dt = {"bfloat16": cupy.uint16, "float16": cupy.float16, "float32": cupy.float32}[out_dtype]
-    out = cupy.full((m, n), 0xFFFF if out_dtype != "float32" else np.nan, dtype=cp_dt)  # poisoned (NaN)
+    out = cupy.empty((m, n), dtype=cp_dt)
+    out.view(cupy.uint8).fill(0xFF)  # poisoned: NaN in every out dtype (a fill value would warn on the cast)
     dg = gemm_paths.DeviceGemm(
         p,
         cupy.asarray(qa.data),

@@ -5,7 +5,7 @@
 //          int kp
 // grid     (min(ceil(rows*kp/16/THREADS), 65535),1,1)   block (THREADS,1,1)   smem 0   (grid-stride loop)
 // defines  THREADS                                                                set by mxrt/ops/gemm_sm90.py
-// requires kp % 16 == 0, kp >= k, q8 16-byte aligned, rows*kp < 2^31              checked by mxrt/ops/gemm_sm90.py
+// requires kp % 16 == 0, kp >= k, q8 16-byte aligned, rows*kp < 2^35 (u32 chunk index) checked by gemm_sm90.py
 #include "../common/mx_warp.h"
 
 #if !defined(THREADS)

@@ -160,6 +160,8 @@ def supports(dg: DeviceGemm) -> str | None:
             return f"{name} codes start at {codes.data.ptr:#x}, not 16-byte aligned (TMA)"
     if max(p.m, p.n, _padded_k(dg)) >= _LIMIT or max(p.m, p.n) * max(p.k_blocks, 1) >= _LIMIT:
         return "sizes of 2^31 or more"
+    if "e2m1" in (p.a_fmt, p.b_fmt) and max(p.m, p.n) * _padded_k(dg) >= 16 * 2**31:
+        return "an e2m1 operand of 2^35 elements or more (the expansion kernel's 32-bit chunk index)"
     return None
 
 

@@ -145,7 +145,7 @@ def supports(dg: DeviceGemm) -> str | None:
         return f"split_k = {p.split_k} (this path runs split_k = 1 only)"
     if p.a_scale_layout is not None or p.b_scale_layout is not None:
         return "preshuffled scale layouts (this path reads row-major [rows, ceil(k/32)] scales)"
-    if p.out_dtype.name not in specs.GEMM_OUT_CODES:
+    if p.out_dtype.name not in specs.GEMM_OUT_DTYPE_CODES:
         return f"out dtype {p.out_dtype.name}"
     if p.out_dtype.name == "float32" and not p.a_fmt == p.b_fmt == "e2m1":
         # measured on an H100: the fp8 tensor cores' k32 partials carry ~2-5e-5 relative error (NOTES.md);
@@ -204,7 +204,7 @@ def run(dg: DeviceGemm, **tune: int) -> None:
         BN=bn,
         DBUF=dbuf,
         DIAG=diag,
-        OUT_DTYPE=specs.GEMM_OUT_CODES[p.out_dtype.name],
+        OUT_DTYPE=specs.GEMM_OUT_DTYPE_CODES[p.out_dtype.name],
         STAGES=stages,
     )
     kernel = build(specs.GEMM_MX_SM90, d, dg.arch)

@@ -22,7 +22,7 @@ pytestmark = pytest.mark.gpu
 cupy = pytest.importorskip("cupy")
 
 from mxrt.ops import gemm as gemm_op  # noqa: E402
-from mxrt.ops import gemm_generic  # noqa: E402
+from mxrt.ops import gemm_generic, gemm_sm90, gemm_splitk  # noqa: E402
 from mxrt.ops.gemm_paths import gemm_paths  # noqa: E402
 from mxrt.runtime import device_available, get_arch  # noqa: E402
 
@@ -32,7 +32,9 @@ PATHS = [p.name for p in gemm_paths(get_arch().target)] if device_available() el
 LAYOUTS = (None, *mxrt.SCALE_LAYOUTS)
 
 
-_REAL_LAUNCH, _REAL_WORKSPACE = gemm_generic.launch, gemm_generic._workspace
+_REAL_LAUNCH, _REAL_WORKSPACE = gemm_generic.launch, gemm_splitk.workspace
+#: modules whose kernel launches the tests synchronise and check one by one
+_LAUNCHERS = (gemm_generic, gemm_sm90, gemm_splitk)
 
 
 def poison(shape, dtype):
@@ -46,8 +48,8 @@ def poisoned(monkeypatch: pytest.MonkeyPatch):
     """Outputs start as 0xFF bytes (NaN), workspaces too; every launch is synchronised and checked."""
     monkeypatch.setattr(gemm_op, "_empty", poison)
     monkeypatch.setattr(
-        gemm_generic,
-        "_workspace",
+        gemm_splitk,
+        "workspace",
         lambda shape, zero: _REAL_WORKSPACE(shape, zero) if zero else poison(shape, cupy.float32),
     )
 
@@ -55,7 +57,8 @@ def poisoned(monkeypatch: pytest.MonkeyPatch):
         _REAL_LAUNCH(*args, **kw)
         cupy.cuda.runtime.deviceSynchronize()
 
-    monkeypatch.setattr(gemm_generic, "launch", checked_launch)
+    for module in _LAUNCHERS:
+        monkeypatch.setattr(module, "launch", checked_launch)
 
 
 def use_path(monkeypatch: pytest.MonkeyPatch, path: str, p_args: tuple, **kw) -> None:
@@ -264,7 +267,8 @@ def test_auto_backend_runs_device_inputs_on_the_gpu():
 def test_empty_dims_launch_nothing(monkeypatch, shape, out_dtype):
     m, n, k = shape
     launches = []
-    monkeypatch.setattr(gemm_generic, "launch", lambda *a, **kw: launches.append(a))
+    for module in _LAUNCHERS:
+        monkeypatch.setattr(module, "launch", lambda *a, **kw: launches.append(a))
     a = (cupy.zeros((m, k), cupy.uint8), cupy.full((m, -(-k // 32)), 127, cupy.uint8), "e4m3")
     b = (cupy.zeros((n, k), cupy.uint8), cupy.full((n, -(-k // 32)), 127, cupy.uint8), "e4m3")
     got = mxrt.gemm_mx(a, b, out_dtype=out_dtype, split_k=1)
@@ -273,12 +277,14 @@ def test_empty_dims_launch_nothing(monkeypatch, shape, out_dtype):
 
 
 def test_cuda_graph_capture_never_syncs(monkeypatch):
-    """The whole op (generic path: deterministic split-K with its workspace and reduce, and atomic split-K with
-    its zeroing) is captured on a blocking stream: any host synchronisation would invalidate the capture."""
+    """The whole op (the device's default path: deterministic split-K with its workspace and reduce, and atomic
+    split-K with its zeroing) is captured on a blocking stream: any host synchronisation would invalidate the
+    capture. tests/test_gemm_sm90.py captures the sm90 path on fresh buffers without a warm-up on them."""
     if get_arch().vendor != "nvidia":
         pytest.skip("the capture test uses CUDA stream capture")
-    monkeypatch.setattr(gemm_generic, "launch", _REAL_LAUNCH)  # no per-launch synchronisation here
-    monkeypatch.setattr(gemm_generic, "_workspace", _REAL_WORKSPACE)
+    for module in _LAUNCHERS:  # no per-launch synchronisation here
+        monkeypatch.setattr(module, "launch", _REAL_LAUNCH)
+    monkeypatch.setattr(gemm_splitk, "workspace", _REAL_WORKSPACE)
     m, n, k = 96, 80, 640
     _, _, qa1, qb1 = operands(m, n, k, "e4m3", "e4m3", seed=21)
     _, _, qa2, qb2 = operands(m, n, k, "e4m3", "e4m3", seed=22)

@@ -1,15 +1,9 @@
 """The portable GEMM path ``"generic"`` (priority 0, any CUDA or ROCm GPU): kernels_src/gemm/gemm_mx_generic.hip
 and, for deterministic split-K, kernels_src/gemm/gemm_mx_splitk_reduce.hip.
 
-Accumulation modes (``p.split_k``, ``p.deterministic``):
-
-- ``split_k == 1``: one launch stores ``out`` directly (any dtype).
-- deterministic split-K: split z writes the fp32 slice ``ws[z]`` of a ``[split_k, m, n]`` workspace (CuPy pool),
-  then the reduce kernel sums the slices in split order and converts: bitwise identical across runs.
-- atomic split-K (``deterministic=False``): ``out`` is zeroed on the stream, then every split adds into it: fp32
-  ``atomicAdd``, or packed bf16x2 / f16x2 atomics for 16-bit outputs. A 16-bit ``out`` that is not 4-byte aligned
-  or has an odd element count (a packed word would reach past ``out``) accumulates in an fp32 ``[m, n]`` workspace
-  with fp32 atomics instead, converted by the reduce kernel.
+Accumulation modes (``p.split_k``, ``p.deterministic``): split_k == 1 stores ``out``; deterministic split-K
+writes an fp32 workspace reduced in split order; atomic split-K adds into ``out`` (fp32 or packed bf16x2 / f16x2
+atomics). The mode logic and the reduce launch are shared with the other paths: :mod:`mxrt.ops.gemm_splitk`.
 """
 
 from __future__ import annotations
@@ -23,10 +17,10 @@ from ..runtime import specs
 from ..runtime.compiler import build
 from ..runtime.launch import MAX_GRID_YZ, LaunchConfig, launch
 from .gemm_paths import DeviceGemm, GemmPath, register_gemm_path
+from .gemm_splitk import run_split_k
 
 _U32 = 2**32
 _FLAG_VEC_A, _FLAG_VEC_B = 1, 2
-_REDUCE_MAX_BLOCKS = 65535 * 8
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -94,38 +88,10 @@ def _launch_gemm(dg: DeviceGemm, dst, out_code: int, atomic: bool) -> None:
     launch(p.op, kernel, cfg, (*args, la, lb, sa_shift, sb_shift, u32(flags)))
 
 
-def _launch_reduce(dg: DeviceGemm, ws, splits: int, out_code: int) -> None:
-    mn = dg.p.m * dg.p.n
-    threads = specs.GEMM_REDUCE_THREADS
-    kernel = build(specs.GEMM_MX_SPLITK_REDUCE, specs.defines(OUT_DTYPE=out_code, THREADS=threads), dg.arch)
-    cfg = LaunchConfig(grid=(min(_cdiv(mn, threads), _REDUCE_MAX_BLOCKS), 1, 1), block=(threads, 1, 1))
-    launch(dg.p.op, kernel, cfg, (ws, dg.out, np.uint64(mn), np.uint32(splits)))
-
-
-def _workspace(shape: tuple[int, ...], zero: bool):
-    import cupy
-
-    return cupy.zeros(shape, cupy.float32) if zero else cupy.empty(shape, cupy.float32)
-
-
 def run(dg: DeviceGemm) -> None:
     """Launch the generic GEMM (and the reduce) on CuPy's current stream; never synchronises with the host."""
-    p = dg.p
     check_limits(dg)
-    out_code = specs.GEMM_OUT_DTYPE_CODES[p.out_dtype.name]
-    if p.split_k == 1:
-        _launch_gemm(dg, dg.out, out_code, atomic=False)
-    elif p.deterministic:
-        ws = _workspace((p.split_k, p.m, p.n), zero=False)
-        _launch_gemm(dg, ws, specs.GEMM_OUT_DTYPE_CODES["float32"], atomic=False)
-        _launch_reduce(dg, ws, p.split_k, out_code)
-    elif out_code == specs.GEMM_OUT_DTYPE_CODES["float32"] or (dg.out.data.ptr % 4 == 0 and p.m * p.n % 2 == 0):
-        dg.out.fill(0)
-        _launch_gemm(dg, dg.out, out_code, atomic=True)
-    else:  # a packed 16-bit word would reach outside out: fp32 atomics into a workspace, then convert
-        ws = _workspace((1, p.m, p.n), zero=True)
-        _launch_gemm(dg, ws, specs.GEMM_OUT_DTYPE_CODES["float32"], atomic=True)
-        _launch_reduce(dg, ws, 1, out_code)
+    run_split_k(dg, lambda dst, out_code, atomic: _launch_gemm(dg, dst, out_code, atomic))
 
 
 GENERIC = GemmPath(name="generic", target="generic", priority=0, supports=_supports, run=run)

@@ -1,0 +1,75 @@
+"""Split-K accumulation shared by the GEMM paths: the three ways a path's kernel writes its result, and the reduce
+kernel (kernels_src/gemm/gemm_mx_splitk_reduce.hip) that finishes two of them.
+
+- ``split_k == 1``: one launch stores ``out`` directly (any dtype).
+- deterministic split-K: split z writes the fp32 slice ``ws[z]`` of a ``[split_k, m, n]`` workspace (CuPy pool),
+  then the reduce kernel sums the slices in split order and converts: bitwise identical across runs.
+- atomic split-K (``deterministic=False``): ``out`` is zeroed on the stream, then every split adds into it: fp32
+  atomics, or packed bf16x2 / f16x2 atomics for 16-bit outputs. A 16-bit ``out`` that is not 4-byte aligned or has
+  an odd element count (a packed word would reach past ``out``) accumulates in an fp32 ``[m, n]`` workspace with
+  fp32 atomics instead, converted by the reduce kernel.
+
+A path supplies ``launch_gemm(dst, out_code, atomic)``: one launch of its kernel over every split, writing ``dst``
+(``dg.out``, or an fp32 workspace) in output dtype code ``out_code`` (specs.GEMM_OUT_DTYPE_CODES), adding
+atomically when ``atomic``.
+
+Under CUDA-graph capture the workspace comes from CuPy's pool during the capture: the captured graph refers to it
+after the call returns, so keep the graph's replays before any other allocation that could reuse the block (as
+for every pool-backed op), or use ``split_k = 1`` / atomic mode with an aligned ``out``, which allocate nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ..runtime import specs
+from ..runtime.compiler import build
+from ..runtime.launch import LaunchConfig, launch
+from .gemm_paths import DeviceGemm
+
+_REDUCE_MAX_BLOCKS = 65535 * 8
+F32 = specs.GEMM_OUT_DTYPE_CODES["float32"]
+
+
+def workspace(shape: tuple[int, ...], zero: bool) -> Any:
+    """An fp32 workspace from CuPy's pool (the GPU tests replace it to poison workspaces)."""
+    import cupy
+
+    return cupy.zeros(shape, cupy.float32) if zero else cupy.empty(shape, cupy.float32)
+
+
+def launch_reduce(dg: DeviceGemm, ws: Any, splits: int, out_code: int) -> None:
+    """``dg.out = convert(ws[0] + ... + ws[splits - 1])``, summed in split order."""
+    mn = dg.p.m * dg.p.n
+    threads = specs.GEMM_REDUCE_THREADS
+    kernel = build(specs.GEMM_MX_SPLITK_REDUCE, specs.defines(OUT_DTYPE=out_code, THREADS=threads), dg.arch)
+    cfg = LaunchConfig(grid=(min(-(-mn // threads), _REDUCE_MAX_BLOCKS), 1, 1), block=(threads, 1, 1))
+    launch(dg.p.op, kernel, cfg, (ws, dg.out, np.uint64(mn), np.uint32(splits)))
+
+
+def run_split_k(dg: DeviceGemm, launch_gemm: Callable[[Any, int, bool], None]) -> None:
+    """Run ``dg`` with the accumulation mode of its problem (module docstring); no host synchronisation."""
+    p = dg.p
+    out_code = specs.GEMM_OUT_DTYPE_CODES[p.out_dtype.name]
+    if p.split_k == 1:
+        launch_gemm(dg.out, out_code, False)
+    elif p.deterministic:
+        ws = workspace((p.split_k, p.m, p.n), zero=False)
+        launch_gemm(ws, F32, False)
+        launch_reduce(dg, ws, p.split_k, out_code)
+    elif packed_atomics_fit(dg):
+        dg.out.fill(0)
+        launch_gemm(dg.out, out_code, True)
+    else:  # a packed 16-bit word would reach outside out: fp32 atomics into a workspace, then convert
+        ws = workspace((1, p.m, p.n), zero=True)
+        launch_gemm(ws, F32, True)
+        launch_reduce(dg, ws, 1, out_code)
+
+
+def packed_atomics_fit(dg: DeviceGemm) -> bool:
+    """Atomic mode can add into ``dg.out`` itself: fp32 out, or a 16-bit out whose packed words stay inside it."""
+    p = dg.p
+    return p.out_dtype.name == "float32" or (dg.out.data.ptr % 4 == 0 and p.m * p.n % 2 == 0)

@@ -1,29 +1,28 @@
 // kernel   gemm_mx_sm90                                                               (extern "C")
-// computes out[m,n] = sum_kb 2^(sa[m,kb]-127) * 2^(sb[n,kb]-127) * sum_{k in kb} A[m,k] * B[n,k]   ("NT", MX
-//          block 32 along K): per k32 step one fp8 wgmma m64n128k32 from zero (scale-d = 0) into a partial P,
-//          then acc = fma(P * 2^(sb-127), 2^(sa-127), acc) in fp32 (one exact power-of-two scaling, one rounding)
-// args     const u8* tmaps: two CUtensorMaps (128 B each, A then B; 64-byte aligned, device memory) over the
-//          fp8 codes A [m,k] and B [n,k] (uint8, boxes BM x 128 and BN x 128 bytes, SWIZZLE_128B, zero OOB
-//          fill) | const u8* sa [m,ceil(k/32)] | const u8* sb [n,ceil(k/32)] (E8M0, row-major) |
-//          void* out [m,n] | int m, int n, int k
-// grid     (ceil(m/BM) * ceil(n/BN),1,1)   block (THREADS,1,1) = 128 per consumer warpgroup (no producer warps)
-//          smem STAGES * (BM*128 + BN*128 + 16*BM + 16*(BN/4+4)) + 16*STAGES + 1024 bytes (dynamic)
-//          BM 256: 2 warpgroups x 128 rows (two m64 row halves share one load of the B factors), BN 128;
-//          BM 128 / 192: 2 / 3 warpgroups x 64 rows; BN 256: two m64n128 column halves per warpgroup
-// defines  A_FMT, B_FMT (0 e4m3, 1 e5m2), OUT_DTYPE (0 f32, 1 bf16, 2 f16), BM, BN, STAGES, DBUF (1: two
-//          partials in flight per warpgroup), DIAG (0; 1, 2: inexact timing diagnostics)
-//                                                                                set by mxrt/ops/gemm_sm90.py
-// requires sm_90a; k % 16 == 0 and code bases 16-byte aligned (TMA strides); m, n, ceil(k/32) * max(m, n)
-//          < 2^31                                                                checked by mxrt/ops/gemm_sm90.py
-#include "../common/prelude.h"
+// computes out[m,n] = sum_kb 2^(sa[m,kb]-127) * 2^(sb[n,kb]-127) * sum_{k in kb} A[m,k] * B[n,k] ("NT", MX block 32
+//          along K): per k32 one fp8 wgmma m64n128k32 from zero into P, then acc = fma(P * 2^(sb-127), 2^(sa-127),
+//          acc) in fp32. Split z = blockIdx.z covers scale blocks [z*KB/split_k, (z+1)*KB/split_k), KB = ceil(k/32);
+//          ATOMIC=0 stores slice z of out ([split_k,m,n], fp32 if split_k > 1), ATOMIC=1 adds (fp32 / bf16x2 / f16x2)
+// args     const __grid_constant__ mxrt_tmap tma, tmb (CUtensorMaps by value: fp8 codes A [m,k], B [n,k], uint8,
+//          boxes BM / BN x 128 bytes, SWIZZLE_128B, zero OOB fill) | const u8* sa [m,ceil(k/32)] | const u8* sb
+//          [n,ceil(k/32)] (E8M0, row-major) | void* out | int m, int n, int k, int split_k
+// grid     (ceil(m/BM) * ceil(n/BN),1,split_k)   block (THREADS,1,1) = 128 per consumer warpgroup (no producer)
+//          smem STAGES * (BM*128 + BN*128 + 16*BM + 16*(BN/4+4)) + 16*STAGES + 1024 bytes (dynamic); BM 256: 2 warp-
+//          groups x 2 m64 row halves sharing the B factors; BM 64/128/192: 1/2/3 x 64 rows; BN 256: 2 column halves
+// defines  A_FMT, B_FMT (0 e4m3, 1 e5m2), OUT_DTYPE (0 f32, 1 bf16, 2 f16), ATOMIC, BM, BN, STAGES, DBUF (1: two
+//          partials in flight per warpgroup), DIAG (0; 1, 2: inexact timing diagnostics)   set by mxrt/ops/gemm_sm90.py
+// requires sm_90a; k % 16 == 0, code bases 16-byte aligned (TMA); m, n, ceil(k/32) * max(m, n) < 2^31; 1 <= split_k
+//          <= min(65535, ceil(k/32)); ATOMIC, 16-bit out: out 4-byte aligned, m*n even   checked by gemm_sm90.py
+#include "../common/mx_gemm.h"
 
 #if !defined(A_FMT) || !defined(B_FMT) || !defined(OUT_DTYPE) || !defined(STAGES) || !defined(DBUF) || \
-    !defined(BM) || !defined(BN) || !defined(DIAG)
-#error "A_FMT, B_FMT, OUT_DTYPE, STAGES, DBUF, BM, BN and DIAG must be defined by the launcher"
+    !defined(BM) || !defined(BN) || !defined(DIAG) || !defined(ATOMIC)
+#error "A_FMT, B_FMT, OUT_DTYPE, ATOMIC, STAGES, DBUF, BM, BN and DIAG must be defined by the launcher"
 #endif
-MXRT_STATIC_ASSERT(BM == 128 || BM == 192 || (BM == 256 && BN == 128 && DBUF == 0 && DIAG == 0),
-                   "BM: 128 (2 warpgroups of 64 rows), 192 (3 of 64), or 256 (2 of 128 rows: two m64 row halves "
-                   "sharing one load of the B factors; BN 128, DBUF 0)");
+MXRT_STATIC_ASSERT(BM == 64 || BM == 128 || BM == 192 || (BM == 256 && BN == 128 && DBUF == 0 && DIAG == 0),
+                   "BM: 64 / 128 / 192 (1 / 2 / 3 warpgroups of 64 rows), or 256 (2 of 128 rows: two m64 row "
+                   "halves sharing one load of the B factors; BN 128, DBUF 0)");
+MXRT_STATIC_ASSERT(ATOMIC == 0 || ATOMIC == 1, "ATOMIC: 0 (stores) or 1 (atomic adds)");
 MXRT_STATIC_ASSERT(BN == 128 || (BN == 256 && BM == 128 && DBUF == 0 && DIAG == 0),
                    "BN: 128, or 256 (two m64n128k32 halves per k32, one partial in flight: BM 128, DBUF 0)");
 MXRT_STATIC_ASSERT(DIAG >= 0 && DIAG <= 2, "DIAG: 0 exact; 1, 2 timing diagnostics (inexact)");
@@ -66,6 +65,10 @@ struct __attribute__((aligned(16))) f32x4 {
 };
 struct __attribute__((aligned(8))) f32x2 {
   float x, y;
+};
+// CUtensorMap (cuda.h is not available under NVRTC): 128 opaque bytes, 64-byte aligned, passed by value
+struct __attribute__((aligned(64))) mxrt_tmap {
+  u64 opaque[16];
 };
 
 MXRT_DEVICE u32 smem_addr(const void* p) {
@@ -175,7 +178,21 @@ MXRT_DEVICE void promote_regs(float (&acc)[64], float (&p)[64], float fa0, float
 }
 
 MXRT_DEVICE void store_pair(void* out, u64 idx, float v0, float v1, bool pair, bool second) {
-#if OUT_DTYPE == 0
+#if ATOMIC && OUT_DTYPE == 0
+  float* o = reinterpret_cast<float*>(out) + idx;
+  mxrt_atomic_add_f32(o, v0);
+  if (second) mxrt_atomic_add_f32(o + 1, v1);
+#elif ATOMIC
+  // pair: 4-byte aligned (out 4-byte aligned, n even, col even), one packed atomic; else each element through
+  // its aligned word with -0 in the partner half (mx_gemm.h; the op keeps every such word inside out)
+  u16* o = reinterpret_cast<u16*>(out) + idx;
+  if (pair) {
+    mxrt_atomic_add_pk16<OUT_DTYPE>(reinterpret_cast<u32*>(o), v0, v1);
+  } else {
+    mxrt_atomic_add_16<OUT_DTYPE>(o, v0);
+    if (second) mxrt_atomic_add_16<OUT_DTYPE>(o + 1, v1);
+  }
+#elif OUT_DTYPE == 0
   float* o = reinterpret_cast<float*>(out) + idx;
   if (pair) {
     f32x2 v;
@@ -229,8 +246,9 @@ MXRT_DEVICE void store_half(void* out, const float (&acc)[64], u32 row0, u32 col
 }
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
-    gemm_mx_sm90(const u8* __restrict__ tmaps, const u8* __restrict__ sa, const u8* __restrict__ sb,
-                 void* __restrict__ out, int m, int n, int k) {
+    gemm_mx_sm90(const __grid_constant__ mxrt_tmap tma, const __grid_constant__ mxrt_tmap tmb,
+                 const u8* __restrict__ sa, const u8* __restrict__ sb, void* __restrict__ out, int m, int n, int k,
+                 int split_k) {
   extern __shared__ u8 smem_raw[];
   // 1024-byte alignment of the swizzled tiles (the launcher asks for STAGES * STAGE_BYTES + 1024)
   u8* smem = smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u);
@@ -247,9 +265,16 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
   const u32 gsize = tiles_m - first_m < GROUP_M ? tiles_m - first_m : GROUP_M;
   const u32 tm = first_m + (bid % per_group) % gsize, tn = (bid % per_group) / gsize;
   const u32 m0 = tm * BM, n0 = tn * BN;
-  const u32 kbs = ((u32)k + 31u) / 32u, nkt = ((u32)k + BK - 1) / BK;
-  const u8* ta = tmaps;
-  const u8* tb = tmaps + 128;
+  // split z: scale blocks [kb0, kb1) (the reference's k_ranges), nkt stages of KSTEPS blocks from kb0
+  const u32 kbs = ((u32)k + 31u) / 32u, z = blockIdx.z;
+  const u32 kb0 = (u32)((u64)z * kbs / (u32)split_k), kb1 = (u32)((u64)(z + 1u) * kbs / (u32)split_k);
+  const u32 nkb = kb1 - kb0, nkt = (nkb + KSTEPS - 1) / KSTEPS;
+  const void* ta = &tma;  // generic addresses of the kernel parameters (param space, __grid_constant__)
+  const void* tb = &tmb;
+#if !ATOMIC
+  // deterministic split-K: split z writes slice z of the fp32 workspace [split_k, m, n]
+  out = reinterpret_cast<u8*>(out) + (u64)z * (u32)m * (u32)n * (OUT_DTYPE == 0 ? 4u : 2u);
+#endif
 
   if (tid == 0) {
     for (u32 s = 0; s < STAGES; ++s) {
@@ -257,8 +282,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
       mbar_init(empty0 + 8 * s, THREADS / 32);  // every warp arrives after its last read of the stage
     }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-    asm volatile("fence.proxy.tensormap::generic.acquire.gpu [%0], 128;" ::"l"(ta) : "memory");
-    asm volatile("fence.proxy.tensormap::generic.acquire.gpu [%0], 128;" ::"l"(tb) : "memory");
+    asm volatile("prefetch.tensormap [%0];" ::"l"(ta) : "memory");
+    asm volatile("prefetch.tensormap [%0];" ::"l"(tb) : "memory");
   }
   __syncthreads();
 
@@ -277,8 +302,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
     v[0] = v[1] = v[2] = 0;
 #pragma unroll
     for (u32 j = 0; j < KSTEPS; ++j) {
-      const u32 kb = f * KSTEPS + j;
-      const bool ok_a = in_a && kb < kbs, ok_b = in_b && kb < kbs;
+      const u32 kb = kb0 + f * KSTEPS + j;
+      const bool ok_a = in_a && kb < kb1, ok_b = in_b && kb < kb1;
       v[0] |= (ok_a ? (u32)srow_a[kb] : 0u) << (8 * j);
       v[1] |= (ok_b ? (u32)srow_b[kb] : 0u) << (8 * j);
       v[2] |= (ok_a ? 0u : 1u << j) | (ok_b ? 0u : 16u << j);  // outside: factor 0
@@ -295,8 +320,9 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
     }
     if (tid == 0) {
       mbar_arrive_tx(full0 + 8 * slot_s, TILE_A + TILE_B);
-      tma_load_2d(smem_addr(tile_a + slot_s * TILE_A), ta, full0 + 8 * slot_s, (i32)(f * BK), (i32)m0);
-      tma_load_2d(smem_addr(tile_b + slot_s * TILE_B), tb, full0 + 8 * slot_s, (i32)(f * BK), (i32)n0);
+      const i32 kc = (i32)(kb0 * 32u + f * BK);
+      tma_load_2d(smem_addr(tile_a + slot_s * TILE_A), ta, full0 + 8 * slot_s, kc, (i32)m0);
+      tma_load_2d(smem_addr(tile_b + slot_s * TILE_B), tb, full0 + 8 * slot_s, kc, (i32)n0);
     } else {
       mbar_arrive(full0 + 8 * slot_s);
     }
@@ -352,6 +378,9 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
     u32 fv[3];
     if (f < nkt) fill_load(f, fv);  // global loads in flight during this stage's math
     mbar_wait(full0 + 8 * s, (kt / STAGES) & 1u);
+    // k32 steps of this stage inside the split (< KSTEPS only in a split's last stage): the steps past kb1 hold
+    // codes of the next split (or TMA zeros past k) and are skipped, not masked (0 x NaN codes would be NaN)
+    const u32 jn = nkb - kt * KSTEPS < KSTEPS ? nkb - kt * KSTEPS : KSTEPS;
 #if DIAG == 1
     // timing diagnostic, inexact: one promotion per stage (4 k32 accumulated in the tensor core, DeepGEMM-style)
     wg_fence();
@@ -369,6 +398,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
 #elif RPW == 128
 #pragma unroll
     for (u32 j = 0; j < KSTEPS; ++j) {
+      if (j >= jn) break;
       // row half 0, then row half 1 with the same B columns: the 32 B factors are loaded once for both
       wg_fence();
       wgmma_k32(p0, make_desc(a_base + s * TILE_A + 32u * j), make_desc(b_base + s * TILE_B + 32u * j));
@@ -397,6 +427,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
 #elif NH == 2
 #pragma unroll
     for (u32 j = 0; j < KSTEPS; ++j) {
+      if (j >= jn) break;
       MX_ISSUE_H(p0, s, j, 0u);
       wg_wait<0>();
       MX_PROMOTE_H(acc0, p0, s, j, 0u);
@@ -405,6 +436,13 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
       MX_PROMOTE_H(acc1, p0, s, j, 1u);
     }
 #elif DBUF
+    if (jn < KSTEPS) {  // a split's short last stage: one partial at a time
+      for (u32 j = 0; j < jn; ++j) {
+        MX_ISSUE(p0, s, j);
+        wg_wait<0>();
+        MX_PROMOTE(p0, s, j);
+      }
+    } else {
     MX_ISSUE(p0, s, 0u);
     MX_ISSUE(p1, s, 1u);
     wg_wait<1>();
@@ -417,9 +455,11 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
     MX_PROMOTE(p0, s, 2u);
     wg_wait<0>();
     MX_PROMOTE(p1, s, 3u);
+    }
 #else
 #pragma unroll
     for (u32 j = 0; j < KSTEPS; ++j) {
+      if (j >= jn) break;
       MX_ISSUE(p0, s, j);
       wg_wait<0>();
       MX_PROMOTE(p0, s, j);

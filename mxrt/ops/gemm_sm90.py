@@ -2,13 +2,23 @@
 
 One fp8 ``wgmma`` m64n128k32 per MX block of 32 (the K of one fp8 wgmma is the MX block), each partial from zero
 and promoted into an fp32 accumulator with the block's two scales (``acc = fma(P * 2^sb, 2^sa, acc)``). CTA tile
-128 x 256: two warpgroups of 64 rows, two column halves each. TMA copies the code tiles (128-byte swizzle), plain
-loads the scales. e2m1 operands are expanded to e4m3 bytes first (kernels_src/gemm/e2m1_to_e4m3.hip; every e2m1
-value is exact in e4m3), into a K padded to 16.
+(:func:`plan`): 256 x 128 (two warpgroups of two m64 row halves) by default, 64 x 128 (one warpgroup) for
+m <= 64, 128 x 128 for m <= 128 and for fp32 results. TMA copies the code tiles (128-byte swizzle), plain loads
+the scales. e2m1 operands are expanded to e4m3 bytes first (kernels_src/gemm/e2m1_to_e4m3.hip; every e2m1 value
+is exact in e4m3), into a K padded to 16.
 
-Declines (the ``generic`` path serves these): split_k > 1, preshuffled scale layouts, an fp8 operand with
-``k % 16 != 0`` or a code base that is not 16-byte aligned (TMA strides), sizes of 2^31 or more, and float32
-output with an fp8 operand (measured: the fp8 wgmma partials give ~2-5e-5 relative error, over the 1e-5 bar).
+Split-K (grid z = split): split z covers ``p.k_ranges[z]`` (32-element boundaries); deterministic mode writes fp32
+workspace slices reduced in split order, atomic mode adds with fp32 or packed bf16x2 / f16x2 atomics
+(:mod:`mxrt.ops.gemm_splitk`, shared with the generic path).
+
+CUDA graphs: the two CUtensorMaps travel BY VALUE as ``__grid_constant__`` kernel parameters (a 128-byte numpy
+structured scalar, which CuPy passes by value), so a call does no host-to-device copy and can be captured on
+fresh buffers. Pool allocations during a capture (deterministic split-K workspace, the expanded e2m1 codes) are
+referred to by the graph after the call returns: see :mod:`mxrt.ops.gemm_splitk`.
+
+Declines (the ``generic`` path serves these): preshuffled scale layouts, an fp8 operand with ``k % 16 != 0`` or a
+code base that is not 16-byte aligned (TMA strides), sizes of 2^31 or more, split_k > 65535, and float32 output
+with an fp8 operand (measured: the fp8 wgmma partials give ~2-5e-5 relative error, over the 1e-5 bar).
 """
 
 from __future__ import annotations
@@ -16,14 +26,16 @@ from __future__ import annotations
 import ctypes
 import threading
 from collections import OrderedDict
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from ..runtime import specs
 from ..runtime.compiler import build
-from ..runtime.launch import LaunchConfig, launch
+from ..runtime.launch import MAX_GRID_YZ, LaunchConfig, launch
 from .gemm_paths import DeviceGemm, GemmPath, register_gemm_path
+from .gemm_splitk import F32, run_split_k
 
 NAME = "sm90_wgmma"
 TARGET = "sm_90a"
@@ -48,9 +60,12 @@ _CU_TENSOR_MAP_SWIZZLE_128B = 3
 _CU_TENSOR_MAP_L2_PROMOTION_L2_256B = 3
 _CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE = 0  # out-of-bounds elements read as zero
 _TMAP_BYTES = 128
+#: one CUtensorMap as a numpy structured scalar: CuPy passes any numpy scalar by value as a kernel argument (its
+#: bytes), which the kernel reads as ``const __grid_constant__ mxrt_tmap`` (128 bytes, 64-byte aligned there)
+TMAP_DTYPE = np.dtype([("opaque", np.uint64, 16)])
 _lock = threading.Lock()
 _driver: Any = None
-_maps: OrderedDict[tuple, Any] = OrderedDict()
+_maps: OrderedDict[tuple, Any] = OrderedDict()  # host bytes only: a map is encoded on the host per buffer
 _MAPS_KEPT = 256
 
 
@@ -111,23 +126,23 @@ def tensor_map_2d(ptr: int, rows: int, cols: int, box_rows: int = 128) -> np.nda
     return buf[off : off + _TMAP_BYTES].copy()
 
 
-def _device_maps(a_ptr: int, m: int, b_ptr: int, n: int, kp: int, bm: int, bn: int) -> Any:
-    """Both tensor maps in one device buffer (A at byte 0, B at 128), cached by what they encode."""
+def tensor_map_arg(ptr: int, rows: int, cols: int, box_rows: int) -> np.void:
+    """:func:`tensor_map_2d` as a kernel argument (a 128-byte numpy scalar passed by value), cached on the host by
+    what it encodes (a host-side cache of bytes: nothing is copied to the device)."""
     import cupy
 
-    key = (cupy.cuda.Device().id, a_ptr, m, b_ptr, n, kp, bm, bn)
+    key = (cupy.cuda.Device().id, ptr, rows, cols, box_rows)
     with _lock:
         hit = _maps.get(key)
         if hit is not None:
             _maps.move_to_end(key)
             return hit
-    host = np.concatenate([tensor_map_2d(a_ptr, m, kp, bm), tensor_map_2d(b_ptr, n, kp, bn)])
-    dev = cupy.asarray(host)
+    arg = tensor_map_2d(ptr, rows, cols, box_rows).view(TMAP_DTYPE)[0]
     with _lock:
-        _maps[key] = dev
+        _maps[key] = arg
         while len(_maps) > _MAPS_KEPT:
             _maps.popitem(last=False)
-    return dev
+    return arg
 
 
 # ---- the path ------------------------------------------------------------------------------------------
@@ -141,8 +156,8 @@ def _padded_k(dg: DeviceGemm) -> int:
 
 def supports(dg: DeviceGemm) -> str | None:
     p = dg.p
-    if p.split_k != 1:
-        return f"split_k = {p.split_k} (this path runs split_k = 1 only)"
+    if p.split_k > MAX_GRID_YZ:
+        return f"split_k = {p.split_k}, at most {MAX_GRID_YZ} (grid z)"
     if p.a_scale_layout is not None or p.b_scale_layout is not None:
         return "preshuffled scale layouts (this path reads row-major [rows, ceil(k/32)] scales)"
     if p.out_dtype.name not in specs.GEMM_OUT_DTYPE_CODES:
@@ -179,46 +194,81 @@ def _expand_e2m1(codes: Any, rows: int, k: int, kp: int, arch: Any) -> Any:
     return out
 
 
-#: kernel tile configuration per output: (stages, dbuf, bm, bn); see specs.GEMM_MX_SM90
-CONFIG = {"float32": (6, 1, 128, 128)}
-DEFAULT_CONFIG = (specs.SM90_STAGES, specs.SM90_DBUF, specs.SM90_BM, specs.SM90_BN)
+@dataclass(frozen=True)
+class Sm90Config:
+    """Tuning defines of one gemm_mx_sm90 build (see the kernel header)."""
+
+    stages: int
+    dbuf: int
+    bm: int
+    bn: int
+
+    @property
+    def threads(self) -> int:
+        return 256 if self.bm == 256 else 2 * self.bm  # BM 256: two warpgroups of 128 rows; else 64 rows each
+
+
+#: 256 x 128, two warpgroups of two m64 row halves sharing the B factors: the fastest at large M (RESULTS.md)
+LARGE = Sm90Config(specs.SM90_STAGES, specs.SM90_DBUF, specs.SM90_BM, specs.SM90_BN)
+#: 128 x 128, two partials in flight: fp32 results (the 256 x 128 fp32 epilogue spilled) and 64 < m <= 128
+MEDIUM = Sm90Config(6, 1, 128, 128)
+#: 64 x 128, one warpgroup, two partials in flight, two CTAs per SM: m <= 64 (decode), where the weight read
+#: bounds the time and split-K fills the SMs
+SMALL = Sm90Config(4, 1, 64, 128)
+
+
+def plan(m: int, writes_f32: bool) -> Sm90Config:
+    """The tile for a problem of ``m`` rows; ``writes_f32``: the kernel stores fp32 (fp32 out or a split-K
+    workspace)."""
+    if m <= 64:
+        return SMALL
+    if m <= 128 or writes_f32:
+        return MEDIUM
+    return LARGE
+
+
+def _launch(dg: DeviceGemm, a: Any, b: Any, kp: int, dst: Any, out_code: int, atomic: bool, tune: dict) -> None:
+    p = dg.p
+    c = plan(p.m, out_code == F32)
+    c = Sm90Config(*(tune.get(f, getattr(c, f)) for f in ("stages", "dbuf", "bm", "bn")))
+    d = specs.defines(
+        A_FMT=specs.SM90_FMT_CODES[p.a_fmt],
+        ATOMIC=int(atomic),
+        B_FMT=specs.SM90_FMT_CODES[p.b_fmt],
+        BM=c.bm,
+        BN=c.bn,
+        DBUF=c.dbuf,
+        DIAG=tune.get("diag", 0),
+        OUT_DTYPE=out_code,
+        STAGES=c.stages,
+    )
+    kernel = build(specs.GEMM_MX_SM90, d, dg.arch)
+    smem = smem_bytes(c.bm, c.bn, c.stages)
+    if kernel.max_dynamic_shared_size_bytes < smem:
+        kernel.max_dynamic_shared_size_bytes = smem
+    tma = tensor_map_arg(a.data.ptr, p.m, kp, c.bm)
+    tmb = tensor_map_arg(b.data.ptr, p.n, kp, c.bn)
+    tiles = -(-p.m // c.bm) * -(-p.n // c.bn)
+    cfg = LaunchConfig((tiles, 1, p.split_k), (c.threads, 1, 1), smem)
+    i32 = np.int32
+    args = (tma, tmb, dg.a_scales, dg.b_scales, dst, i32(p.m), i32(p.n), i32(kp), i32(p.split_k))
+    launch(p.op, kernel, cfg, args)
 
 
 def run(dg: DeviceGemm, **tune: int) -> None:
-    """Launch on the current stream. ``tune`` overrides the kernel's tuning defines (``stages``, ``dbuf``, ``bm``,
-    ``bn``, ``diag``; benchmarks/gemm_sm90_dev.py); ``diag != 0`` builds an inexact timing diagnostic."""
+    """Launch on the current stream (the reduce / zeroing of split-K included). ``tune`` overrides the kernel's
+    tuning defines (``stages``, ``dbuf``, ``bm``, ``bn``, ``diag``; benchmarks/gemm_sm90_dev.py); ``diag != 0``
+    builds an inexact timing diagnostic."""
     p = dg.p
-    stages, dbuf, bm, bn = CONFIG.get(p.out_dtype.name, DEFAULT_CONFIG)
-    stages, dbuf, bm, bn = (tune.get("stages", stages), tune.get("dbuf", dbuf), tune.get("bm", bm), tune.get("bn", bn))
-    diag = tune.get("diag", 0)
     if p.is_empty:
         dg.out.fill(0)
         return
     kp = _padded_k(dg)
     a = _expand_e2m1(dg.a_codes, p.m, p.k, kp, dg.arch) if p.a_fmt == "e2m1" else dg.a_codes
     b = _expand_e2m1(dg.b_codes, p.n, p.k, kp, dg.arch) if p.b_fmt == "e2m1" else dg.b_codes
-    d = specs.defines(
-        A_FMT=specs.SM90_FMT_CODES[p.a_fmt],
-        B_FMT=specs.SM90_FMT_CODES[p.b_fmt],
-        BM=bm,
-        BN=bn,
-        DBUF=dbuf,
-        DIAG=diag,
-        OUT_DTYPE=specs.GEMM_OUT_DTYPE_CODES[p.out_dtype.name],
-        STAGES=stages,
-    )
-    kernel = build(specs.GEMM_MX_SM90, d, dg.arch)
-    smem = smem_bytes(bm, bn, stages)
-    if kernel.max_dynamic_shared_size_bytes < smem:
-        kernel.max_dynamic_shared_size_bytes = smem
-    maps = _device_maps(a.data.ptr, p.m, b.data.ptr, p.n, kp, bm, bn)
-    tiles = -(-p.m // bm) * -(-p.n // bn)
-    threads = 256 if bm == 256 else 2 * bm  # BM 256: two warpgroups of 128 rows
-    cfg = LaunchConfig((tiles, 1, 1), (threads, 1, 1), smem)
-    args = (maps, dg.a_scales, dg.b_scales, dg.out, np.int32(p.m), np.int32(p.n), np.int32(kp))
-    launch(p.op, kernel, cfg, args)
-    # the expanded e2m1 buffers and the tensor maps must outlive the kernel: CuPy's pool reuses a freed block
-    # only for work queued after the free on the same stream, so dropping them here is safe
+    run_split_k(dg, lambda dst, out_code, atomic: _launch(dg, a, b, kp, dst, out_code, atomic, tune))
+    # the expanded e2m1 buffers must outlive the kernels: CuPy's pool reuses a freed block only for work queued
+    # after the free on the same stream, so dropping them here is safe (outside a graph capture)
 
 
 register_gemm_path(GemmPath(NAME, TARGET, PRIORITY, supports, run))

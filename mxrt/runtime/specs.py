@@ -238,7 +238,7 @@ GEMM_MX_SPLITK_REDUCE = KernelSpec(
 SM90_FMT_CODES = {"e4m3": 0, "e5m2": 1, "e2m1": 0}
 SM90_STAGES = 4
 SM90_DBUF = 0
-#: CTA rows of gemm_mx_sm90 (define BM: 64 per consumer warpgroup)
+#: CTA rows of gemm_mx_sm90's large-M tile (define BM: 256 = two warpgroups of two m64 row halves)
 SM90_BM = 256
 #: CTA columns (define BN): 128, or 256 = two m64n128k32 column halves per warpgroup and k32 step
 SM90_BN = 128
@@ -246,12 +246,14 @@ SM90_BN = 128
 GEMM_MX_SM90 = KernelSpec(
     symbol="gemm_mx_sm90",
     file="gemm/gemm_mx_sm90.hip",
-    required=("A_FMT", "B_FMT", "BM", "BN", "DBUF", "DIAG", "OUT_DTYPE", "STAGES"),
-    # bf16 / f16 out: the 256 x 128 tile (two warpgroups of two m64 row halves); f32 out (only e2m1 x e2m1
-    # reaches it, as expanded e4m3 codes): the 128 x 128 tile with two partials in flight (the 256 x 128 build
-    # spills 128 bytes in the f32 epilogue)
+    required=("A_FMT", "ATOMIC", "B_FMT", "BM", "BN", "DBUF", "DIAG", "OUT_DTYPE", "STAGES"),
+    # mxrt/ops/gemm_sm90.py plan(): bf16 / f16 out at m > 128: the 256 x 128 tile (two warpgroups of two m64 row
+    # halves); fp32 stores (fp32 out, only e2m1 x e2m1 reaches it, as expanded e4m3 codes; split-K workspaces) and
+    # 64 < m <= 128: 128 x 128 with two partials in flight; m <= 64: 64 x 128 (one warpgroup). ATOMIC=1: atomic
+    # split-K (fp32 / packed 16-bit atomics)
     variants=_grid(
         A_FMT=(0, 1),
+        ATOMIC=(0,),
         B_FMT=(0, 1),
         BM=(SM90_BM,),
         BN=(SM90_BN,),
@@ -260,12 +262,50 @@ GEMM_MX_SM90 = KernelSpec(
         OUT_DTYPE=(GEMM_OUT_DTYPE_CODES["bfloat16"], GEMM_OUT_DTYPE_CODES["float16"]),
         STAGES=(SM90_STAGES,),
     )
-    + _grid(A_FMT=(0,), B_FMT=(0,), BM=(128,), BN=(128,), DBUF=(1,), DIAG=(0,), OUT_DTYPE=(0,), STAGES=(6,))
+    + _grid(
+        A_FMT=(0,),
+        ATOMIC=(1,),
+        B_FMT=(0,),
+        BM=(SM90_BM,),
+        BN=(SM90_BN,),
+        DBUF=(SM90_DBUF,),
+        DIAG=(0,),
+        OUT_DTYPE=(1, 2),
+        STAGES=(SM90_STAGES,),
+    )
+    + _grid(
+        A_FMT=(0,),
+        ATOMIC=(0, 1),
+        B_FMT=(0,),
+        BM=(128,),
+        BN=(128,),
+        DBUF=(1,),
+        DIAG=(0,),
+        OUT_DTYPE=(0, 1, 2),
+        STAGES=(6,),
+    )
+    + _grid(
+        A_FMT=(0, 1),
+        ATOMIC=(0, 1),
+        B_FMT=(0,),
+        BM=(64,),
+        BN=(128,),
+        DBUF=(1,),
+        DIAG=(0,),
+        OUT_DTYPE=(0, 1, 2),
+        STAGES=(4,),
+    )
     # the other tiles and the timing diagnostic DIAG=1 of benchmarks/gemm_sm90_dev.py (DIAG=2 has no wgmma at
     # all, so it cannot meet expect_mma; the benchmark builds it directly)
-    + _grid(A_FMT=(0,), B_FMT=(0,), BM=(192, 128), BN=(128,), DBUF=(0,), DIAG=(0,), OUT_DTYPE=(1,), STAGES=(4,))
-    + _grid(A_FMT=(0,), B_FMT=(0,), BM=(128,), BN=(256,), DBUF=(0,), DIAG=(0,), OUT_DTYPE=(1,), STAGES=(4,))
-    + _grid(A_FMT=(0,), B_FMT=(0,), BM=(128,), BN=(128,), DBUF=(1,), DIAG=(0, 1), OUT_DTYPE=(1,), STAGES=(6,)),
+    + _grid(
+        A_FMT=(0,), ATOMIC=(0,), B_FMT=(0,), BM=(192, 128), BN=(128,), DBUF=(0,), DIAG=(0,), OUT_DTYPE=(1,), STAGES=(4,)
+    )
+    + _grid(
+        A_FMT=(0,), ATOMIC=(0,), B_FMT=(0,), BM=(128,), BN=(256,), DBUF=(0,), DIAG=(0,), OUT_DTYPE=(1,), STAGES=(4,)
+    )
+    + _grid(
+        A_FMT=(0,), ATOMIC=(0,), B_FMT=(0,), BM=(128,), BN=(128,), DBUF=(1,), DIAG=(1,), OUT_DTYPE=(1,), STAGES=(6,)
+    ),
     targets=("sm_90a",),
     expect_mma=(("sm_90a", ("wgmma.mma_async",)),),
 )

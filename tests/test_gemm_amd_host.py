@@ -195,6 +195,7 @@ def run_host(
     rc = lib.simt_gemm(
         FMT[p.a_fmt],
         FMT[p.b_fmt],
+        dict(pl.defines)["EDGE"],
         _p(pa[0]),
         _p(pb[0]),
         _p(pa[1]),
@@ -250,6 +251,9 @@ def test_gemm_every_pair_and_shape(build_dir, target, pair, shape):
     x, w, qa, qb = _operands(m, n, k, *pair, seed=zlib.crc32(repr((target, pair, shape)).encode()))
     out, pl, _ = run_host(lib, target, qa, qb, order=zlib.crc32(repr(shape).encode()) % 3)
     assert pl.config.grid == (-(-n // 128), -(-m // 128), 1)
+    assert dict(pl.defines)["EDGE"] == (
+        0 if (shape == (128, 128, 256) and target == "gfx950") or shape == (128, 128, 256) else 1
+    )
     check(out, qa, qb, x, w, "float32")
 
 
@@ -317,12 +321,35 @@ def test_gemm_split_k(build_dir, target, split_k, deterministic, out_dtype, layo
 
 
 @pytest.mark.parametrize("target", list(TARGETS))
+@pytest.mark.parametrize(
+    "pair,split_k,deterministic",
+    [
+        (("e4m3", "e4m3"), 1, True),
+        (("e2m1", "e2m1"), 1, True),
+        (("e4m3", "e2m1"), 2, True),
+        (("e5m2", "e4m3"), 2, False),
+    ],
+    ids=["e4m3", "e2m1", "mixed-det2", "e5m2-atomic2"],
+)
+def test_gemm_interior_build(build_dir, target, pair, split_k, deterministic):
+    """m, n multiples of 128 and K ranges multiples of the stage: the plan picks the EDGE=0 build (no masking)."""
+    lib = _lib(build_dir, TARGETS[target])
+    x, w, qa, qb = _operands(256, 128, 512, *pair, seed=zlib.crc32(repr((target, pair, "interior")).encode()))
+    out, pl, counters = run_host(
+        lib, target, qa, qb, split_k=split_k, deterministic=deterministic, layouts=("aiter32x8", None)
+    )
+    assert dict(pl.defines)["EDGE"] == 0
+    assert counters is None or (counters == 0).all()
+    check(out, qa, qb, x, w, "float32")
+
+
+@pytest.mark.parametrize("target", list(TARGETS))
 @pytest.mark.parametrize("pair", [("e4m3", "e4m3"), ("e2m1", "e2m1")], ids=lambda p: "x".join(p))
 def test_gemm_unaligned_codes_take_the_byte_path(build_dir, target, pair):
     lib = _lib(build_dir, TARGETS[target])
     x, w, qa, qb = _operands(20, 24, 128, *pair, seed=zlib.crc32(repr((target, pair, "mis")).encode()))
     out, pl, _ = run_host(lib, target, qa, qb, misalign=True)
-    assert pl.scalars[8] == 0  # no VEC flag
+    assert pl.scalars[8] == 0 and dict(pl.defines)["EDGE"] == 1  # no VEC flag
     check(out, qa, qb, x, w, "float32")
 
 

@@ -63,7 +63,7 @@ def test_every_format_pair_is_supported_and_planned(target, pair):
     assert path.supports(dg) is None
     pl = gemm_amd.plan(target, p, dg.a_codes, dg.b_codes, dg.a_scales, dg.b_scales, dg.out)
     fmt = {"e4m3": 0, "e5m2": 1, "e2m1": 4}
-    assert dict(pl.defines) == {"A_FMT": fmt[pair[0]], "B_FMT": fmt[pair[1]], "THREADS": 256}
+    assert dict(pl.defines) == {"A_FMT": fmt[pair[0]], "B_FMT": fmt[pair[1]], "EDGE": 1, "THREADS": 256}
     assert pl.defines in pl.spec.variants and pl.spec.supports(target)
     assert pl.config.grid == (2, 1, 1) and pl.config.block == (256, 1, 1)
     # k = 300: fp8 rows are not 16-byte multiples (byte path), fp4 rows are 150 bytes (neither)
@@ -79,6 +79,26 @@ def test_vec_flags_follow_alignment_of_base_and_rows():
     p4 = _problem(k=256, pair=("e2m1", "e2m1"))  # 128-byte packed rows
     pl = gemm_amd.plan("gfx942", p4, *(_buf(0x1000) for _ in range(4)), _buf(0x5000, np.float32))
     assert pl.scalars[8] == gemm_amd.FLAG_VEC_A | gemm_amd.FLAG_VEC_B
+
+
+@pytest.mark.parametrize("target", ["gfx950", "gfx942"])
+def test_edge_free_build_only_for_interior_problems(target):
+    def edge(**kw):
+        p = _problem(**kw)
+        pl = gemm_amd.plan(target, p, *(_buf(0x1000) for _ in range(4)), _buf(0x5000, np.float32))
+        return dict(pl.defines)["EDGE"]
+
+    assert edge(m=256, n=128, k=512) == 0
+    assert edge(m=256, n=128, k=512, split_k=2) == 0  # 8 blocks per split: 256 K each
+    assert edge(m=256, n=128, k=512, pair=("e2m1", "e4m3")) == 0
+    assert edge(m=200, n=128, k=512) == 1  # M edge
+    assert edge(m=256, n=120, k=512) == 1  # N edge
+    assert edge(m=256, n=128, k=500) == 1  # K tail
+    assert edge(m=256, n=128, k=512, split_k=3) == 1  # splits of 5/5/6 blocks
+    assert edge(m=256, n=128, k=192) == (1 if target == "gfx950" else 0)  # 192 = 3 x 64, not a multiple of 128
+    p = _problem(m=256, n=128, k=512)
+    pl = gemm_amd.plan(target, p, _buf(0x1008), _buf(0x2000), _buf(0x3000), _buf(0x4000), _buf(0x5000, np.float32))
+    assert dict(pl.defines)["EDGE"] == 1  # a codes not 16-byte aligned
 
 
 def test_split_k_modes_and_workspace():
@@ -144,6 +164,6 @@ def test_size_limits_are_checked_without_allocating():
 
 def test_specs_mirror_the_kernel_headers():
     for spec in (specs.GEMM_MX_GFX950, specs.GEMM_MX_GFX942):
-        assert spec in specs.ALL_SPECS and len(spec.variants) == 7
+        assert spec in specs.ALL_SPECS and len(spec.variants) == 14
     assert specs.GEMM_MX_GFX950.expected_mma("gfx950") == ("v_mfma_scale_f32_16x16x128_f8f6f4",)
     assert specs.GEMM_MX_GFX942.targets == ("gfx942",)

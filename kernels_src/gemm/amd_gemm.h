@@ -292,6 +292,10 @@ MXRT_DEVICE u32 mxrt_fnuz_from_ocp(u32 w, bool e5m2) {
 #define MXRT_CONV_FNUZ_E4M3 2   // OCP e4m3 -> e4m3fnuz bits
 #define MXRT_CONV_FNUZ_E5M2 3   // OCP e5m2 -> e5m2fnuz bits
 
+#define MXRT_LOAD_MASKED 0
+#define MXRT_LOAD_CHECKED 1
+#define MXRT_LOAD_INTERIOR 2
+
 // Global -> registers for one operand and a stage of KS elements: thread `tid` takes 16-byte chunks tid,
 // tid + 256, ... (KS/16 chunks per row for 8-bit codes, KS/32 for packed e2m1); `store` writes them to LDS rows
 // of pitch ROW.
@@ -301,7 +305,22 @@ struct MxrtStage {
   static constexpr u32 N = MXRT_GEMM_BM * CPR / MXRT_GEMM_THREADS;
   mxrt_u32x4 r[N];
 
+  // PATH MXRT_LOAD_MASKED: every chunk masked (rows, K tail; byte loads for unaligned rows).
+  // PATH MXRT_LOAD_CHECKED: a stage inside the rows and the K range with 16-byte aligned rows (a uniform test)
+  //   takes plain 16-byte buffer loads without the per-chunk masking arithmetic, others the masked path
+  //   (gfx942; on gfx950 the extra branch pushed the SGPR file into spills).
+  // PATH MXRT_LOAD_INTERIOR: plain loads only; the launcher guarantees every stage is interior (EDGE=0 builds).
+  template <int PATH>
   MXRT_DEVICE void load(const MxrtOperand& op, mxrt_rsrc rs, u32 kstep0, u32 k_end, u32 tid) {
+    if (PATH == MXRT_LOAD_INTERIOR ||
+        (PATH == MXRT_LOAD_CHECKED && op.vec && op.row0 + MXRT_GEMM_BM <= op.rows && kstep0 + KS <= k_end)) {
+#pragma unroll
+      for (u32 j = 0; j < N; ++j) {
+        const u32 idx = tid + MXRT_GEMM_THREADS * j, row = idx / CPR, c = idx % CPR;
+        r[j] = mxrt_buf_load16(rs, (op.row0 + row) * op.row_bytes + (FP4 ? kstep0 / 2u : kstep0) + 16u * c);
+      }
+      return;
+    }
 #pragma unroll
     for (u32 j = 0; j < N; ++j) {
       const u32 idx = tid + MXRT_GEMM_THREADS * j, row = idx / CPR, c = idx % CPR;

@@ -6,7 +6,7 @@
 //          a_layout / b_layout, amd_gemm.h MXRT_GEMM_SL_*) | void* out [m,n] out_dtype | float* ws [split_k,m,n] |
 //          u32* counters [tiles] | int m, n, k, split_k, a_layout, b_layout, out_dtype, mode, flags
 // grid     (ceil(n/128), ceil(m/128), split_k)   block (256,1,1)   smem 0 (static LDS: 41,988 B)
-// defines  A_FMT, B_FMT (mx_codecs.h MXRT_FMT_*), THREADS = 256      set by mxrt/ops/gemm_amd.py
+// defines  A_FMT, B_FMT (mx_codecs.h MXRT_FMT_*), EDGE (0: interior-only shapes), THREADS = 256   (gemm_amd.py)
 // requires gfx942; m, n, k >= 1; split_k <= ceil(k/32); flags VEC_* only for 16-byte aligned code rows;
 //          MODE_ATOMIC on 16-bit outputs: n even, out 4-byte aligned (checked by the Python side)
 //
@@ -30,6 +30,12 @@
 #ifndef THREADS
 #error "THREADS must be defined by the launcher"
 #endif
+#ifndef EDGE
+#error "EDGE must be defined by the launcher"
+#endif
+// EDGE=0: the launcher guarantees m, n multiples of 128, every split's K range a multiple of the stage and 16-byte
+// aligned code rows, so the loads carry no masking code; EDGE=1 handles every shape.
+#define GFX942_LOAD (EDGE ? MXRT_LOAD_CHECKED : MXRT_LOAD_INTERIOR)
 #if THREADS != 256
 #error "gemm_mx_gfx942: THREADS must be 256 (4 waves of 64)"
 #endif
@@ -112,8 +118,8 @@ extern "C" __global__ void __launch_bounds__(THREADS) gemm_mx_gfx942(
   MxrtStage<A4, G942_ROW, G942_KS> ra;
   MxrtStage<B4, G942_ROW, G942_KS> rb;
   G942ScaleStage qa, qb;
-  ra.load(oa, rsa, t.k0, t.k1, tid);
-  rb.load(ob, rsb, t.k0, t.k1, tid);
+  ra.template load<GFX942_LOAD>(oa, rsa, t.k0, t.k1, tid);
+  rb.template load<GFX942_LOAD>(ob, rsb, t.k0, t.k1, tid);
   qa.load(oa, t.kb0, t.kb1, tid);
   qb.load(ob, t.kb0, t.kb1, tid);
   ra.template store<G942_CONV(A_FMT)>(lds, tid);
@@ -127,8 +133,8 @@ extern "C" __global__ void __launch_bounds__(THREADS) gemm_mx_gfx942(
     const u8* cur = lds + (step % 2u) * G942_STAGE;
     if (more) {
       const u32 kn = t.k0 + (step + 1u) * G942_KS;
-      ra.load(oa, rsa, kn, t.k1, tid);
-      rb.load(ob, rsb, kn, t.k1, tid);
+      ra.template load<GFX942_LOAD>(oa, rsa, kn, t.k1, tid);
+      rb.template load<GFX942_LOAD>(ob, rsb, kn, t.k1, tid);
       qa.load(oa, t.kb0 + G942_KB * (step + 1u), t.kb1, tid);
       qb.load(ob, t.kb0 + G942_KB * (step + 1u), t.kb1, tid);
     }

@@ -5,7 +5,7 @@
 //          a_layout / b_layout, amd_gemm.h MXRT_GEMM_SL_*) | void* out [m,n] out_dtype | float* ws [split_k,m,n] |
 //          u32* counters [tiles] | int m, n, k, split_k, a_layout, b_layout, out_dtype, mode, flags
 // grid     (ceil(n/128), ceil(m/128), split_k)   block (256,1,1)   smem 0 (static LDS: 73,728 B fp8, 40,960 fp4)
-// defines  A_FMT, B_FMT (mx_codecs.h MXRT_FMT_*), THREADS = 256      set by mxrt/ops/gemm_amd.py
+// defines  A_FMT, B_FMT (mx_codecs.h MXRT_FMT_*), EDGE (0: interior-only shapes), THREADS = 256   (gemm_amd.py)
 // requires gfx950; m, n, k >= 1; split_k <= ceil(k/32); flags VEC_* only for 16-byte aligned code rows;
 //          MODE_ATOMIC on 16-bit outputs: n even, out 4-byte aligned (checked by the Python side)
 //
@@ -26,6 +26,12 @@
 #ifndef THREADS
 #error "THREADS must be defined by the launcher"
 #endif
+#ifndef EDGE
+#error "EDGE must be defined by the launcher"
+#endif
+// EDGE=0: the launcher guarantees m, n multiples of 128, every split's K range a multiple of the stage and 16-byte
+// aligned code rows, so the loads carry no masking code; EDGE=1 handles every shape.
+#define GFX950_LOAD (EDGE ? MXRT_LOAD_MASKED : MXRT_LOAD_INTERIOR)
 #if THREADS != 256
 #error "gemm_mx_gfx950: THREADS must be 256 (4 waves of 64)"
 #endif
@@ -155,8 +161,8 @@ extern "C" __global__ void __launch_bounds__(THREADS) gemm_mx_gfx950(const u8* a
   qb.init(ob, t.n0 + 64u * wn);
   u32 sa_cur[4], sb_cur[4], sa_next[4], sb_next[4];
   const mxrt_rsrc rsa = mxrt_make_rsrc(a, oa.rows * oa.row_bytes), rsb = mxrt_make_rsrc(b, ob.rows * ob.row_bytes);
-  ra.load(oa, rsa, t.k0, t.k1, tid);
-  rb.load(ob, rsb, t.k0, t.k1, tid);
+  ra.template load<GFX950_LOAD>(oa, rsa, t.k0, t.k1, tid);
+  rb.template load<GFX950_LOAD>(ob, rsb, t.k0, t.k1, tid);
   qa.load(oa, t.kb0, t.kb1, fast_a, sa_cur);
   qb.load(ob, t.kb0, t.kb1, fast_b, sb_cur);
   ra.template store<A4 && !G950_NATIVE_FP4 ? MXRT_CONV_WIDEN : MXRT_CONV_NONE>(lds, tid);
@@ -168,8 +174,8 @@ extern "C" __global__ void __launch_bounds__(THREADS) gemm_mx_gfx950(const u8* a
     const u8* cur = lds + (step % 2u) * G950_STAGE;
     if (more) {  // next stage's global loads in flight during this stage's MFMAs
       const u32 kn = t.k0 + (step + 1u) * MXRT_GEMM_KSTEP;
-      ra.load(oa, rsa, kn, t.k1, tid);
-      rb.load(ob, rsb, kn, t.k1, tid);
+      ra.template load<GFX950_LOAD>(oa, rsa, kn, t.k1, tid);
+      rb.template load<GFX950_LOAD>(ob, rsb, kn, t.k1, tid);
       qa.load(oa, t.kb0 + 4u * (step + 1u), t.kb1, fast_a, sa_next);
       qb.load(ob, t.kb0 + 4u * (step + 1u), t.kb1, fast_b, sb_next);
     }

@@ -35,6 +35,8 @@ _FMT = {"e4m3": 0, "e5m2": 1, "e2m1": 4}
 _LIMIT = 2**31  # code buffers are read through 32-bit buffer offsets (past 2^31: the out-of-bounds sentinel)
 
 _KERNELS = {"gfx950": specs.GEMM_MX_GFX950, "gfx942": specs.GEMM_MX_GFX942}
+#: K elements per pipeline stage (gfx942's 64 KB of LDS holds two stages of 64)
+KSTEP = {"gfx950": 128, "gfx942": 64}
 
 
 @dataclass(frozen=True)
@@ -106,6 +108,14 @@ def plan(target: str, p: GemmProblem, a_codes: Any, b_codes: Any, a_scales: Any,
     b_vec = _ptr(b_codes) % 16 == 0 and _row_bytes(p.b_fmt, p.k) % 16 == 0
     flags = (FLAG_VEC_A if a_vec else 0) | (FLAG_VEC_B if b_vec else 0)
     mode = MODE_STORE if p.split_k == 1 else (MODE_WORKSPACE if p.deterministic else MODE_ATOMIC)
+    # EDGE=0: every stage of every CTA is interior, so the build carries no load masking
+    interior = (
+        a_vec
+        and b_vec
+        and p.m % BLOCK_M == 0
+        and p.n % BLOCK_N == 0
+        and all((k1 - k0) % KSTEP[target] == 0 for k0, k1 in p.k_ranges)
+    )
     tiles_m, tiles_n = -(-p.m // BLOCK_M), -(-p.n // BLOCK_N)
     scalars = (
         p.m,
@@ -120,7 +130,9 @@ def plan(target: str, p: GemmProblem, a_codes: Any, b_codes: Any, a_scales: Any,
     )
     return AmdGemmPlan(
         spec=spec,
-        defines=specs.defines(A_FMT=_FMT[p.a_fmt], B_FMT=_FMT[p.b_fmt], THREADS=specs.GEMM_AMD_THREADS),
+        defines=specs.defines(
+            A_FMT=_FMT[p.a_fmt], B_FMT=_FMT[p.b_fmt], EDGE=0 if interior else 1, THREADS=specs.GEMM_AMD_THREADS
+        ),
         config=LaunchConfig(grid=(tiles_n, tiles_m, p.split_k), block=(specs.GEMM_AMD_THREADS, 1, 1)),
         scalars=scalars,
         mode=mode,
@@ -154,7 +166,10 @@ def _run(target: str):
         if pl.mode == MODE_ATOMIC:
             dg.out.fill(0)
         scalars = tuple(np.int32(v) for v in pl.scalars)
-        args = (dg.a_codes, dg.b_codes, dg.a_scales, dg.b_scales, dg.out, ws, counters, *scalars)
+        null = np.uint64(0)  # a pointer argument the mode does not read
+        ws_arg = ws if ws is not None else null
+        counters_arg = counters if counters is not None else null
+        args = (dg.a_codes, dg.b_codes, dg.a_scales, dg.b_scales, dg.out, ws_arg, counters_arg, *scalars)
         launch(p.op, kernel, pl.config, args)
 
     return run

@@ -304,121 +304,261 @@ void mxrt_host_atomic_pk_add_16(u32* p, u32 packed, int out_dtype) {
 typedef void (*KernelFn)(const u8*, const u8*, const u8*, const u8*, void*, float*, u32*, i32, i32, i32, i32, i32,
                          i32, i32, i32, i32);
 
-// The extern "C" symbol is renamed per pair so the seven builds can live in one library.
+// The extern "C" symbol is renamed per build (pair, EDGE) so the fourteen builds can live in one library.
 #define A_FMT 0
 #define B_FMT 0
-#define gemm_mx_gfx950 k950_p00
-#define gemm_mx_gfx942 k942_p00
-namespace p00 {
+#define EDGE 0
+#define gemm_mx_gfx950 k950_p00e0
+#define gemm_mx_gfx942 k942_p00e0
+namespace p00e0 {
 #include MXRT_KFILE
 }
 #undef gemm_mx_gfx950
 #undef gemm_mx_gfx942
 #undef A_FMT
 #undef B_FMT
+#undef EDGE
 #define A_FMT 0
 #define B_FMT 1
-#define gemm_mx_gfx950 k950_p01
-#define gemm_mx_gfx942 k942_p01
-namespace p01 {
+#define EDGE 0
+#define gemm_mx_gfx950 k950_p01e0
+#define gemm_mx_gfx942 k942_p01e0
+namespace p01e0 {
 #include MXRT_KFILE
 }
 #undef gemm_mx_gfx950
 #undef gemm_mx_gfx942
 #undef A_FMT
 #undef B_FMT
+#undef EDGE
 #define A_FMT 1
 #define B_FMT 0
-#define gemm_mx_gfx950 k950_p10
-#define gemm_mx_gfx942 k942_p10
-namespace p10 {
+#define EDGE 0
+#define gemm_mx_gfx950 k950_p10e0
+#define gemm_mx_gfx942 k942_p10e0
+namespace p10e0 {
 #include MXRT_KFILE
 }
 #undef gemm_mx_gfx950
 #undef gemm_mx_gfx942
 #undef A_FMT
 #undef B_FMT
+#undef EDGE
 #define A_FMT 1
 #define B_FMT 1
-#define gemm_mx_gfx950 k950_p11
-#define gemm_mx_gfx942 k942_p11
-namespace p11 {
+#define EDGE 0
+#define gemm_mx_gfx950 k950_p11e0
+#define gemm_mx_gfx942 k942_p11e0
+namespace p11e0 {
 #include MXRT_KFILE
 }
 #undef gemm_mx_gfx950
 #undef gemm_mx_gfx942
 #undef A_FMT
 #undef B_FMT
+#undef EDGE
 #define A_FMT 4
 #define B_FMT 4
-#define gemm_mx_gfx950 k950_p44
-#define gemm_mx_gfx942 k942_p44
-namespace p44 {
+#define EDGE 0
+#define gemm_mx_gfx950 k950_p44e0
+#define gemm_mx_gfx942 k942_p44e0
+namespace p44e0 {
 #include MXRT_KFILE
 }
 #undef gemm_mx_gfx950
 #undef gemm_mx_gfx942
 #undef A_FMT
 #undef B_FMT
+#undef EDGE
 #define A_FMT 0
 #define B_FMT 4
-#define gemm_mx_gfx950 k950_p04
-#define gemm_mx_gfx942 k942_p04
-namespace p04 {
+#define EDGE 0
+#define gemm_mx_gfx950 k950_p04e0
+#define gemm_mx_gfx942 k942_p04e0
+namespace p04e0 {
 #include MXRT_KFILE
 }
 #undef gemm_mx_gfx950
 #undef gemm_mx_gfx942
 #undef A_FMT
 #undef B_FMT
+#undef EDGE
 #define A_FMT 4
 #define B_FMT 0
-#define gemm_mx_gfx950 k950_p40
-#define gemm_mx_gfx942 k942_p40
-namespace p40 {
+#define EDGE 0
+#define gemm_mx_gfx950 k950_p40e0
+#define gemm_mx_gfx942 k942_p40e0
+namespace p40e0 {
 #include MXRT_KFILE
 }
 #undef gemm_mx_gfx950
 #undef gemm_mx_gfx942
 #undef A_FMT
 #undef B_FMT
+#undef EDGE
+#define A_FMT 0
+#define B_FMT 0
+#define EDGE 1
+#define gemm_mx_gfx950 k950_p00e1
+#define gemm_mx_gfx942 k942_p00e1
+namespace p00e1 {
+#include MXRT_KFILE
+}
+#undef gemm_mx_gfx950
+#undef gemm_mx_gfx942
+#undef A_FMT
+#undef B_FMT
+#undef EDGE
+#define A_FMT 0
+#define B_FMT 1
+#define EDGE 1
+#define gemm_mx_gfx950 k950_p01e1
+#define gemm_mx_gfx942 k942_p01e1
+namespace p01e1 {
+#include MXRT_KFILE
+}
+#undef gemm_mx_gfx950
+#undef gemm_mx_gfx942
+#undef A_FMT
+#undef B_FMT
+#undef EDGE
+#define A_FMT 1
+#define B_FMT 0
+#define EDGE 1
+#define gemm_mx_gfx950 k950_p10e1
+#define gemm_mx_gfx942 k942_p10e1
+namespace p10e1 {
+#include MXRT_KFILE
+}
+#undef gemm_mx_gfx950
+#undef gemm_mx_gfx942
+#undef A_FMT
+#undef B_FMT
+#undef EDGE
+#define A_FMT 1
+#define B_FMT 1
+#define EDGE 1
+#define gemm_mx_gfx950 k950_p11e1
+#define gemm_mx_gfx942 k942_p11e1
+namespace p11e1 {
+#include MXRT_KFILE
+}
+#undef gemm_mx_gfx950
+#undef gemm_mx_gfx942
+#undef A_FMT
+#undef B_FMT
+#undef EDGE
+#define A_FMT 4
+#define B_FMT 4
+#define EDGE 1
+#define gemm_mx_gfx950 k950_p44e1
+#define gemm_mx_gfx942 k942_p44e1
+namespace p44e1 {
+#include MXRT_KFILE
+}
+#undef gemm_mx_gfx950
+#undef gemm_mx_gfx942
+#undef A_FMT
+#undef B_FMT
+#undef EDGE
+#define A_FMT 0
+#define B_FMT 4
+#define EDGE 1
+#define gemm_mx_gfx950 k950_p04e1
+#define gemm_mx_gfx942 k942_p04e1
+namespace p04e1 {
+#include MXRT_KFILE
+}
+#undef gemm_mx_gfx950
+#undef gemm_mx_gfx942
+#undef A_FMT
+#undef B_FMT
+#undef EDGE
+#define A_FMT 4
+#define B_FMT 0
+#define EDGE 1
+#define gemm_mx_gfx950 k950_p40e1
+#define gemm_mx_gfx942 k942_p40e1
+namespace p40e1 {
+#include MXRT_KFILE
+}
+#undef gemm_mx_gfx950
+#undef gemm_mx_gfx942
+#undef A_FMT
+#undef B_FMT
+#undef EDGE
 
-static KernelFn kernel_for(int af, int bf) {
-  switch (af * 10 + bf) {
+static KernelFn kernel_for(int af, int bf, int edge) {
+  switch (edge * 100 + af * 10 + bf) {
 #if SIMT_KERNEL == 950
-    case 0: return p00::k950_p00;
+    case 0: return p00e0::k950_p00e0;
 #else
-    case 0: return p00::k942_p00;
+    case 0: return p00e0::k942_p00e0;
 #endif
 #if SIMT_KERNEL == 950
-    case 1: return p01::k950_p01;
+    case 1: return p01e0::k950_p01e0;
 #else
-    case 1: return p01::k942_p01;
+    case 1: return p01e0::k942_p01e0;
 #endif
 #if SIMT_KERNEL == 950
-    case 10: return p10::k950_p10;
+    case 10: return p10e0::k950_p10e0;
 #else
-    case 10: return p10::k942_p10;
+    case 10: return p10e0::k942_p10e0;
 #endif
 #if SIMT_KERNEL == 950
-    case 11: return p11::k950_p11;
+    case 11: return p11e0::k950_p11e0;
 #else
-    case 11: return p11::k942_p11;
+    case 11: return p11e0::k942_p11e0;
 #endif
 #if SIMT_KERNEL == 950
-    case 44: return p44::k950_p44;
+    case 44: return p44e0::k950_p44e0;
 #else
-    case 44: return p44::k942_p44;
+    case 44: return p44e0::k942_p44e0;
 #endif
 #if SIMT_KERNEL == 950
-    case 4: return p04::k950_p04;
+    case 4: return p04e0::k950_p04e0;
 #else
-    case 4: return p04::k942_p04;
+    case 4: return p04e0::k942_p04e0;
 #endif
 #if SIMT_KERNEL == 950
-    case 40: return p40::k950_p40;
+    case 40: return p40e0::k950_p40e0;
 #else
-    case 40: return p40::k942_p40;
+    case 40: return p40e0::k942_p40e0;
+#endif
+#if SIMT_KERNEL == 950
+    case 100: return p00e1::k950_p00e1;
+#else
+    case 100: return p00e1::k942_p00e1;
+#endif
+#if SIMT_KERNEL == 950
+    case 101: return p01e1::k950_p01e1;
+#else
+    case 101: return p01e1::k942_p01e1;
+#endif
+#if SIMT_KERNEL == 950
+    case 110: return p10e1::k950_p10e1;
+#else
+    case 110: return p10e1::k942_p10e1;
+#endif
+#if SIMT_KERNEL == 950
+    case 111: return p11e1::k950_p11e1;
+#else
+    case 111: return p11e1::k942_p11e1;
+#endif
+#if SIMT_KERNEL == 950
+    case 144: return p44e1::k950_p44e1;
+#else
+    case 144: return p44e1::k942_p44e1;
+#endif
+#if SIMT_KERNEL == 950
+    case 104: return p04e1::k950_p04e1;
+#else
+    case 104: return p04e1::k942_p04e1;
+#endif
+#if SIMT_KERNEL == 950
+    case 140: return p40e1::k950_p40e1;
+#else
+    case 140: return p40e1::k942_p40e1;
 #endif
     default: return nullptr;
   }
@@ -440,15 +580,15 @@ static void run_kernel() {
 extern "C" const char* simt_error() { return simt::error; }
 extern "C" unsigned long long simt_collectives() { return simt::collectives; }
 
-// Launch the kernel of format pair (a_fmt, b_fmt) on grid (gx, gy, gz); args as in the kernel header.
-extern "C" int simt_gemm(int a_fmt, int b_fmt, const u8* a, const u8* b, const u8* sa, const u8* sb, void* out,
+// Launch the build (a_fmt, b_fmt, EDGE) on grid (gx, gy, gz); args as in the kernel header.
+extern "C" int simt_gemm(int a_fmt, int b_fmt, int edge, const u8* a, const u8* b, const u8* sa, const u8* sb, void* out,
                          float* ws, u32* counters, int m, int n, int k, int split_k, int a_layout, int b_layout,
                          int out_dtype, int mode, int flags, int gx, int gy, int gz, int order) {
   simt::failed = false;
   simt::error[0] = 0;
-  simt::kfn = kernel_for(a_fmt, b_fmt);
+  simt::kfn = kernel_for(a_fmt, b_fmt, edge);
   if (!simt::kfn) {
-    std::snprintf(simt::error, sizeof simt::error, "no kernel for format pair (%d, %d)", a_fmt, b_fmt);
+    std::snprintf(simt::error, sizeof simt::error, "no kernel for (%d, %d, EDGE=%d)", a_fmt, b_fmt, edge);
     return 1;
   }
   simt::ka = a;

@@ -78,6 +78,14 @@ typedef _Float16 mxrt_h16x2 __attribute__((ext_vector_type(2)));
 
 MXRT_DEVICE u32 mxrt_lane() { return MXRT_TID_X & 63u; }
 
+// Keep the next stage's global loads ahead of this stage's MFMAs: without it the scheduler sank the loads below
+// the MFMAs, so their latency was exposed every K step (the ISA notes in NOTES.md).
+MXRT_DEVICE void mxrt_sched_fence() {
+#if !defined(MXRT_HOST_SIMT)
+  __builtin_amdgcn_sched_barrier(0);
+#endif
+}
+
 // Value of lane `src` of this wave (all 64 lanes must take part).
 MXRT_DEVICE u32 mxrt_wave_bpermute(u32 src, u32 v) {
 #if defined(MXRT_HOST_SIMT)

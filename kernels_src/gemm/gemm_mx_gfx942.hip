@@ -138,6 +138,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) gemm_mx_gfx942(
       qa.load(oa, t.kb0 + G942_KB * (step + 1u), t.kb1, tid);
       qb.load(ob, t.kb0 + G942_KB * (step + 1u), t.kb1, tid);
     }
+    mxrt_sched_fence();
     // this lane's scales: A rows 4*(l/16) + r of tile i (8 bytes = 4 rows x 2 blocks), B column l%16 of tile j
     u64 sa_rows[4];
     u32 sb_col[4];
@@ -170,7 +171,8 @@ extern "C" __global__ void __launch_bounds__(THREADS) gemm_mx_gfx942(
         }
       }
     }
-    if (more) {
+    mxrt_sched_fence();  // this stage's MFMAs before the LDS stores that wait for the next stage's loads
+    {  // unconditional: see gemm_mx_gfx950.hip (an `if` here let the MFMAs sink below the stores)
       u8* nxt = lds + ((step + 1u) % 2u) * G942_STAGE;
       ra.template store<G942_CONV(A_FMT)>(nxt, tid);
       rb.template store<G942_CONV(B_FMT)>(nxt + MXRT_GEMM_BM * G942_ROW, tid);

@@ -79,11 +79,24 @@ struct G950Scales {
   // the opsel its MFMA uses. `aiter_fast` (aiter32x8 with the split starting on a 4-block boundary): one dword
   // per lane covers tiles 2*band, 2*band+1 and two K steps (byte 2*i4 + i1, MX_REFERENCE.md 3b); it is shifted
   // so that this step's parity i4 lands in bytes 0, 1. Otherwise one byte load per tile.
+  // Scale VGPRs of the four tiles for the K step whose first block is kb: tile i's scale sits in byte (i & 1),
+  // the opsel its MFMA uses. `aiter_fast` (aiter32x8 with the split starting on a 4-block boundary): one dword
+  // per lane covers tiles 2*band, 2*band+1 and two K steps (byte 2*i4 + i1, MX_REFERENCE.md 3b), shifted so
+  // that this step's parity i4 lands in bytes 0, 1. Otherwise one byte load per tile.
+  //
+  // RAW (EDGE=0 builds, where every row and block of every stage is in range): one plain byte load per tile
+  // for every layout (the byte formula covers aiter32x8 too: its rows r and r+16 are bytes 0 and 1 of one
+  // dword), no branch, and the shifts wait for `finish` at the top of the next step. Consuming a load where it
+  // is issued, or merging the aiter and byte paths after a branch, made the compiler wait (s_waitcnt vmcnt) for
+  // it -- and, vmcnt being in order, for the next stage's tile loads issued before it -- ahead of this step's
+  // MFMAs. EDGE=1 builds mask out-of-range rows/blocks to 127 at the load and read aiter32x8 as one dword per
+  // band (branches: branch-free selects spilled their SGPR file with lane masks).
+  template <bool RAW>
   MXRT_DEVICE void load(const MxrtOperand& op, u32 kb, u32 kb_end, bool aiter_fast, u32 (&s)[4]) const {
     const u32 c = kb + mxrt_lane() / 16u;
     const bool col_ok = c < kb_end;
     const u32 colpart = mxrt_gemm_colpart(op.sa, c);
-    if (aiter_fast) {
+    if (aiter_fast && !RAW) {
       const u32 i4 = (c / 4u) % 2u;
 #pragma unroll
       for (u32 band = 0; band < 2u; ++band) {
@@ -99,9 +112,20 @@ struct G950Scales {
     }
 #pragma unroll
     for (u32 i = 0; i < 4u; ++i) {
+      if (RAW) {
+        s[i] = op.scales[rowpart[i] + colpart];
+        continue;
+      }
       const u32 byte = col_ok && rowpart[i] != 0xFFFFFFFFu ? (u32)op.scales[rowpart[i] + colpart] : 127u;
       s[i] = byte << (8u * (i & 1u));
     }
+  }
+
+  // RAW loads -> the scale VGPRs of `load`.
+  template <bool RAW>
+  MXRT_DEVICE void finish(u32 (&s)[4]) const {
+#pragma unroll
+    for (u32 i = 1; i < 4u; i += 2u) s[i] <<= RAW ? 8u : 0u;
   }
 };
 
@@ -159,26 +183,29 @@ extern "C" __global__ void __launch_bounds__(THREADS) gemm_mx_gfx950(const u8* a
   G950Scales qa, qb;
   qa.init(oa, t.m0 + 64u * wm);
   qb.init(ob, t.n0 + 64u * wn);
-  u32 sa_cur[4], sb_cur[4], sa_next[4], sb_next[4];
+  u32 sa_cur[4], sb_cur[4], sa_next[4] = {127u, 127u, 127u, 127u}, sb_next[4] = {127u, 127u, 127u, 127u};
   const mxrt_rsrc rsa = mxrt_make_rsrc(a, oa.rows * oa.row_bytes), rsb = mxrt_make_rsrc(b, ob.rows * ob.row_bytes);
   ra.template load<GFX950_LOAD>(oa, rsa, t.k0, t.k1, tid);
   rb.template load<GFX950_LOAD>(ob, rsb, t.k0, t.k1, tid);
-  qa.load(oa, t.kb0, t.kb1, fast_a, sa_cur);
-  qb.load(ob, t.kb0, t.kb1, fast_b, sb_cur);
+  qa.template load<EDGE == 0>(oa, t.kb0, t.kb1, fast_a, sa_cur);
+  qb.template load<EDGE == 0>(ob, t.kb0, t.kb1, fast_b, sb_cur);
   ra.template store<A4 && !G950_NATIVE_FP4 ? MXRT_CONV_WIDEN : MXRT_CONV_NONE>(lds, tid);
   rb.template store<B4 && !G950_NATIVE_FP4 ? MXRT_CONV_WIDEN : MXRT_CONV_NONE>(lds + MXRT_GEMM_BM * G950_ROW, tid);
   mxrt_sync();
 
   for (u32 step = 0; step < steps; ++step) {
     const bool more = step + 1u < steps;
+    qa.template finish<EDGE == 0>(sa_cur);
+    qb.template finish<EDGE == 0>(sb_cur);
     const u8* cur = lds + (step % 2u) * G950_STAGE;
     if (more) {  // next stage's global loads in flight during this stage's MFMAs
       const u32 kn = t.k0 + (step + 1u) * MXRT_GEMM_KSTEP;
       ra.template load<GFX950_LOAD>(oa, rsa, kn, t.k1, tid);
       rb.template load<GFX950_LOAD>(ob, rsb, kn, t.k1, tid);
-      qa.load(oa, t.kb0 + 4u * (step + 1u), t.kb1, fast_a, sa_next);
-      qb.load(ob, t.kb0 + 4u * (step + 1u), t.kb1, fast_b, sb_next);
+      qa.template load<EDGE == 0>(oa, t.kb0 + 4u * (step + 1u), t.kb1, fast_a, sa_next);
+      qb.template load<EDGE == 0>(ob, t.kb0 + 4u * (step + 1u), t.kb1, fast_b, sb_next);
     }
+    mxrt_sched_fence();
     mxrt_v8i fb[4];
 #pragma unroll
     for (u32 j = 0; j < 4u; ++j) fb[j] = g950_fragment(cur + MXRT_GEMM_BM * G950_ROW, 64u * wn + 16u * j + lane % 16u);
@@ -193,7 +220,9 @@ extern "C" __global__ void __launch_bounds__(THREADS) gemm_mx_gfx950(const u8* a
         if (i % 2u == 1u && j % 2u == 1u) acc[i][j] = g950_mfma<1, 1>(fa, fb[j], acc[i][j], sa_cur[i], sb_cur[j]);
       }
     }
-    if (more) {
+    mxrt_sched_fence();  // this stage's MFMAs before the LDS stores that wait for the next stage's loads
+    {  // unconditional (after the last step it rewrites the idle buffer): behind an `if (more)` the MFMAs were
+       // sunk below the stores, which wait for the next stage's loads, and the load latency was exposed
       u8* nxt = lds + ((step + 1u) % 2u) * G950_STAGE;
       ra.template store<A4 && !G950_NATIVE_FP4 ? MXRT_CONV_WIDEN : MXRT_CONV_NONE>(nxt, tid);
       rb.template store<B4 && !G950_NATIVE_FP4 ? MXRT_CONV_WIDEN : MXRT_CONV_NONE>(nxt + MXRT_GEMM_BM * G950_ROW, tid);

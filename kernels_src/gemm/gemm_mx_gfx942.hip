@@ -5,7 +5,7 @@
 // args     const u8* a [m,k|ceil(k/2)] | const u8* b [n,k|ceil(k/2)] | const u8* sa | const u8* sb (scale layouts:
 //          a_layout / b_layout, amd_gemm.h MXRT_GEMM_SL_*) | void* out [m,n] out_dtype | float* ws [split_k,m,n] |
 //          u32* counters [tiles] | int m, n, k, split_k, a_layout, b_layout, out_dtype, mode, flags
-// grid     (ceil(n/128), ceil(m/128), split_k)   block (256,1,1)   smem 0 (static LDS: 41,988 B)
+// grid     (ceil(n/128), ceil(m/128), split_k)   block (256,1,1)   smem 0 (static LDS: 45,060 B)
 // defines  A_FMT, B_FMT (mx_codecs.h MXRT_FMT_*), EDGE (0: interior-only shapes), THREADS = 256   (gemm_amd.py)
 // requires gfx942; m, n, k >= 1; split_k <= ceil(k/32); flags VEC_* only for 16-byte aligned code rows;
 //          MODE_ATOMIC on 16-bit outputs: n even, out 4-byte aligned (checked by the Python side)
@@ -52,7 +52,9 @@
 #define G942_KB 2u                          // scale blocks per stage
 #define G942_ROW (64 + MXRT_GEMM_LDS_PAD)   // every operand is 8-bit in LDS
 #define G942_CODES (2 * MXRT_GEMM_BM * G942_ROW)
-#define G942_STAGE (G942_CODES + 2 * MXRT_GEMM_BM * 2)  // + scale bytes [128 rows][2 blocks] of A, then of B
+// + the scale factors 2^(s-127) as fp32 [128 rows][2 blocks] of A, then of B (converted once, at the LDS store)
+#define G942_SCALES (MXRT_GEMM_BM * G942_KB * 4)
+#define G942_STAGE (G942_CODES + 2 * G942_SCALES)
 #define G942_CONV(F) \
   ((F) == MXRT_FMT_E2M1 ? MXRT_CONV_WIDEN : ((F) == MXRT_FMT_E5M2 ? MXRT_CONV_FNUZ_E5M2 : MXRT_CONV_FNUZ_E4M3))
 
@@ -80,7 +82,7 @@ struct G942ScaleStage {
     const u32 r = op.row0 + tid / G942_KB, c = kb + tid % G942_KB;
     v = r < op.rows && c < kb_end ? (u32)op.scales[mxrt_gemm_rowpart(op.sa, r) + mxrt_gemm_colpart(op.sa, c)] : 127u;
   }
-  MXRT_DEVICE void store(u8* sc, u32 tid) const { sc[tid] = (u8)v; }
+  MXRT_DEVICE void store(u8* sc, u32 tid) const { ((float*)sc)[tid] = mxrt_e8m0_f32(v); }
 };
 
 // The 8 bytes of block kb for the lane's row `row` (lane group g = l/16 takes K [8g, 8g+8) of the block).
@@ -125,7 +127,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) gemm_mx_gfx942(
   ra.template store<G942_CONV(A_FMT)>(lds, tid);
   rb.template store<G942_CONV(B_FMT)>(lds + MXRT_GEMM_BM * G942_ROW, tid);
   qa.store(lds + G942_CODES, tid);
-  qb.store(lds + G942_CODES + G942_KB * MXRT_GEMM_BM, tid);
+  qb.store(lds + G942_CODES + G942_SCALES, tid);
   mxrt_sync();
 
   for (u32 step = 0; step < steps; ++step) {
@@ -139,35 +141,35 @@ extern "C" __global__ void __launch_bounds__(THREADS) gemm_mx_gfx942(
       qb.load(ob, t.kb0 + G942_KB * (step + 1u), t.kb1, tid);
     }
     mxrt_sched_fence();
-    // this lane's scales: A rows 4*(l/16) + r of tile i (8 bytes = 4 rows x 2 blocks), B column l%16 of tile j
-    u64 sa_rows[4];
-    u32 sb_col[4];
+    // this lane's scale factors: A rows 4*(l/16) + r of tile i (4 rows x 2 blocks = 8 floats), B column l%16 of
+    // tile j (2 floats)
+    float fa_rows[4][8], fb_col[4][2];
 #pragma unroll
-    for (u32 i = 0; i < 4u; ++i)
-      sa_rows[i] = *(const u64*)(cur + G942_CODES + G942_KB * (64u * wm + 16u * i + 4u * (lane / 16u)));
+    for (u32 i = 0; i < 4u; ++i) {
+      const float* p = (const float*)(cur + G942_CODES) + G942_KB * (64u * wm + 16u * i + 4u * (lane / 16u));
 #pragma unroll
-    for (u32 j = 0; j < 4u; ++j)
-      sb_col[j] = *(const u16*)(cur + G942_CODES + G942_KB * MXRT_GEMM_BM + G942_KB * (64u * wn + 16u * j + lane % 16u));
+      for (u32 q = 0; q < 8u; ++q) fa_rows[i][q] = p[q];
+    }
+#pragma unroll
+    for (u32 j = 0; j < 4u; ++j) {
+      const float* p = (const float*)(cur + G942_CODES + G942_SCALES) + G942_KB * (64u * wn + 16u * j + lane % 16u);
+      fb_col[j][0] = p[0];
+      fb_col[j][1] = p[1];
+    }
 #pragma unroll
     for (u32 kb = 0; kb < G942_KB; ++kb) {
       u64 fb[4];
-      float fsb[4];
 #pragma unroll
-      for (u32 j = 0; j < 4u; ++j) {
-        fb[j] = g942_fragment(cur + MXRT_GEMM_BM * G942_ROW, 64u * wn + 16u * j + lane % 16u, kb);
-        fsb[j] = mxrt_e8m0_f32((sb_col[j] >> (8u * kb)) & 0xFFu);
-      }
+      for (u32 j = 0; j < 4u; ++j) fb[j] = g942_fragment(cur + MXRT_GEMM_BM * G942_ROW, 64u * wn + 16u * j + lane % 16u, kb);
 #pragma unroll
       for (u32 i = 0; i < 4u; ++i) {
         const u64 fa = g942_fragment(cur, 64u * wm + 16u * i + lane % 16u, kb);
-        float fsa[4];
-#pragma unroll
-        for (u32 r = 0; r < 4u; ++r) fsa[r] = mxrt_e8m0_f32((u32)(sa_rows[i] >> (16u * r + 8u * kb)) & 0xFFu);
 #pragma unroll
         for (u32 j = 0; j < 4u; ++j) {
           const mxrt_v4f p = g942_mfma(fa, fb[j]);
 #pragma unroll
-          for (u32 r = 0; r < 4u; ++r) acc[i][j][r] = __builtin_fmaf(p[r] * fsa[r], fsb[j], acc[i][j][r]);
+          for (u32 r = 0; r < 4u; ++r)
+            acc[i][j][r] = __builtin_fmaf(p[r] * fa_rows[i][G942_KB * r + kb], fb_col[j][kb], acc[i][j][r]);
         }
       }
     }
@@ -177,7 +179,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) gemm_mx_gfx942(
       ra.template store<G942_CONV(A_FMT)>(nxt, tid);
       rb.template store<G942_CONV(B_FMT)>(nxt + MXRT_GEMM_BM * G942_ROW, tid);
       qa.store(nxt + G942_CODES, tid);
-      qb.store(nxt + G942_CODES + G942_KB * MXRT_GEMM_BM, tid);
+      qb.store(nxt + G942_CODES + G942_SCALES, tid);
     }
     mxrt_sync();
   }

@@ -23,14 +23,16 @@ _942_NAMES = {0: "fp8", 4: "fp8", 1: "bf8"}  # e2m1 is widened to e4m3, read as 
 
 @pytest.fixture(scope="module", params=list(KERNELS))
 def reports(request):
-    """Six of the 14 builds per target, chosen to cover every fp8/bf8 instruction variant, the e2m1 widening, native
-    fp4 and both EDGE forms (`mxrt compile-check --targets gfx942,gfx950` builds all 28; NOTES.md has the table)."""
+    """Four of the 14 builds per target, chosen to cover the three other fp8/bf8 instruction variants, fp4 x fp4
+    (native on gfx950, both operands widened on gfx942) and both EDGE forms; tests/test_compile_check.py builds
+    (e2m1, e4m3, EDGE=0) with fp8_fp8 and the e2m1 widening. `mxrt compile-check --targets gfx942,gfx950` builds
+    all 28 (NOTES.md has the table)."""
     target = request.param
     why = compile_check.tools_missing(target)
     if why:
         pytest.skip(why)
     spec = KERNELS[target]
-    want = {(0, 1, 1), (1, 1, 1), (4, 0, 1), (0, 0, 0), (1, 0, 0), (4, 4, 0)}
+    want = {(0, 1, 1), (1, 0, 0), (1, 1, 1), (4, 4, 0)}
     chosen = [d for d in spec.variants if (dict(d)["A_FMT"], dict(d)["B_FMT"], dict(d)["EDGE"]) in want]
     with ThreadPoolExecutor() as pool:
         rs = list(pool.map(lambda d: compile_check.build_one(spec, d, target), chosen))
@@ -39,7 +41,7 @@ def reports(request):
 
 def test_every_variant_builds_clean(reports):
     target, rs = reports
-    assert len(specs.GEMM_MX_GFX950.variants) == 2 * len(specs.GEMM_AMD_FMT_PAIRS) and len(rs) == 6
+    assert len(specs.GEMM_MX_GFX950.variants) == 2 * len(specs.GEMM_AMD_FMT_PAIRS) and len(rs) == 4
     for r in rs:
         assert r.ok, r.error
         assert r.spills == 0 and r.scratch == 0, (r.defines, r.spills, r.scratch)

@@ -1,9 +1,11 @@
-"""``mxrt.gemm_mx``: dense MX GEMM ``d = a @ b.T`` (numpy backend now; GPU kernels plug in through GEMM_BACKENDS).
+"""``mxrt.gemm_mx``: dense MX GEMM ``d = a @ b.T`` (numpy backend; the GPU backend plugs in through GEMM_BACKENDS).
 
 Flow (STYLE.md 5): :func:`mxrt.reference.gemm.gemm_problem` validates into a frozen
 :class:`~mxrt.reference.GemmProblem` -> empty early return -> :func:`mxrt._backend.resolve_backend` -> the
 backend's function, which receives only the validated problem and returns ``d [m, n]`` of ``problem.out_dtype``.
-A GPU op registers itself with ``GEMM_BACKENDS["gpu"] = fn`` and ``GPU_OPS.add("gemm_mx")``.
+A GPU op registers itself with ``GEMM_BACKENDS["gpu"] = fn`` and ``register_gpu_op("gemm_mx", ...)``
+(:mod:`mxrt.ops.gemm`, which runs the GEMM path that :func:`mxrt.ops.gemm_paths.select_gemm_path` picks).
+CuPy operands always run there (``"auto"`` resolves to the GPU; ``"numpy"`` is a DtypeError) and give CuPy results.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ._backend import resolve_backend
-from .errors import UnsupportedArchError
+from .errors import DtypeError, UnsupportedArchError
 from .formats import MXArray
 from .reference.gemm import GEMM_FORMAT_PAIRS, GemmProblem, gemm_f64, gemm_problem, round_to
 
@@ -77,7 +79,8 @@ def gemm_mx(
 
     Returns
     -------
-    ndarray ``[m, n]`` of ``out_dtype``.
+    ndarray ``[m, n]`` of ``out_dtype``; for CuPy operands a CuPy array (``out`` when given) of float32, float16,
+    or uint16 holding the bfloat16 bits (CuPy has no bfloat16 dtype).
 
     Formats (a.fmt, b.fmt): e4m3/e5m2 in any combination, e2m1 x e2m1, e4m3 x e2m1 and e2m1 x e4m3.
 
@@ -107,8 +110,13 @@ def gemm_mx(
         b_scale_layout=b_scale_layout,
         op=OP,
     )
-    name = resolve_backend(OP, backend)
-    if p.is_empty:
+    if p.device:  # CuPy operands run on the GPU (never an implicit host transfer)
+        if backend == "numpy":
+            raise DtypeError(f"{OP}: a and b are CuPy arrays but backend='numpy'; pass numpy arrays (.get())")
+        name = resolve_backend(OP, "gpu" if backend == "auto" else backend)
+    else:
+        name = resolve_backend(OP, backend)
+    if p.is_empty and name == "numpy":
         d = np.zeros((p.m, p.n), p.out_dtype)
     else:
         fn = GEMM_BACKENDS.get(name)
@@ -117,7 +125,7 @@ def gemm_mx(
                 f"{OP}: backend {name!r} has no implementation, expected one of {sorted(GEMM_BACKENDS)}"
             )
         d = fn(p)
-    if out is None:
+    if out is None or d is out:
         return d
     out[...] = d
     return out

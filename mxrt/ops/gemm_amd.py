@@ -26,8 +26,8 @@ from .gemm_paths import DeviceGemm, GemmPath, register_gemm_path
 BLOCK_M = BLOCK_N = 128
 MODE_STORE, MODE_WORKSPACE, MODE_ATOMIC = 0, 1, 2
 FLAG_VEC_A, FLAG_VEC_B = 1, 2
-#: out_dtype codes (amd_gemm.h MXRT_GEMM_OUT_*)
-OUT_CODES = {"float32": 0, "bfloat16": 1, "float16": 2}
+#: out_dtype codes (amd_gemm.h MXRT_GEMM_OUT_*, the same as the other GEMM kernels')
+OUT_CODES = specs.GEMM_OUT_DTYPE_CODES
 #: scale layout codes (amd_gemm.h MXRT_GEMM_SL_*); turbo16x4 stored as uint32 is code 3
 SCALE_LAYOUT_CODES = {None: 0, "aiter32x8": 1, "turbo16x4": 2}
 SL_TURBO16X4_U32 = 3

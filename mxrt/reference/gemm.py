@@ -15,10 +15,11 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
+from .._backend import is_device_array
 from ..errors import DtypeError, LayoutError, MxrtError, ShapeError
 from ..formats import FORMATS, MXArray, dequantize_mx, get_format
 from ..formats.codecs import _ALIASES
-from ..layouts import SCALE_LAYOUTS, unshuffle_scales
+from ..layouts import SCALE_LAYOUTS, scale_layout_shape, unshuffle_scales
 
 #: Elements per E8M0 scale along K; the only block size the MX matrix instructions read.
 GEMM_BLOCK = 32
@@ -70,6 +71,10 @@ class GemmProblem:
     split_k : number of K ranges, ``1 <= split_k <= max(1, ceil(k/32))``; see :attr:`k_ranges`.
     deterministic : reduce split-K partials through a workspace in a fixed order (True) or atomically.
     out : caller-provided output ``[m, n]`` of ``out_dtype``, or ``None``.
+    device : True when every array is a CuPy array (validated from shape, dtype and flags only, nothing copied).
+        Then ``a.scales`` / ``b.scales`` are the caller's scale buffers **as given** (row-major ``[rows,
+        ceil(k/32)]``, or the preshuffled storage of ``*_scale_layout``, never unshuffled on the host) and a
+        bfloat16 ``out`` is a CuPy uint16 array of bfloat16 bits (CuPy has no bfloat16 dtype).
     """
 
     op: str
@@ -87,7 +92,8 @@ class GemmProblem:
     out_dtype: np.dtype
     split_k: int
     deterministic: bool
-    out: np.ndarray | None
+    out: Any
+    device: bool = False
 
     @property
     def k_blocks(self) -> int:
@@ -133,19 +139,109 @@ def _scales_u8(s: object) -> np.ndarray:
     return a.view(np.uint8) if a.dtype == np.dtype(ml_dtypes.float8_e8m0fnu) else a
 
 
-def _operand(x: object, name: str, layout: object, op: str) -> tuple[MXArray, Any]:
-    """An MXArray with logical scales from ``x`` (MXArray or raw pieces), plus the caller's scale buffer."""
+def _dev_name(x: object) -> str:
+    return f"{type(x).__name__} of dtype {getattr(x, 'dtype', None)} and shape {getattr(x, 'shape', None)}"
+
+
+def _check_device_scales(s: Any, layout: str | None, rows: int, cols: int, name: str, op: str) -> None:
+    """A CuPy scale buffer, checked against its layout's storage (mxrt.layouts.scale_layout_shape) without reading
+    it: the kernels read preshuffled storage through the index maps of kernels_src/common/scale_layouts.h."""
+    dt = str(s.dtype)
+    if layout is None:
+        if dt != "uint8" or tuple(s.shape) != (rows, cols):
+            raise (DtypeError if dt != "uint8" else ShapeError)(
+                f"{op}: {name}.scales is a CuPy array of dtype {dt} and shape {tuple(s.shape)}, expected uint8 "
+                f"{(rows, cols)} = [{'m' if name == 'a' else 'n'}, ceil(k / 32)]"
+            )
+        if not s.flags.c_contiguous:
+            raise LayoutError(f"{op}: {name}.scales has strides {s.strides}, expected a C-contiguous CuPy array")
+        return
+    sm, sn = scale_layout_shape(layout, rows, cols)
+    where = f"{name}_scale_layout={layout!r} for scales [{rows}, {cols}]"
+    if layout == "deepgemm_ue8m0":
+        if dt not in ("int32", "uint32"):
+            raise DtypeError(f"{op}: {name}.scales has dtype {dt}, expected int32 for {where}")
+        if tuple(s.shape) != (rows, sn // 4):
+            raise ShapeError(f"{op}: {name}.scales has shape {tuple(s.shape)}, expected {(rows, sn // 4)} for {where}")
+        want = (4, 4 * sm)
+        if any(st != w for st, w, d in zip(s.strides, want, s.shape, strict=True) if d > 1):
+            raise LayoutError(
+                f"{op}: {name}.scales has strides {s.strides}, expected {want} (the MN-major int32 storage that "
+                f"preshuffle_scales returns) for {where}"
+            )
+        return
+    allowed = ("uint8", "uint32") if layout == "turbo16x4" else ("uint8",)
+    if dt not in allowed:
+        raise DtypeError(f"{op}: {name}.scales has dtype {dt}, expected one of {list(allowed)} for {where}")
+    if tuple(s.shape) not in ((sm, sn), (sm * sn,)):
+        raise ShapeError(
+            f"{op}: {name}.scales has shape {tuple(s.shape)}, expected {(sm, sn)} (or flat ({sm * sn},)) = "
+            f"scale_layout_shape({layout!r}, {rows}, {cols}) for {where}"
+        )
+    if not s.flags.c_contiguous:
+        raise LayoutError(f"{op}: {name}.scales has strides {s.strides}, expected a C-contiguous CuPy array")
+
+
+def _device_operand(
+    codes: Any, scales: Any, fmt: str, k: int | None, layout: str | None, name: str, op: str
+) -> MXArray:
+    """An MXArray over CuPy buffers, validated from shape, dtype and flags only (no transfer, no unshuffle)."""
+    if not (is_device_array(codes) and is_device_array(scales)):
+        raise DtypeError(
+            f"{op}: {name} mixes host and device arrays (codes {type(codes).__name__}, scales "
+            f"{type(scales).__name__}); expected both CuPy or both numpy"
+        )
+    if str(codes.dtype) != "uint8":
+        raise DtypeError(f"{op}: {name} codes are a CuPy array of dtype {codes.dtype}, expected uint8 element codes")
+    if codes.ndim != 2:
+        raise ShapeError(f"{op}: {name} codes have shape {tuple(codes.shape)}, expected a 2-D [rows, k] array")
+    if not codes.flags.c_contiguous:
+        raise LayoutError(
+            f"{op}: {name} codes have strides {codes.strides} for shape {tuple(codes.shape)}: the GPU kernels need a "
+            "C-contiguous array (mxrt makes no implicit device copy; pass cupy.ascontiguousarray)"
+        )
+    packed = fmt == "e2m1"
+    rows, width = (int(v) for v in codes.shape)
+    if k is None:
+        k = 2 * width if packed else width
+    want = _cdiv(k, 2) if packed else k
+    if width != want:
+        raise ShapeError(
+            f"{op}: {name} codes have shape {(rows, width)}, expected {(rows, want)} for k = {k}"
+            + (" (packed e2m1, ceil(k/2) bytes per row)" if packed else "")
+        )
+    _check_device_scales(scales, layout, rows, _cdiv(k, GEMM_BLOCK), name, op)
+    return MXArray(
+        data=codes,
+        scales=scales,
+        fmt=fmt,
+        block_size=GEMM_BLOCK,
+        axis=1,
+        shape=(rows, k),
+        scale_mode="given",
+        scale_layout=layout,
+    )
+
+
+def _operand(x: object, name: str, layout: object, op: str) -> tuple[MXArray, Any, str | None]:
+    """An MXArray with logical scales from ``x`` (MXArray or raw pieces), the caller's scale buffer, and the layout
+    it is stored in (the argument, or an MXArray's own ``scale_layout``)."""
     if layout is not None and (not isinstance(layout, str) or layout not in SCALE_LAYOUTS):
         raise LayoutError(
             f"{op}: argument '{name}_scale_layout' is {layout!r}, expected None (row-major) or one of "
             f"{list(SCALE_LAYOUTS)}"
         )
     if isinstance(x, MXArray):
-        if layout is not None:
+        own = x.scale_layout
+        if layout is not None and layout != own:
             raise LayoutError(
                 f"{op}: argument '{name}_scale_layout' is {layout!r} but '{name}' is an MXArray, whose scales are "
-                f"row-major; expected None, or pass {name} as raw pieces (codes, scales, fmt)"
+                f"{'row-major' if own is None else repr(own)}; expected None (the MXArray names its own layout), or "
+                f"pass {name} as raw pieces (codes, scales, fmt)"
             )
+        if own is not None and own not in SCALE_LAYOUTS:
+            raise LayoutError(f"{op}: {name}.scale_layout is {own!r}, expected None or one of {list(SCALE_LAYOUTS)}")
+        layout = own
         if len(x.shape) != 2:
             raise ShapeError(f"{op}: {name} has shape {x.shape}, expected a 2-D [rows, k] MXArray")
         if x.axis != 1:
@@ -155,12 +251,23 @@ def _operand(x: object, name: str, layout: object, op: str) -> tuple[MXArray, An
             )
         if x.block_size != GEMM_BLOCK:
             raise ShapeError(f"{op}: {name}.block_size is {x.block_size}, expected {GEMM_BLOCK}")
+        if is_device_array(x.data) or is_device_array(x.scales):
+            return _device_operand(x.data, x.scales, x.fmt, x.shape[1], layout, name, op), x.scales, layout
         q, given = x, x.scales
+        if layout is not None:  # e.g. quantize_mx(..., scale_layout=...): the logical scales for the reference
+            q = _operand((x.data, x.scales, x.fmt, x.shape[1]), name, layout, op)[0]
     elif isinstance(x, tuple) and len(x) in (3, 4):
         codes, scales, fmt = x[0], x[1], x[2]
         if not isinstance(fmt, str) or fmt.lower() not in _FMT_NAMES:
             raise DtypeError(f"{op}: {name}[2] (fmt) is {fmt!r}, expected a format name such as 'e4m3' or 'e2m1'")
         fmt = get_format(fmt, op).name
+        if len(x) == 4:
+            kk = x[3]
+            if isinstance(kk, bool) or not isinstance(kk, (int, np.integer)) or kk < 0:
+                raise DtypeError(f"{op}: {name}[3] (k) is {kk!r}, expected an int >= 0")
+        if is_device_array(codes) or is_device_array(scales):
+            k_dev = int(x[3]) if len(x) == 4 else None
+            return _device_operand(codes, scales, fmt, k_dev, layout, name, op), scales, layout
         codes = np.asarray(codes)
         if codes.dtype != np.uint8 and codes.dtype.itemsize == 1 and codes.dtype.kind in "iufV":
             codes = codes.view(np.uint8)  # float8 / int8 views of the codes
@@ -215,7 +322,7 @@ def _operand(x: object, name: str, layout: object, op: str) -> tuple[MXArray, An
             f"{op}: {name}.scales has shape {s.shape}, expected {want_s} = "
             f"[{'m' if name == 'a' else 'n'}, ceil(k / 32)] for {name} of shape {q.shape}"
         )
-    return q, given
+    return q, given, layout
 
 
 def gemm_problem(
@@ -236,8 +343,8 @@ def gemm_problem(
     Check order (STYLE.md 5): operand types and formats, operand shapes and scale shapes (after unshuffling a
     preshuffled layout), K match, out_dtype, split_k / deterministic, ``out``.
     """
-    qa, sa = _operand(a, "a", a_scale_layout, op)
-    qb, sb = _operand(b, "b", b_scale_layout, op)
+    qa, sa, a_scale_layout = _operand(a, "a", a_scale_layout, op)
+    qb, sb, b_scale_layout = _operand(b, "b", b_scale_layout, op)
     pair = (qa.fmt, qb.fmt)
     if pair not in GEMM_FORMAT_PAIRS:
         raise DtypeError(
@@ -260,7 +367,35 @@ def gemm_problem(
         )
     if not isinstance(deterministic, (bool, np.bool_)):
         raise DtypeError(f"{op}: argument 'deterministic' is {deterministic!r}, expected a bool")
-    if out is not None:
+    device = is_device_array(qa.data)
+    if device != is_device_array(qb.data):
+        raise DtypeError(
+            f"{op}: a is {'on the device (CuPy)' if device else 'a host (numpy) array'} but b is "
+            f"{'on the device (CuPy)' if not device else 'a host (numpy) array'}; expected both on the same side "
+            "(mxrt makes no implicit transfer: cupy.asarray(...) or .get())"
+        )
+    if out is not None and device:
+        if not is_device_array(out):
+            raise DtypeError(
+                f"{op}: argument 'out' is a {type(out).__name__} but a and b are CuPy arrays; expected a CuPy array "
+                "(mxrt makes no implicit transfer)"
+            )
+        allowed = ("uint16", "bfloat16") if dt == _DTYPES["bfloat16"] else (dt.name,)
+        if str(out.dtype) not in allowed:
+            raise DtypeError(
+                f"{op}: argument 'out' is a CuPy array of dtype {out.dtype}, expected {' or '.join(allowed)} for "
+                f"out_dtype {dt}" + (" (bfloat16 bits in uint16: CuPy has no bfloat16)" if len(allowed) == 2 else "")
+            )
+        if tuple(out.shape) != (m, n):
+            raise ShapeError(f"{op}: argument 'out' has shape {tuple(out.shape)}, expected {(m, n)} = [m, n]")
+        if not out.flags.c_contiguous:
+            raise LayoutError(f"{op}: argument 'out' has strides {out.strides}, expected a C-contiguous CuPy array")
+    elif out is not None:
+        if is_device_array(out):
+            raise DtypeError(
+                f"{op}: argument 'out' is a CuPy array but a and b are numpy arrays; expected a numpy array "
+                "(mxrt makes no implicit transfer)"
+            )
         if not isinstance(out, np.ndarray):
             raise DtypeError(f"{op}: argument 'out' is a {type(out).__name__}, expected a numpy array or None")
         if out.dtype != dt:
@@ -286,6 +421,7 @@ def gemm_problem(
         split_k=int(split_k),
         deterministic=bool(deterministic),
         out=out,
+        device=device,
     )
 
 
@@ -348,4 +484,6 @@ def gemm_mx(
         op="reference.gemm_mx",
         out_dtypes=(*GEMM_OUT_DTYPES, "float64"),
     )
+    if p.device:
+        raise DtypeError("reference.gemm_mx: a and b are CuPy arrays, expected numpy (the float64 twin is host-only)")
     return round_to(gemm_f64(p), p.out_dtype)

@@ -201,6 +201,84 @@ QUANTIZE_MX_DUAL_GROUPED = KernelSpec(
     ),
 )
 
+# ---- dense MX GEMM (kernels_src/gemm/) ----------------------------------------------------------------------
+#: define OUT_DTYPE of the GEMM kernels (kernels_src/common/mx_gemm.h MXRT_OUT_*), keyed by numpy dtype name
+GEMM_OUT_DTYPE_CODES = {"float32": 0, "bfloat16": 1, "float16": 2}
+GEMM_GENERIC_THREADS = 256
+#: (block_m, block_n) of gemm_mx_generic's tile (BM, BN in the kernel)
+GEMM_GENERIC_TILE = (128, 64)
+GEMM_REDUCE_THREADS = 256
+#: define FMT_A / FMT_B pairs of the GEMM (mxrt.reference.gemm.GEMM_FORMAT_PAIRS, as FMT_CODES)
+_GEMM_PAIRS = (("e4m3", "e4m3"), ("e4m3", "e5m2"), ("e5m2", "e4m3"), ("e5m2", "e5m2"), ("e2m1", "e2m1"))
+_GEMM_PAIRS += (("e4m3", "e2m1"), ("e2m1", "e4m3"))
+
+GEMM_MX_GENERIC = KernelSpec(
+    symbol="gemm_mx_generic",
+    file="gemm/gemm_mx_generic.hip",
+    required=("ATOMIC", "FMT_A", "FMT_B", "OUT_DTYPE", "THREADS"),
+    # every format pair with every output dtype and both accumulation modes (ATOMIC=0 with a 16-bit dtype is the
+    # split_k == 1 direct store; fp32 covers the workspace slices)
+    variants=tuple(
+        defines(ATOMIC=at, FMT_A=FMT_CODES[fa], FMT_B=FMT_CODES[fb], OUT_DTYPE=od, THREADS=GEMM_GENERIC_THREADS)
+        for fa, fb in _GEMM_PAIRS
+        for od in GEMM_OUT_DTYPE_CODES.values()
+        for at in (0, 1)
+    ),
+)
+
+GEMM_MX_SPLITK_REDUCE = KernelSpec(
+    symbol="gemm_mx_splitk_reduce",
+    file="gemm/gemm_mx_splitk_reduce.hip",
+    required=("OUT_DTYPE", "THREADS"),
+    variants=_grid(OUT_DTYPE=tuple(GEMM_OUT_DTYPE_CODES.values()), THREADS=(GEMM_REDUCE_THREADS,)),
+)
+
+# ---- dense MX GEMM, Hopper fast path (kernels_src/gemm/gemm_mx_sm90.hip; mxrt/ops/gemm_sm90.py)
+#: define A_FMT / B_FMT of gemm_mx_sm90 (e2m1 operands are expanded to e4m3 bytes first: code 0)
+SM90_FMT_CODES = {"e4m3": 0, "e5m2": 1, "e2m1": 0}
+SM90_STAGES = 4
+SM90_DBUF = 0
+#: CTA rows of gemm_mx_sm90 (define BM: 64 per consumer warpgroup)
+SM90_BM = 256
+#: CTA columns (define BN): 128, or 256 = two m64n128k32 column halves per warpgroup and k32 step
+SM90_BN = 128
+
+GEMM_MX_SM90 = KernelSpec(
+    symbol="gemm_mx_sm90",
+    file="gemm/gemm_mx_sm90.hip",
+    required=("A_FMT", "B_FMT", "BM", "BN", "DBUF", "DIAG", "OUT_DTYPE", "STAGES"),
+    # bf16 / f16 out: the 256 x 128 tile (two warpgroups of two m64 row halves); f32 out (only e2m1 x e2m1
+    # reaches it, as expanded e4m3 codes): the 128 x 128 tile with two partials in flight (the 256 x 128 build
+    # spills 128 bytes in the f32 epilogue)
+    variants=_grid(
+        A_FMT=(0, 1),
+        B_FMT=(0, 1),
+        BM=(SM90_BM,),
+        BN=(SM90_BN,),
+        DBUF=(SM90_DBUF,),
+        DIAG=(0,),
+        OUT_DTYPE=(GEMM_OUT_DTYPE_CODES["bfloat16"], GEMM_OUT_DTYPE_CODES["float16"]),
+        STAGES=(SM90_STAGES,),
+    )
+    + _grid(A_FMT=(0,), B_FMT=(0,), BM=(128,), BN=(128,), DBUF=(1,), DIAG=(0,), OUT_DTYPE=(0,), STAGES=(6,))
+    # the other tiles and the timing diagnostic DIAG=1 of benchmarks/gemm_sm90_dev.py (DIAG=2 has no wgmma at
+    # all, so it cannot meet expect_mma; the benchmark builds it directly)
+    + _grid(A_FMT=(0,), B_FMT=(0,), BM=(192, 128), BN=(128,), DBUF=(0,), DIAG=(0,), OUT_DTYPE=(1,), STAGES=(4,))
+    + _grid(A_FMT=(0,), B_FMT=(0,), BM=(128,), BN=(256,), DBUF=(0,), DIAG=(0,), OUT_DTYPE=(1,), STAGES=(4,))
+    + _grid(A_FMT=(0,), B_FMT=(0,), BM=(128,), BN=(128,), DBUF=(1,), DIAG=(0, 1), OUT_DTYPE=(1,), STAGES=(6,)),
+    targets=("sm_90a",),
+    expect_mma=(("sm_90a", ("wgmma.mma_async",)),),
+)
+
+#: e2m1 (packed, two per byte) -> e4m3 byte expansion feeding gemm_mx_sm90's fp8 tensor cores (exact)
+E2M1_TO_E4M3_THREADS = 256
+E2M1_TO_E4M3 = KernelSpec(
+    symbol="e2m1_to_e4m3",
+    file="gemm/e2m1_to_e4m3.hip",
+    required=("THREADS",),
+    variants=_grid(THREADS=(E2M1_TO_E4M3_THREADS,)),
+)
+
 ALL_SPECS: tuple[KernelSpec, ...] = (
     QUANTIZE_MX_ROWWISE,
     QUANTIZE_MX_DUAL,
@@ -214,6 +292,10 @@ ALL_SPECS: tuple[KernelSpec, ...] = (
     QUANTIZE_MX_GROUPED,
     QUANTIZE_MX_GROUPED_ROWCOL,
     QUANTIZE_MX_DUAL_GROUPED,
+    GEMM_MX_GENERIC,
+    GEMM_MX_SPLITK_REDUCE,
+    GEMM_MX_SM90,
+    E2M1_TO_E4M3,
 )
 
 # ---- AMD MFMA GEMMs (kernels_src/gemm/gemm_mx_gfx9{50,42}.hip; launch and arguments in mxrt/ops/gemm_amd.py) ----
@@ -259,6 +341,9 @@ DISPATCH: Mapping[str, Mapping[str, KernelSpec]] = {
     "quantize_mx_grouped": {"generic": QUANTIZE_MX_GROUPED},
     "quantize_mx_grouped_rowcol": {"generic": QUANTIZE_MX_GROUPED_ROWCOL},
     "quantize_mx_dual_grouped": {"generic": QUANTIZE_MX_DUAL_GROUPED},
+    # the GEMM families register GemmPaths (mxrt/ops/gemm_paths.py); this row is the generic fallback's kernel
+    "gemm_mx": {"generic": GEMM_MX_GENERIC},
+    "gemm_mx_splitk_reduce": {"generic": GEMM_MX_SPLITK_REDUCE},
 }
 
 

@@ -1,0 +1,450 @@
+// kernel   gemm_mx_sm90                                                               (extern "C")
+// computes out[m,n] = sum_kb 2^(sa[m,kb]-127) * 2^(sb[n,kb]-127) * sum_{k in kb} A[m,k] * B[n,k]   ("NT", MX
+//          block 32 along K): per k32 step one fp8 wgmma m64n128k32 from zero (scale-d = 0) into a partial P,
+//          then acc = fma(P * 2^(sb-127), 2^(sa-127), acc) in fp32 (one exact power-of-two scaling, one rounding)
+// args     const u8* tmaps: two CUtensorMaps (128 B each, A then B; 64-byte aligned, device memory) over the
+//          fp8 codes A [m,k] and B [n,k] (uint8, boxes BM x 128 and BN x 128 bytes, SWIZZLE_128B, zero OOB
+//          fill) | const u8* sa [m,ceil(k/32)] | const u8* sb [n,ceil(k/32)] (E8M0, row-major) |
+//          void* out [m,n] | int m, int n, int k
+// grid     (ceil(m/BM) * ceil(n/BN),1,1)   block (THREADS,1,1) = 128 per consumer warpgroup (no producer warps)
+//          smem STAGES * (BM*128 + BN*128 + 16*BM + 16*(BN/4+4)) + 16*STAGES + 1024 bytes (dynamic)
+//          BM 256: 2 warpgroups x 128 rows (two m64 row halves share one load of the B factors), BN 128;
+//          BM 128 / 192: 2 / 3 warpgroups x 64 rows; BN 256: two m64n128 column halves per warpgroup
+// defines  A_FMT, B_FMT (0 e4m3, 1 e5m2), OUT_DTYPE (0 f32, 1 bf16, 2 f16), BM, BN, STAGES, DBUF (1: two
+//          partials in flight per warpgroup), DIAG (0; 1, 2: inexact timing diagnostics)
+//                                                                                set by mxrt/ops/gemm_sm90.py
+// requires sm_90a; k % 16 == 0 and code bases 16-byte aligned (TMA strides); m, n, ceil(k/32) * max(m, n)
+//          < 2^31                                                                checked by mxrt/ops/gemm_sm90.py
+#include "../common/prelude.h"
+
+#if !defined(A_FMT) || !defined(B_FMT) || !defined(OUT_DTYPE) || !defined(STAGES) || !defined(DBUF) || \
+    !defined(BM) || !defined(BN) || !defined(DIAG)
+#error "A_FMT, B_FMT, OUT_DTYPE, STAGES, DBUF, BM, BN and DIAG must be defined by the launcher"
+#endif
+MXRT_STATIC_ASSERT(BM == 128 || BM == 192 || (BM == 256 && BN == 128 && DBUF == 0 && DIAG == 0),
+                   "BM: 128 (2 warpgroups of 64 rows), 192 (3 of 64), or 256 (2 of 128 rows: two m64 row halves "
+                   "sharing one load of the B factors; BN 128, DBUF 0)");
+MXRT_STATIC_ASSERT(BN == 128 || (BN == 256 && BM == 128 && DBUF == 0 && DIAG == 0),
+                   "BN: 128, or 256 (two m64n128k32 halves per k32, one partial in flight: BM 128, DBUF 0)");
+MXRT_STATIC_ASSERT(DIAG >= 0 && DIAG <= 2, "DIAG: 0 exact; 1, 2 timing diagnostics (inexact)");
+MXRT_STATIC_ASSERT(STAGES * (BM * 128 + BN * 128 + 4 * BM * 4 + 4 * 4 * (BN / 4 + 4) * 4) + 16 * STAGES + 1024 <=
+                       232448,
+                   "STAGES x stage bytes beyond the 227 KB of shared memory of a block");
+MXRT_STATIC_ASSERT(A_FMT == 0 || A_FMT == 1, "A_FMT: 0 (e4m3) or 1 (e5m2); e2m1 is expanded to e4m3 first");
+MXRT_STATIC_ASSERT(B_FMT == 0 || B_FMT == 1, "B_FMT: 0 (e4m3) or 1 (e5m2); e2m1 is expanded to e4m3 first");
+MXRT_STATIC_ASSERT(OUT_DTYPE >= 0 && OUT_DTYPE <= 2, "OUT_DTYPE: 0 f32, 1 bf16, 2 f16");
+MXRT_STATIC_ASSERT(STAGES >= 3 && STAGES <= 6, "STAGES: 3..6 (stage kt + STAGES - 2 is filled in iteration kt)");
+
+#if defined(MXRT_CUDA)
+
+#define RPW (BM == 256 ? 128 : 64)  // tile rows per warpgroup: one or two m64 row halves
+#define THREADS (128 * (BM / RPW))  // consumer warpgroups only, no producer warps
+#define NH (BN / 128)   // m64n128k32 wgmmas per warpgroup per k32 step (column halves of the tile)
+#define BK 128          // K elements (bytes) per stage: one 128-byte swizzle row, four k32 steps
+#define KSTEPS 4
+#define SB_T (BN / 4 + 4)  // floats per t-group of the B-scale stage buffer (BN / 4 used; + 4 spreads the 4
+                           // t-groups over distinct banks for the 16-byte reads)
+#define SA_BYTES (KSTEPS * BM * 4)
+#define SB_BYTES (KSTEPS * 4 * SB_T * 4)
+#define TILE_A (BM * BK)    // 16 or 24 KB
+#define TILE_B (BN * BK)    // 16 or 32 KB
+#define GROUP_M 8       // tile rasterization: 8 row tiles sweep the column tiles together (L2 reuse of B)
+
+#if A_FMT == 0
+#define WG_ATYPE "e4m3"
+#else
+#define WG_ATYPE "e5m2"
+#endif
+#if B_FMT == 0
+#define WG_BTYPE "e4m3"
+#else
+#define WG_BTYPE "e5m2"
+#endif
+
+struct __attribute__((aligned(16))) f32x4 {
+  float x, y, z, w;
+};
+struct __attribute__((aligned(8))) f32x2 {
+  float x, y;
+};
+
+MXRT_DEVICE u32 smem_addr(const void* p) {
+  u32 r;
+  asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(r) : "l"(p));
+  return r;
+}
+
+MXRT_DEVICE void mbar_init(u32 bar, u32 count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+}
+MXRT_DEVICE void mbar_wait(u32 bar, u32 parity) {
+  asm volatile(
+      "{\n.reg .pred P1;\nLAB_WAIT:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 P1, [%0], %1;\n"
+      "@P1 bra DONE;\nbra LAB_WAIT;\nDONE:\n}\n" ::"r"(bar),
+      "r"(parity)
+      : "memory");
+}
+MXRT_DEVICE void mbar_arrive(u32 bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+}
+MXRT_DEVICE void mbar_arrive_tx(u32 bar, u32 bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
+}
+MXRT_DEVICE void tma_load_2d(u32 dst, const void* tmap, u32 bar, i32 c0, i32 c1) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::"r"(
+          dst),
+      "l"(tmap), "r"(c0), "r"(c1), "r"(bar)
+      : "memory");
+}
+
+// K-major operand tile with 128-byte rows written by TMA with SWIZZLE_128B: 8-row groups 1024 bytes apart (SBO),
+// layout type 1 (128B swizzle) in bits 62-63; a k32 step inside the row advances the start address by 32 bytes.
+MXRT_DEVICE u64 make_desc(u32 saddr) {
+  return (u64)((saddr & 0x3FFFFu) >> 4) | ((u64)(1024 >> 4) << 32) | ((u64)1 << 62);
+}
+
+MXRT_DEVICE void wg_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+MXRT_DEVICE void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+template <int N>
+MXRT_DEVICE void wg_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
+}
+// Registers of an asynchronous wgmma: keep the compiler from moving their reads across the wait.
+MXRT_DEVICE void fence_regs(float (&d)[64]) {
+#pragma unroll
+  for (int i = 0; i < 64; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+// d = A(64x32) * B(32x128)^T from zero (scale-d = 0): the exact-per-k32 partial of one MX block.
+MXRT_DEVICE void wgmma_k32(float (&d)[64], u64 da, u64 db) {
+  asm volatile(
+      "{\nwgmma.mma_async.sync.aligned.m64n128k32.f32." WG_ATYPE "." WG_BTYPE
+      " {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, 0, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "l"(da), "l"(db)
+      : "memory");
+}
+
+#if DIAG == 1
+// d += A(64x32) * B(32x128)^T (scale-d = 1): only the DIAG = 1 timing diagnostic accumulates across k32.
+MXRT_DEVICE void wgmma_k32_acc(float (&d)[64], u64 da, u64 db) {
+  asm volatile(
+      "{\nwgmma.mma_async.sync.aligned.m64n128k32.f32." WG_ATYPE "." WG_BTYPE
+      " {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, 1, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "l"(da), "l"(db)
+      : "memory");
+}
+
+#endif
+
+// E8M0 byte -> 2^(s-127) as float: 0 -> 2^-127 (subnormal), 255 -> NaN.
+MXRT_DEVICE float e8m0_f32(u32 s) {
+  const u32 bits = s == 0u ? 0x00400000u : (s == 255u ? 0x7FC00000u : s << 23);
+  return __uint_as_float(bits);
+}
+
+// acc += P * 2^(sb[col]-127) * 2^(sa[row]-127) for this thread's 2 rows x 32 columns; the B factor is exact
+// (power of two), the FMA rounds once. sb_t: this thread's 32 column factors (cols 8j + 2t + e at [2j + e]).
+MXRT_DEVICE void promote(float (&acc)[64], float (&p)[64], float fa0, float fa1, const float* sb_t) {
+#pragma unroll
+  for (int j = 0; j < 16; j += 2) {
+    const f32x4 b = *reinterpret_cast<const f32x4*>(sb_t + 2 * j);
+    acc[4 * j + 0] = fmaf(p[4 * j + 0] * b.x, fa0, acc[4 * j + 0]);
+    acc[4 * j + 1] = fmaf(p[4 * j + 1] * b.y, fa0, acc[4 * j + 1]);
+    acc[4 * j + 2] = fmaf(p[4 * j + 2] * b.x, fa1, acc[4 * j + 2]);
+    acc[4 * j + 3] = fmaf(p[4 * j + 3] * b.y, fa1, acc[4 * j + 3]);
+    acc[4 * j + 4] = fmaf(p[4 * j + 4] * b.z, fa0, acc[4 * j + 4]);
+    acc[4 * j + 5] = fmaf(p[4 * j + 5] * b.w, fa0, acc[4 * j + 5]);
+    acc[4 * j + 6] = fmaf(p[4 * j + 6] * b.z, fa1, acc[4 * j + 6]);
+    acc[4 * j + 7] = fmaf(p[4 * j + 7] * b.w, fa1, acc[4 * j + 7]);
+  }
+}
+
+// promote() with this thread's 32 B-column factors already in registers (shared by two row halves, BM = 256)
+MXRT_DEVICE void promote_regs(float (&acc)[64], float (&p)[64], float fa0, float fa1, const float (&fb)[32]) {
+#pragma unroll
+  for (int j = 0; j < 16; ++j) {
+    acc[4 * j + 0] = fmaf(p[4 * j + 0] * fb[2 * j], fa0, acc[4 * j + 0]);
+    acc[4 * j + 1] = fmaf(p[4 * j + 1] * fb[2 * j + 1], fa0, acc[4 * j + 1]);
+    acc[4 * j + 2] = fmaf(p[4 * j + 2] * fb[2 * j], fa1, acc[4 * j + 2]);
+    acc[4 * j + 3] = fmaf(p[4 * j + 3] * fb[2 * j + 1], fa1, acc[4 * j + 3]);
+  }
+}
+
+MXRT_DEVICE void store_pair(void* out, u64 idx, float v0, float v1, bool pair, bool second) {
+#if OUT_DTYPE == 0
+  float* o = reinterpret_cast<float*>(out) + idx;
+  if (pair) {
+    f32x2 v;
+    v.x = v0;
+    v.y = v1;
+    *reinterpret_cast<f32x2*>(o) = v;
+  } else {
+    o[0] = v0;
+    if (second) o[1] = v1;
+  }
+#else
+  u16* o = reinterpret_cast<u16*>(out) + idx;
+  if (pair) {
+    u32 packed;
+#if OUT_DTYPE == 1
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(packed) : "f"(v1), "f"(v0));
+#else
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(packed) : "f"(v1), "f"(v0));
+#endif
+    *reinterpret_cast<u32*>(o) = packed;
+  } else {
+    u16 h0, h1;
+#if OUT_DTYPE == 1
+    asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h0) : "f"(v0));
+    asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h1) : "f"(v1));
+#else
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h0) : "f"(v0));
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h1) : "f"(v1));
+#endif
+    o[0] = h0;
+    if (second) o[1] = h1;
+  }
+#endif
+}
+
+// One 64 x 128 accumulator block: this thread's rows row0, row0 + 8 and columns col0 + 8j + {0, 1}.
+MXRT_DEVICE void store_half(void* out, const float (&acc)[64], u32 row0, u32 col0, int m, int n, bool even_n) {
+#pragma unroll
+  for (int j = 0; j < 16; ++j) {
+    const u32 col = col0 + 8u * j;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const u32 row = row0 + 8u * h;
+      if (row < (u32)m && col < (u32)n) {
+        const bool second = col + 1u < (u32)n;
+        store_pair(out, (u64)row * (u32)n + col, acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1], second && even_n,
+                   second);
+      }
+    }
+  }
+}
+
+extern "C" __global__ void __launch_bounds__(THREADS, 1)
+    gemm_mx_sm90(const u8* __restrict__ tmaps, const u8* __restrict__ sa, const u8* __restrict__ sb,
+                 void* __restrict__ out, int m, int n, int k) {
+  extern __shared__ u8 smem_raw[];
+  // 1024-byte alignment of the swizzled tiles (the launcher asks for STAGES * STAGE_BYTES + 1024)
+  u8* smem = smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u);
+  u8* tile_a = smem;
+  u8* tile_b = smem + STAGES * TILE_A;
+  float* sa_s = reinterpret_cast<float*>(tile_b + STAGES * TILE_B);
+  float* sb_s = reinterpret_cast<float*>(tile_b + STAGES * TILE_B + STAGES * SA_BYTES);
+  u64* bars = reinterpret_cast<u64*>(tile_b + STAGES * TILE_B + STAGES * (SA_BYTES + SB_BYTES));
+  const u32 full0 = smem_addr(bars), empty0 = smem_addr(bars + STAGES);
+
+  const u32 tid = MXRT_TID_X;
+  const u32 tiles_m = ((u32)m + BM - 1) / BM, tiles_n = ((u32)n + BN - 1) / BN;
+  const u32 bid = MXRT_BID_X, per_group = GROUP_M * tiles_n, first_m = (bid / per_group) * GROUP_M;
+  const u32 gsize = tiles_m - first_m < GROUP_M ? tiles_m - first_m : GROUP_M;
+  const u32 tm = first_m + (bid % per_group) % gsize, tn = (bid % per_group) / gsize;
+  const u32 m0 = tm * BM, n0 = tn * BN;
+  const u32 kbs = ((u32)k + 31u) / 32u, nkt = ((u32)k + BK - 1) / BK;
+  const u8* ta = tmaps;
+  const u8* tb = tmaps + 128;
+
+  if (tid == 0) {
+    for (u32 s = 0; s < STAGES; ++s) {
+      mbar_init(full0 + 8 * s, THREADS);  // every thread arrives after its scale row, thread 0 with the TMA bytes
+      mbar_init(empty0 + 8 * s, THREADS / 32);  // every warp arrives after its last read of the stage
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    asm volatile("fence.proxy.tensormap::generic.acquire.gpu [%0], 128;" ::"l"(ta) : "memory");
+    asm volatile("fence.proxy.tensormap::generic.acquire.gpu [%0], 128;" ::"l"(tb) : "memory");
+  }
+  __syncthreads();
+
+  // ---- fill: stage f's scales (thread tid: A row tid if tid < BM, B row tid if tid < BN) and, by thread 0, its
+  // two TMA code tiles. Loads are issued one stage ahead of their stores (fill_load / fill_store).
+  const bool has_a = tid < (u32)BM, has_b = tid < (u32)BN;
+  const bool in_a = has_a && m0 + tid < (u32)m, in_b = has_b && n0 + tid < (u32)n;
+  const u8* srow_a = sa + (u64)(m0 + tid) * kbs;
+  const u8* srow_b = sb + (u64)(n0 + tid) * kbs;
+  // B-scale slot of tile column tid: cols 8j + 2t + e live at [t * SB_T + 2j + e] (see promote)
+  float* sdst_a = sa_s + tid;
+  float* sdst_b = sb_s + ((tid >> 1) & 3u) * SB_T + 2u * (tid >> 3) + (tid & 1u);
+  // a stage's scale bytes, packed (registers are scarce): v[0] the 4 A bytes, v[1] the 4 B bytes, v[2] bit j /
+  // bit 4 + j set when A / B block j lies outside the matrix (factor 0 there)
+  auto fill_load = [&](u32 f, u32 (&v)[3]) {
+    v[0] = v[1] = v[2] = 0;
+#pragma unroll
+    for (u32 j = 0; j < KSTEPS; ++j) {
+      const u32 kb = f * KSTEPS + j;
+      const bool ok_a = in_a && kb < kbs, ok_b = in_b && kb < kbs;
+      v[0] |= (ok_a ? (u32)srow_a[kb] : 0u) << (8 * j);
+      v[1] |= (ok_b ? (u32)srow_b[kb] : 0u) << (8 * j);
+      v[2] |= (ok_a ? 0u : 1u << j) | (ok_b ? 0u : 16u << j);  // outside: factor 0
+    }
+  };
+  auto fill_store = [&](u32 f, const u32 (&v)[3]) {
+    const u32 slot_s = f % STAGES;
+#pragma unroll
+    for (u32 j = 0; j < KSTEPS; ++j) {
+      if (has_a)
+        sdst_a[(slot_s * KSTEPS + j) * BM] = (v[2] >> j) & 1u ? 0.0f : e8m0_f32((v[0] >> (8 * j)) & 255u);
+      if (has_b)
+        sdst_b[(slot_s * KSTEPS + j) * 4 * SB_T] = (v[2] >> (4 + j)) & 1u ? 0.0f : e8m0_f32((v[1] >> (8 * j)) & 255u);
+    }
+    if (tid == 0) {
+      mbar_arrive_tx(full0 + 8 * slot_s, TILE_A + TILE_B);
+      tma_load_2d(smem_addr(tile_a + slot_s * TILE_A), ta, full0 + 8 * slot_s, (i32)(f * BK), (i32)m0);
+      tma_load_2d(smem_addr(tile_b + slot_s * TILE_B), tb, full0 + 8 * slot_s, (i32)(f * BK), (i32)n0);
+    } else {
+      mbar_arrive(full0 + 8 * slot_s);
+    }
+  };
+  // stage kt + AHEAD is filled during iteration kt, into the slot stage kt + AHEAD - STAGES left: two
+  // stages of slack, so a warpgroup rarely waits for the other one to release a slot.
+  const u32 AHEAD = STAGES - 2;
+  for (u32 f = 0; f < AHEAD && f < nkt; ++f) {
+    u32 v[3];
+    fill_load(f, v);
+    fill_store(f, v);
+  }
+
+  // ---- consumers: warpgroup cw owns rows 64cw .. 64cw+63 of the tile
+  const u32 cw = tid / 128u, w = (tid / 32u) % 4u, lane = tid % 32u, g = lane >> 2, t = lane & 3u;
+  const u32 lrow = cw * RPW + 16u * w + g;  // this thread's rows lrow and lrow + 8 (and + 64, + 72: BM = 256)
+  const u32 a_base = smem_addr(tile_a) + cw * RPW * BK, b_base = smem_addr(tile_b);
+  float acc0[64], p0[64];  // acc0: columns 0..127 of the tile, acc1: 128..255 (BN = 256) or rows + 64 (BM = 256)
+#if NH == 2 || RPW == 128
+  float acc1[64];
+#pragma unroll
+  for (int v = 0; v < 64; ++v) acc1[v] = 0.0f;
+#endif
+#if DBUF && DIAG == 0
+  float p1[64];
+#endif
+#pragma unroll
+  for (int v = 0; v < 64; ++v) acc0[v] = 0.0f;
+#if DIAG == 2
+#pragma unroll
+  for (int v = 0; v < 64; ++v) p0[v] = 1.0f;
+#endif
+
+// column half H of k32 step J of stage S: B rows 128H .. 128H + 127 (16 KB further), their factors 32H further
+#define MX_ISSUE_H(P, S, J, H)                                                                       \
+  do {                                                                                               \
+    wg_fence();                                                                                      \
+    wgmma_k32(P, make_desc(a_base + (S) * TILE_A + 32u * (J)),                                       \
+              make_desc(b_base + (S) * TILE_B + (H) * 128u * BK + 32u * (J)));                       \
+    wg_commit();                                                                                     \
+  } while (0)
+#define MX_PROMOTE_H(ACC, P, S, J, H)                                                                \
+  do {                                                                                               \
+    fence_regs(P);                                                                                   \
+    const float* sa_k = sa_s + ((S) * KSTEPS + (J)) * BM + lrow;                                     \
+    promote(ACC, P, sa_k[0], sa_k[8], sb_s + ((S) * KSTEPS + (J)) * 4 * SB_T + t * SB_T + 32u * (H)); \
+  } while (0)
+#define MX_ISSUE(P, S, J) MX_ISSUE_H(P, S, J, 0u)
+#define MX_PROMOTE(P, S, J) MX_PROMOTE_H(acc0, P, S, J, 0u)
+
+  for (u32 kt = 0; kt < nkt; ++kt) {
+    const u32 s = kt % STAGES, f = kt + AHEAD;
+    u32 fv[3];
+    if (f < nkt) fill_load(f, fv);  // global loads in flight during this stage's math
+    mbar_wait(full0 + 8 * s, (kt / STAGES) & 1u);
+#if DIAG == 1
+    // timing diagnostic, inexact: one promotion per stage (4 k32 accumulated in the tensor core, DeepGEMM-style)
+    wg_fence();
+    wgmma_k32(p0, make_desc(a_base + s * TILE_A), make_desc(b_base + s * TILE_B));
+#pragma unroll
+    for (u32 j = 1; j < KSTEPS; ++j)
+      wgmma_k32_acc(p0, make_desc(a_base + s * TILE_A + 32u * j), make_desc(b_base + s * TILE_B + 32u * j));
+    wg_commit();
+    wg_wait<0>();
+    MX_PROMOTE(p0, s, 0u);
+#elif DIAG == 2
+    // timing diagnostic, inexact: the promotions alone, no wgmma
+#pragma unroll
+    for (u32 j = 0; j < KSTEPS; ++j) MX_PROMOTE(p0, s, j);
+#elif RPW == 128
+#pragma unroll
+    for (u32 j = 0; j < KSTEPS; ++j) {
+      // row half 0, then row half 1 with the same B columns: the 32 B factors are loaded once for both
+      wg_fence();
+      wgmma_k32(p0, make_desc(a_base + s * TILE_A + 32u * j), make_desc(b_base + s * TILE_B + 32u * j));
+      wg_commit();
+      float fb[32];
+      const float* sb_k = sb_s + (s * KSTEPS + j) * 4 * SB_T + t * SB_T;
+#pragma unroll
+      for (int q = 0; q < 8; ++q) {
+        const f32x4 b = *reinterpret_cast<const f32x4*>(sb_k + 4 * q);
+        fb[4 * q] = b.x;
+        fb[4 * q + 1] = b.y;
+        fb[4 * q + 2] = b.z;
+        fb[4 * q + 3] = b.w;
+      }
+      const float* sa_k = sa_s + (s * KSTEPS + j) * BM + lrow;
+      wg_wait<0>();
+      fence_regs(p0);
+      promote_regs(acc0, p0, sa_k[0], sa_k[8], fb);
+      wg_fence();
+      wgmma_k32(p0, make_desc(a_base + 64u * BK + s * TILE_A + 32u * j), make_desc(b_base + s * TILE_B + 32u * j));
+      wg_commit();
+      wg_wait<0>();
+      fence_regs(p0);
+      promote_regs(acc1, p0, sa_k[64], sa_k[72], fb);
+    }
+#elif NH == 2
+#pragma unroll
+    for (u32 j = 0; j < KSTEPS; ++j) {
+      MX_ISSUE_H(p0, s, j, 0u);
+      wg_wait<0>();
+      MX_PROMOTE_H(acc0, p0, s, j, 0u);
+      MX_ISSUE_H(p0, s, j, 1u);
+      wg_wait<0>();
+      MX_PROMOTE_H(acc1, p0, s, j, 1u);
+    }
+#elif DBUF
+    MX_ISSUE(p0, s, 0u);
+    MX_ISSUE(p1, s, 1u);
+    wg_wait<1>();
+    MX_PROMOTE(p0, s, 0u);
+    MX_ISSUE(p0, s, 2u);
+    wg_wait<1>();
+    MX_PROMOTE(p1, s, 1u);
+    MX_ISSUE(p1, s, 3u);
+    wg_wait<1>();
+    MX_PROMOTE(p0, s, 2u);
+    wg_wait<0>();
+    MX_PROMOTE(p1, s, 3u);
+#else
+#pragma unroll
+    for (u32 j = 0; j < KSTEPS; ++j) {
+      MX_ISSUE(p0, s, j);
+      wg_wait<0>();
+      MX_PROMOTE(p0, s, j);
+    }
+#endif
+    __syncwarp();
+    if (lane == 0) mbar_arrive(empty0 + 8 * s);
+    if (f < nkt) {
+      if (f >= STAGES) mbar_wait(empty0 + 8 * (f % STAGES), ((f / STAGES) - 1u) & 1u);
+      fill_store(f, fv);
+    }
+  }
+#undef MX_ISSUE
+#undef MX_PROMOTE
+#undef MX_ISSUE_H
+#undef MX_PROMOTE_H
+
+  // ---- epilogue: straight from the accumulator registers, masked at the M / N edges
+  const bool even_n = (n & 1) == 0;
+  store_half(out, acc0, m0 + lrow, n0 + 2u * t, m, n, even_n);
+#if NH == 2
+  store_half(out, acc1, m0 + lrow, n0 + 128u + 2u * t, m, n, even_n);
+#elif RPW == 128
+  store_half(out, acc1, m0 + lrow + 64u, n0 + 2u * t, m, n, even_n);
+#endif
+}
+
+#endif  // MXRT_CUDA

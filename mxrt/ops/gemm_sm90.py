@@ -1,0 +1,224 @@
+"""The Hopper (sm_90a) GEMM path ``sm90_wgmma``: kernels_src/gemm/gemm_mx_sm90.hip.
+
+One fp8 ``wgmma`` m64n128k32 per MX block of 32 (the K of one fp8 wgmma is the MX block), each partial from zero
+and promoted into an fp32 accumulator with the block's two scales (``acc = fma(P * 2^sb, 2^sa, acc)``). CTA tile
+128 x 256: two warpgroups of 64 rows, two column halves each. TMA copies the code tiles (128-byte swizzle), plain
+loads the scales. e2m1 operands are expanded to e4m3 bytes first (kernels_src/gemm/e2m1_to_e4m3.hip; every e2m1
+value is exact in e4m3), into a K padded to 16.
+
+Declines (the ``generic`` path serves these): split_k > 1, preshuffled scale layouts, an fp8 operand with
+``k % 16 != 0`` or a code base that is not 16-byte aligned (TMA strides), sizes of 2^31 or more, and float32
+output with an fp8 operand (measured: the fp8 wgmma partials give ~2-5e-5 relative error, over the 1e-5 bar).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+from collections import OrderedDict
+from typing import Any
+
+import numpy as np
+
+from ..runtime import specs
+from ..runtime.compiler import build
+from ..runtime.launch import LaunchConfig, launch
+from .gemm_paths import DeviceGemm, GemmPath, register_gemm_path
+
+NAME = "sm90_wgmma"
+TARGET = "sm_90a"
+PRIORITY = 20
+
+
+def stage_bytes(bm: int, bn: int) -> int:
+    """Shared memory of one pipeline stage: A and B code tiles, fp32 scale factors of its 4 k32 steps."""
+    return bm * 128 + bn * 128 + 4 * bm * 4 + 4 * 4 * (bn // 4 + 4) * 4
+
+
+def smem_bytes(bm: int, bn: int, stages: int) -> int:
+    return stages * stage_bytes(bm, bn) + 16 * stages + 1024  # + mbarriers + 1024-byte alignment slack
+
+
+_LIMIT = 2**31
+
+# ---- tensor maps (driver API through ctypes: CuPy does not expose cuTensorMapEncodeTiled) -------------------
+_CU_TENSOR_MAP_DATA_TYPE_UINT8 = 0
+_CU_TENSOR_MAP_INTERLEAVE_NONE = 0
+_CU_TENSOR_MAP_SWIZZLE_128B = 3
+_CU_TENSOR_MAP_L2_PROMOTION_L2_256B = 3
+_CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE = 0  # out-of-bounds elements read as zero
+_TMAP_BYTES = 128
+_lock = threading.Lock()
+_driver: Any = None
+_maps: OrderedDict[tuple, Any] = OrderedDict()
+_MAPS_KEPT = 256
+
+
+def _encode_tiled() -> Any:
+    global _driver
+    with _lock:
+        if _driver is None:
+            lib = ctypes.CDLL("libcuda.so.1")
+            fn = lib.cuTensorMapEncodeTiled
+            fn.restype = ctypes.c_int
+            fn.argtypes = [
+                ctypes.c_void_p,  # CUtensorMap* (64-byte aligned, 128 bytes)
+                ctypes.c_int,  # CUtensorMapDataType
+                ctypes.c_uint32,  # rank
+                ctypes.c_void_p,  # global address
+                ctypes.POINTER(ctypes.c_uint64),  # globalDim[rank]
+                ctypes.POINTER(ctypes.c_uint64),  # globalStrides[rank - 1] (bytes)
+                ctypes.POINTER(ctypes.c_uint32),  # boxDim[rank]
+                ctypes.POINTER(ctypes.c_uint32),  # elementStrides[rank]
+                ctypes.c_int,  # interleave
+                ctypes.c_int,  # swizzle
+                ctypes.c_int,  # l2 promotion
+                ctypes.c_int,  # oob fill
+            ]
+            _driver = fn
+    return _driver
+
+
+def tensor_map_2d(ptr: int, rows: int, cols: int, box_rows: int = 128) -> np.ndarray:
+    """The 128-byte CUtensorMap of a row-major uint8 ``[rows, cols]`` matrix at device address ``ptr``, box
+    ``box_rows`` x 128 bytes, 128-byte swizzle, zero fill out of bounds (``cols % 16 == 0``, ``ptr % 16 == 0``)."""
+    buf = np.zeros(_TMAP_BYTES + 64, np.uint8)
+    off = (-buf.ctypes.data) % 64
+    u64 = ctypes.c_uint64
+    dims = (u64 * 2)(cols, rows)
+    strides = (u64 * 1)(cols)
+    box = (ctypes.c_uint32 * 2)(128, box_rows)
+    estr = (ctypes.c_uint32 * 2)(1, 1)
+    res = _encode_tiled()(
+        buf.ctypes.data + off,
+        _CU_TENSOR_MAP_DATA_TYPE_UINT8,
+        2,
+        ptr,
+        dims,
+        strides,
+        box,
+        estr,
+        _CU_TENSOR_MAP_INTERLEAVE_NONE,
+        _CU_TENSOR_MAP_SWIZZLE_128B,
+        _CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+        _CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
+    )
+    if res != 0:
+        raise RuntimeError(
+            f"gemm_mx: cuTensorMapEncodeTiled failed with CUresult {res} for a uint8 [{rows}, {cols}] matrix at "
+            f"{ptr:#x}"
+        )
+    return buf[off : off + _TMAP_BYTES].copy()
+
+
+def _device_maps(a_ptr: int, m: int, b_ptr: int, n: int, kp: int, bm: int, bn: int) -> Any:
+    """Both tensor maps in one device buffer (A at byte 0, B at 128), cached by what they encode."""
+    import cupy
+
+    key = (cupy.cuda.Device().id, a_ptr, m, b_ptr, n, kp, bm, bn)
+    with _lock:
+        hit = _maps.get(key)
+        if hit is not None:
+            _maps.move_to_end(key)
+            return hit
+    host = np.concatenate([tensor_map_2d(a_ptr, m, kp, bm), tensor_map_2d(b_ptr, n, kp, bn)])
+    dev = cupy.asarray(host)
+    with _lock:
+        _maps[key] = dev
+        while len(_maps) > _MAPS_KEPT:
+            _maps.popitem(last=False)
+    return dev
+
+
+# ---- the path ------------------------------------------------------------------------------------------
+
+
+def _padded_k(dg: DeviceGemm) -> int:
+    """K extent of the codes the kernel reads: k, or k rounded up to 16 when every operand is expanded e2m1."""
+    k = dg.p.k
+    return -(-k // 16) * 16 if dg.p.a_fmt == dg.p.b_fmt == "e2m1" else k
+
+
+def supports(dg: DeviceGemm) -> str | None:
+    p = dg.p
+    if p.split_k != 1:
+        return f"split_k = {p.split_k} (this path runs split_k = 1 only)"
+    if p.a_scale_layout is not None or p.b_scale_layout is not None:
+        return "preshuffled scale layouts (this path reads row-major [rows, ceil(k/32)] scales)"
+    if p.out_dtype.name not in specs.GEMM_OUT_DTYPE_CODES:
+        return f"out dtype {p.out_dtype.name}"
+    if p.out_dtype.name == "float32" and not p.a_fmt == p.b_fmt == "e2m1":
+        # measured on an H100: the fp8 tensor cores' k32 partials carry ~2-5e-5 relative error (NOTES.md);
+        # e2m1 x e2m1 partials are exact (few significant bits), so fp32 output stays here for MXFP4
+        return "float32 output with an fp8 operand (the fp8 wgmma partials miss the 1e-5 relative bar)"
+    if p.a_fmt not in specs.SM90_FMT_CODES or p.b_fmt not in specs.SM90_FMT_CODES:
+        return f"formats ({p.a_fmt}, {p.b_fmt})"
+    if _padded_k(dg) % 16:
+        return f"k = {p.k}: an fp8 operand needs k % 16 == 0 (TMA row strides are 16-byte multiples)"
+    for name, fmt, codes in (("a", p.a_fmt, dg.a_codes), ("b", p.b_fmt, dg.b_codes)):
+        if fmt != "e2m1" and codes.data.ptr % 16:
+            return f"{name} codes start at {codes.data.ptr:#x}, not 16-byte aligned (TMA)"
+    if max(p.m, p.n, _padded_k(dg)) >= _LIMIT or max(p.m, p.n) * max(p.k_blocks, 1) >= _LIMIT:
+        return "sizes of 2^31 or more"
+    if "e2m1" in (p.a_fmt, p.b_fmt) and max(p.m, p.n) * _padded_k(dg) >= 16 * 2**31:
+        return "an e2m1 operand of 2^35 elements or more (the expansion kernel's 32-bit chunk index)"
+    return None
+
+
+def _expand_e2m1(codes: Any, rows: int, k: int, kp: int, arch: Any) -> Any:
+    import cupy
+
+    out = cupy.empty((rows, kp), dtype=cupy.uint8)
+    if rows == 0 or kp == 0:
+        return out
+    kernel = build(specs.E2M1_TO_E4M3, specs.defines(THREADS=specs.E2M1_TO_E4M3_THREADS), arch)
+    chunks = rows * kp // 16
+    grid = max(1, min(-(-chunks // specs.E2M1_TO_E4M3_THREADS), 65535))
+    cfg = LaunchConfig((grid, 1, 1), (specs.E2M1_TO_E4M3_THREADS, 1, 1))
+    launch("gemm_mx", kernel, cfg, (codes, out, np.int32(rows), np.int32(k), np.int32(kp)))
+    return out
+
+
+#: kernel tile configuration per output: (stages, dbuf, bm, bn); see specs.GEMM_MX_SM90
+CONFIG = {"float32": (6, 1, 128, 128)}
+DEFAULT_CONFIG = (specs.SM90_STAGES, specs.SM90_DBUF, specs.SM90_BM, specs.SM90_BN)
+
+
+def run(dg: DeviceGemm, **tune: int) -> None:
+    """Launch on the current stream. ``tune`` overrides the kernel's tuning defines (``stages``, ``dbuf``, ``bm``,
+    ``bn``, ``diag``; benchmarks/gemm_sm90_dev.py); ``diag != 0`` builds an inexact timing diagnostic."""
+    p = dg.p
+    stages, dbuf, bm, bn = CONFIG.get(p.out_dtype.name, DEFAULT_CONFIG)
+    stages, dbuf, bm, bn = (tune.get("stages", stages), tune.get("dbuf", dbuf), tune.get("bm", bm), tune.get("bn", bn))
+    diag = tune.get("diag", 0)
+    if p.is_empty:
+        dg.out.fill(0)
+        return
+    kp = _padded_k(dg)
+    a = _expand_e2m1(dg.a_codes, p.m, p.k, kp, dg.arch) if p.a_fmt == "e2m1" else dg.a_codes
+    b = _expand_e2m1(dg.b_codes, p.n, p.k, kp, dg.arch) if p.b_fmt == "e2m1" else dg.b_codes
+    d = specs.defines(
+        A_FMT=specs.SM90_FMT_CODES[p.a_fmt],
+        B_FMT=specs.SM90_FMT_CODES[p.b_fmt],
+        BM=bm,
+        BN=bn,
+        DBUF=dbuf,
+        DIAG=diag,
+        OUT_DTYPE=specs.GEMM_OUT_DTYPE_CODES[p.out_dtype.name],
+        STAGES=stages,
+    )
+    kernel = build(specs.GEMM_MX_SM90, d, dg.arch)
+    smem = smem_bytes(bm, bn, stages)
+    if kernel.max_dynamic_shared_size_bytes < smem:
+        kernel.max_dynamic_shared_size_bytes = smem
+    maps = _device_maps(a.data.ptr, p.m, b.data.ptr, p.n, kp, bm, bn)
+    tiles = -(-p.m // bm) * -(-p.n // bn)
+    threads = 256 if bm == 256 else 2 * bm  # BM 256: two warpgroups of 128 rows
+    cfg = LaunchConfig((tiles, 1, 1), (threads, 1, 1), smem)
+    args = (maps, dg.a_scales, dg.b_scales, dg.out, np.int32(p.m), np.int32(p.n), np.int32(kp))
+    launch(p.op, kernel, cfg, args)
+    # the expanded e2m1 buffers and the tensor maps must outlive the kernel: CuPy's pool reuses a freed block
+    # only for work queued after the free on the same stream, so dropping them here is safe
+
+
+register_gemm_path(GemmPath(NAME, TARGET, PRIORITY, supports, run))

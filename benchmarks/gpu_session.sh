@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One device call that proves every GPU op of main: GPU tests, `mxrt check` on the GPU, compute-sanitizer
-# (memcheck + racecheck) over the smoke scripts, and the bandwidth benchmarks. Logs go to $OUT (or ./gpu_out),
+# (memcheck + racecheck) over the smoke scripts, the GEMM benchmark against its peers (and the bandwidth
+# benchmarks with QUANT_BENCH=1). Logs go to $OUT (or ./gpu_out),
 # six files at most (the device tool returns eight).
 # Usage on the device: bash benchmarks/gpu_session.sh
 set -u
@@ -26,6 +27,12 @@ for s in tests/support/gpu_*_smoke.py; do
   done
 done
 step "benchmarks"
-for b in benchmarks/bench_quant.py benchmarks/bench_grouped_quant.py; do
-  echo "--- $b"; timeout 120 python3 "$b" 2>&1 | tee -a "$OUT/bench.txt" | tail -40
-done
+# GEMM vs its peers in the same run (bench_gemm.py; BENCH_GEMM_ARGS e.g. "--quick"), and the bandwidth benchmarks
+# of the quantizers when QUANT_BENCH=1.
+timeout 300 python3 benchmarks/bench_gemm.py --json "$OUT/bench_gemm.json" ${BENCH_GEMM_ARGS:-} 2>&1 \
+  | tee -a "$OUT/bench.txt" | tail -60
+if [[ ${QUANT_BENCH:-0} == 1 ]]; then
+  for b in benchmarks/bench_quant.py benchmarks/bench_grouped_quant.py; do
+    echo "--- $b"; timeout 120 python3 "$b" 2>&1 | tee -a "$OUT/bench.txt" | tail -40
+  done
+fi

@@ -338,6 +338,37 @@ ALL_SPECS: tuple[KernelSpec, ...] = (
     E2M1_TO_E4M3,
 )
 
+# ---- AMD MFMA GEMMs (kernels_src/gemm/gemm_mx_gfx9{50,42}.hip; launch and arguments in mxrt/ops/gemm_amd.py) ----
+GEMM_AMD_THREADS = 256
+#: (A_FMT, B_FMT) of every pair of mxrt.reference.gemm.GEMM_FORMAT_PAIRS (a test keeps the two lists equal).
+GEMM_AMD_FMT_PAIRS = ((0, 0), (0, 1), (1, 0), (1, 1), (4, 4), (0, 4), (4, 0))
+#: EDGE=1 handles every shape; EDGE=0 (interior-only loads) when m, n, K ranges and row alignment allow it.
+_GEMM_AMD_VARIANTS = tuple(
+    defines(A_FMT=a, B_FMT=b, EDGE=e, THREADS=GEMM_AMD_THREADS) for e in (1, 0) for a, b in GEMM_AMD_FMT_PAIRS
+)
+
+GEMM_MX_GFX950 = KernelSpec(
+    symbol="gemm_mx_gfx950",
+    file="gemm/gemm_mx_gfx950.hip",
+    required=("A_FMT", "B_FMT", "EDGE", "THREADS"),
+    variants=_GEMM_AMD_VARIANTS,
+    targets=("gfx950",),
+    expect_mma=(("gfx950", ("v_mfma_scale_f32_16x16x128_f8f6f4",)),),
+)
+
+# The exact fp8/bf8 variant per format pair (fp8_fp8, fp8_bf8, bf8_fp8, bf8_bf8) is checked per build by
+# tests/test_gemm_amd_compile.py; the spec states the family every build must contain.
+GEMM_MX_GFX942 = KernelSpec(
+    symbol="gemm_mx_gfx942",
+    file="gemm/gemm_mx_gfx942.hip",
+    required=("A_FMT", "B_FMT", "EDGE", "THREADS"),
+    variants=_GEMM_AMD_VARIANTS,
+    targets=("gfx942",),
+    expect_mma=(("gfx942", ("v_mfma_f32_16x16x32_",)),),
+)
+
+ALL_SPECS = (*ALL_SPECS, GEMM_MX_GFX950, GEMM_MX_GFX942)
+
 #: Dispatch tables: op -> {target or "generic": spec}. Tests derive their GPU skips from these.
 DISPATCH: Mapping[str, Mapping[str, KernelSpec]] = {
     "quantize_mx": {"generic": QUANTIZE_MX_ROWWISE},

@@ -6,7 +6,7 @@
 # Usage on the device: bash benchmarks/gpu_session.sh
 set -u
 cd "$(dirname "$0")/.."
-export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
+export PYTHONPATH=$PWD:$PWD/tests PYTHONUNBUFFERED=1
 OUT=${OUT:-./gpu_out}
 mkdir -p "$OUT"
 step() { echo; echo "=== $*"; }

@@ -279,7 +279,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
   if (tid == 0) {
     for (u32 s = 0; s < STAGES; ++s) {
       mbar_init(full0 + 8 * s, THREADS);  // every thread arrives after its scale row, thread 0 with the TMA bytes
-      mbar_init(empty0 + 8 * s, THREADS / 32);  // every warp arrives after its last read of the stage
+      mbar_init(empty0 + 8 * s, THREADS);  // every thread arrives after its last read of the stage
     }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     asm volatile("prefetch.tensormap [%0];" ::"l"(ta) : "memory");
@@ -465,8 +465,9 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
       MX_PROMOTE(p0, s, j);
     }
 #endif
-    __syncwarp();
-    if (lane == 0) mbar_arrive(empty0 + 8 * s);
+    // every thread releases its own reads of the stage's scale factors (racecheck tracks mbarrier arrive/wait
+    // per thread, not a warp's reads ordered by __syncwarp before one lane's arrive)
+    mbar_arrive(empty0 + 8 * s);
     if (f < nkt) {
       if (f >= STAGES) mbar_wait(empty0 + 8 * (f % STAGES), ((f / STAGES) - 1u) & 1u);
       fill_store(f, fv);

@@ -29,7 +29,17 @@
 #define __shared__ __attribute__((shared))
 #endif
 #ifndef __launch_bounds__
+#if defined(MXRT_HIP)
+// clang -x hip ignores CUDA's launch_bounds attribute (the kernel keeps max_flat_workgroup_size 1024, so its
+// VGPR budget is that of 1024-thread blocks); hiprtc's header maps it as below, so the offline build matches.
+#define MXRT_LB_1(threads) __attribute__((amdgpu_flat_work_group_size(1, threads)))
+#define MXRT_LB_2(threads, min_blocks) \
+  __attribute__((amdgpu_flat_work_group_size(1, threads), amdgpu_waves_per_eu(min_blocks)))
+#define MXRT_LB_SELECT(_1, _2, impl, ...) impl
+#define __launch_bounds__(...) MXRT_LB_SELECT(__VA_ARGS__, MXRT_LB_2, MXRT_LB_1, )(__VA_ARGS__)
+#else
 #define __launch_bounds__(...) __attribute__((launch_bounds(__VA_ARGS__)))
+#endif
 #endif
 #define MXRT_DEVICE __device__ __forceinline__
 #ifndef __forceinline__

@@ -31,15 +31,7 @@ from mxrt.ops.gemm_paths import DeviceGemm
 from mxrt.reference import calc_diff, gemm_mx, gemm_problem
 from mxrt.runtime import get_arch
 
-PAIRS = [
-    ("e4m3", "e4m3"),
-    ("e4m3", "e5m2"),
-    ("e5m2", "e4m3"),
-    ("e5m2", "e5m2"),
-    ("e2m1", "e2m1"),
-    ("e4m3", "e2m1"),
-    ("e2m1", "e4m3"),
-]
+PAIRS = list(mxrt.GEMM_FORMAT_PAIRS)
 OUTS = ["float32", "bfloat16", "float16"]
 SHAPES = [(512, 512, 1024), (300, 200, 272), (1, 1, 32), (129, 257, 4080), (64, 1000, 160), (7, 130, 48)]
 NP_OUT = {"float32": np.float32, "bfloat16": ml_dtypes.bfloat16, "float16": np.float16}

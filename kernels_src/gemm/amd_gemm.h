@@ -15,7 +15,8 @@
 // Host emulation (tests/support/simt_amd_host.cpp, MXRT_HOST_SIMT): the wave-wide operations (MFMA, lane permute)
 // and atomics are hooks the host file implements; everything else below is the device code itself.
 #pragma once
-#include "../common/mx_codecs.h"
+// mx_gemm.h: mx_codecs.h, bit casts, bf16/fp16 RNE conversions, the MXRT_OUT_* output codes
+#include "../common/mx_gemm.h"
 
 #define MXRT_GEMM_BM 128
 #define MXRT_GEMM_BN 128
@@ -28,10 +29,7 @@
 #define MXRT_GEMM_MODE_WORKSPACE 1  // ws[split] = acc, the last CTA of a tile sums ws[0..split_k) in order
 #define MXRT_GEMM_MODE_ATOMIC 2     // out += acc (fp32 atomics; packed bf16x2 / f16x2 for 16-bit outputs)
 
-// Run-time `out_dtype` argument (mxrt/ops/gemm_amd.py OUT_CODES).
-#define MXRT_GEMM_OUT_F32 0
-#define MXRT_GEMM_OUT_BF16 1
-#define MXRT_GEMM_OUT_F16 2
+// Run-time `out_dtype` argument (mxrt/ops/gemm_amd.py OUT_CODES): the MXRT_OUT_* codes of mx_gemm.h.
 
 // Run-time scale layout codes `a_layout` / `b_layout` (mxrt/ops/gemm_amd.py SCALE_LAYOUT_CODES).
 #define MXRT_GEMM_SL_ROWMAJOR 0  // [rows, kb] bytes
@@ -102,42 +100,14 @@ inline i32 max(i32 a, i32 b) { return a > b ? a : b; }
 MXRT_DEVICE i32 min(i32 a, i32 b) { return __builtin_elementwise_min(a, b); }
 MXRT_DEVICE i32 max(i32 a, i32 b) { return __builtin_elementwise_max(a, b); }
 #endif
-MXRT_DEVICE float mxrt_f32(u32 b) { return __builtin_bit_cast(float, b); }
-MXRT_DEVICE u32 mxrt_bits(float f) { return __builtin_bit_cast(u32, f); }
-
-// fp32 -> bf16 bits, round to nearest even; NaN stays a quiet NaN, overflow gives +-Inf.
-MXRT_DEVICE u32 mxrt_gemm_bf16(float f) {
-  const u32 x = mxrt_bits(f);
-  if ((x & 0x7FFFFFFFu) > 0x7F800000u) return ((x >> 16) | 0x40u) & 0xFFFFu;
-  return (x + 0x7FFFu + ((x >> 16) & 1u)) >> 16;
-}
-
-// fp32 -> fp16 bits, round to nearest even (subnormals included); NaN -> quiet NaN, |x| >= 65520 -> +-Inf.
-MXRT_DEVICE u32 mxrt_gemm_f16(float f) {
-  const u32 x = mxrt_bits(f);
-  const u32 sign = (x >> 16) & 0x8000u, ax = x & 0x7FFFFFFFu;
-  if (ax > 0x7F800000u) return sign | 0x7E00u;
-  if (ax >= 0x477FF000u) return sign | 0x7C00u;
-  if (ax >= 0x38800000u) {  // normal fp16: rebias 127 -> 15, round 13 bits away
-    const u32 r = ax - 0x38000000u;
-    return sign | ((r + 0xFFFu + ((r >> 13) & 1u)) >> 13);
-  }
-  const u32 e = ax >> 23;
-  if (e < 102u) return sign;  // below 2^-25: rounds to zero
-  const u32 mant = (ax & 0x7FFFFFu) | 0x800000u, shift = 126u - e;  // result in units of 2^-24
-  u32 r = mant >> shift;
-  const u32 rem = mant & ((1u << shift) - 1u), half = 1u << (shift - 1u);
-  if (rem > half || (rem == half && (r & 1u))) r += 1u;
-  return sign | r;
-}
-
+// One 16-bit output conversion with the output dtype as a run-time value (the AMD kernels take it as an argument).
 MXRT_DEVICE u32 mxrt_gemm_16(float f, i32 out_dtype) {
-  return out_dtype == MXRT_GEMM_OUT_BF16 ? mxrt_gemm_bf16(f) : mxrt_gemm_f16(f);
+  return out_dtype == MXRT_OUT_BF16 ? mxrt_f32_to_bf16_bits(f) : mxrt_f32_to_f16_bits(f);
 }
 
 // E8M0 byte -> fp32 2^(b-127): 0 is the subnormal 2^-127 (bits 0x00400000), 0xFF is NaN.
 MXRT_DEVICE float mxrt_e8m0_f32(u32 b) {
-  return mxrt_f32(b == 0u ? 0x00400000u : (b == 0xFFu ? 0x7FC00000u : (b << 23)));
+  return mxrt_f32_from_bits(b == 0u ? 0x00400000u : (b == 0xFFu ? 0x7FC00000u : (b << 23)));
 }
 
 // ---- the problem, as every thread sees it ---------------------------------------------------------------------
@@ -391,7 +361,7 @@ MXRT_DEVICE MxrtGemmTile mxrt_gemm_tile(const MxrtGemmArgs& g) {
 
 MXRT_DEVICE void mxrt_gemm_store_one(const MxrtGemmArgs& g, u32 row, u32 col, float v) {
   const u64 idx = (u64)row * g.n + col;
-  if (g.out_dtype == MXRT_GEMM_OUT_F32)
+  if (g.out_dtype == MXRT_OUT_F32)
     ((float*)g.out)[idx] = v;
   else
     ((u16*)g.out)[idx] = (u16)mxrt_gemm_16(v, g.out_dtype);
@@ -411,7 +381,7 @@ MXRT_DEVICE void mxrt_gemm_atomic_pk16(u32* p, float lo, float hi, i32 out_dtype
 #if defined(MXRT_HOST_SIMT)
   mxrt_host_atomic_pk_add_16(p, packed, out_dtype);
 #else
-  if (out_dtype == MXRT_GEMM_OUT_BF16) {
+  if (out_dtype == MXRT_OUT_BF16) {
     mxrt_s16x2 v;
     v.x = (short)(packed & 0xFFFFu);
     v.y = (short)(packed >> 16);
@@ -450,7 +420,7 @@ MXRT_DEVICE void mxrt_gemm_epilogue(const MxrtGemmArgs& g, const MxrtGemmTile& t
   const u32 lane = mxrt_lane();
   const u32 rq = 4u * (lane / 16u), cl = lane % 16u;
   if (g.mode == MXRT_GEMM_MODE_ATOMIC) {
-    if (g.out_dtype == MXRT_GEMM_OUT_F32) {
+    if (g.out_dtype == MXRT_OUT_F32) {
 #pragma unroll
       for (u32 i = 0; i < 4u; ++i)
         for (u32 j = 0; j < 4u; ++j)
@@ -470,7 +440,7 @@ MXRT_DEVICE void mxrt_gemm_epilogue(const MxrtGemmArgs& g, const MxrtGemmTile& t
         for (u32 q = 0; q < 2u; ++q) {
           // the even lane sends rows 2, 3; the odd lane sends rows 0, 1 (what its partner adds)
           const float send = odd ? acc[i][j][q] : acc[i][j][2u + q];
-          other[q] = mxrt_f32(mxrt_wave_bpermute(lane ^ 1u, mxrt_bits(send)));
+          other[q] = mxrt_f32_from_bits(mxrt_wave_bpermute(lane ^ 1u, mxrt_bits_from_f32(send)));
           mine[q] = odd ? acc[i][j][2u + q] : acc[i][j][q];
         }
         const u32 c = wc0 + 16u * j + (cl & ~1u);

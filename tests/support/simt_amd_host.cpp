@@ -279,11 +279,11 @@ u32 mxrt_host_bpermute(u32 src_lane, u32 v) {
 void mxrt_host_atomic_add_f32(float* p, float v) { *p += v; }
 u32 mxrt_host_atomic_inc(u32* p) { return (*p)++; }
 static float h16_to_f32(u32 h, int out_dtype) {
-  if (out_dtype == MXRT_GEMM_OUT_BF16) return mxrt_f32(h << 16);
+  if (out_dtype == MXRT_OUT_BF16) return mxrt_f32_from_bits(h << 16);
   const u32 s = (h & 0x8000u) << 16, e = (h >> 10) & 31u, m = h & 1023u;
-  if (e == 31u) return mxrt_f32(s | 0x7F800000u | (m << 13));
+  if (e == 31u) return mxrt_f32_from_bits(s | 0x7F800000u | (m << 13));
   if (e == 0u) return (s ? -1.0f : 1.0f) * std::ldexp((float)m, -24);
-  return mxrt_f32(s | ((e + 112u) << 23) | (m << 13));
+  return mxrt_f32_from_bits(s | ((e + 112u) << 23) | (m << 13));
 }
 // global_atomic_pk_add_bf16 / _f16 model: each half = round(old + new) in the 16-bit format (RNE)
 void mxrt_host_atomic_pk_add_16(u32* p, u32 packed, int out_dtype) {

@@ -519,8 +519,9 @@ class Bench:
         if self.args.only == "peers":
             return [], "--only peers"
         try:
-            import mxrt.ops  # noqa: F401  registers the GPU ops and GEMM paths
             from mxrt.gemm import GEMM_BACKENDS
+
+            import mxrt.ops  # noqa: F401  registers the GPU ops and GEMM paths
             from mxrt.ops.gemm_paths import gemm_paths
             from mxrt.runtime.arch import get_arch
         except Exception as e:
@@ -750,7 +751,7 @@ class Bench:
         call), or (None, why) to time the public ``gemm_mx`` calls instead."""
         try:
             from mxrt.ops.gemm_paths import DeviceGemm, gemm_paths
-            from mxrt.reference.gemm import gemm_problem
+            from mxrt.problems import gemm_problem
             from mxrt.runtime.arch import get_arch
 
             arch = get_arch()

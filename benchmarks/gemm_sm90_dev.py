@@ -28,7 +28,8 @@ import numpy as np
 import mxrt
 from mxrt.ops import gemm_sm90
 from mxrt.ops.gemm_paths import DeviceGemm
-from mxrt.reference import calc_diff, gemm_mx, gemm_problem
+from mxrt.problems import gemm_problem
+from mxrt.reference import calc_diff, gemm_mx
 from mxrt.runtime import get_arch
 
 PAIRS = list(mxrt.GEMM_FORMAT_PAIRS)

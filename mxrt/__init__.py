@@ -1,70 +1,76 @@
 """mxrt: numpy-first, portable OCP Microscaling (MX) numerics, layouts and kernels.
 
-Layers (dependencies point one way): formats -> layouts -> reference -> runtime -> ops -> cli.
-``mxrt.formats``, ``mxrt.layouts`` and ``mxrt.reference`` import with numpy and ml_dtypes alone.
+Layers (imports point one way, a test checks the graph has no cycle):
+formats -> layouts -> problems -> reference (pure numpy) -> runtime (the only one touching cupy) -> ops (GPU
+twins) -> api (the public face: every op below, dispatching explicitly) -> cli / checks / bench.
+Arrays go in as numpy, CuPy, torch or JAX (DLPack, zero-copy) and come back in the caller's kind.
 """
 
 from ._version import __version__
-from .errors import CompileError, DtypeError, LayoutError, MxrtError, ShapeError, UnsupportedArchError
-
-# formats: codecs, scale rules, quantization
-from .formats import (
-    FORMATS,
-    MXArray,
-    MXDual,
-    ScaleMode,
+from .api import (
+    BACKENDS,
+    GPU_OPS,
+    calc_diff,
     ceil_to_ue8m0,
+    contiguous_m_indices,
+    contiguous_psum_layout,
+    convert,
     decode,
     dequantize_mx,
     e8m0_decode,
     encode,
-    pack_fp4,
-    per_block_cast_to_fp8,
-    per_token_cast_to_fp8,
-    quantize_mx,
-    quantize_mx_dual,
-    unpack_fp4,
-)
-
-# layouts: scale and weight preshuffles, group and MoE layouts
-from .layouts import (
-    SCALE_LAYOUTS,
-    WEIGHT_LAYOUTS,
-    MXGrouped,
-    contiguous_m_indices,
-    contiguous_psum_layout,
     from_masked,
+    gemm_mx,
     group_lens_from_m_indices,
     group_lens_from_psum,
     group_offsets,
     moe_align_block_size,
     moe_sorting,
+    pack_fp4,
     pad_group_layout,
     pad_rows,
-    padded_rows_upper_bound,
+    per_block_cast_to_fp8,
+    per_token_cast_to_fp8,
     preshuffle_scales,
     preshuffle_weight,
+    quantize_mx,
+    quantize_mx_dual,
     quantize_mx_dual_grouped,
     quantize_mx_grouped,
+    relative_error,
     scale_index,
-    scale_layout_shape,
+    snr_db,
     to_masked,
+    unpack_fp4,
     unpad_rows,
     unshuffle_scales,
     unshuffle_weight,
+)
+from .errors import (
+    CompileError,
+    DtypeError,
+    LayoutError,
+    MxrtError,
+    ShapeError,
+    UnknownNameError,
+    UnsupportedArchError,
+)
+from .formats import FORMATS, MXArray, MXDual, ScaleMode
+from .layouts import (
+    SCALE_LAYOUTS,
+    WEIGHT_LAYOUTS,
+    MXGrouped,
+    padded_rows_upper_bound,
+    scale_layout_shape,
     weight_layout_shape,
 )
-
-# reference: accuracy metrics
-from .reference import calc_diff, relative_error, snr_db
-
-# isort: split
-# gemm: dense MX GEMM ``a @ b.T`` (numpy backend; GPU backends register into mxrt.gemm.GEMM_BACKENDS)
-from .gemm import GEMM_FORMAT_PAIRS, GemmProblem, gemm_mx
+from .problems import GEMM_FORMAT_PAIRS, GemmProblem
 
 __all__ = [
+    "BACKENDS",
     "FORMATS",
     "GEMM_FORMAT_PAIRS",
+    "GPU_OPS",
     "SCALE_LAYOUTS",
     "WEIGHT_LAYOUTS",
     "CompileError",
@@ -77,12 +83,14 @@ __all__ = [
     "MxrtError",
     "ScaleMode",
     "ShapeError",
+    "UnknownNameError",
     "UnsupportedArchError",
     "__version__",
     "calc_diff",
     "ceil_to_ue8m0",
     "contiguous_m_indices",
     "contiguous_psum_layout",
+    "convert",
     "decode",
     "dequantize_mx",
     "e8m0_decode",

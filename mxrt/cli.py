@@ -9,13 +9,12 @@ import sys
 from collections.abc import Sequence
 
 from . import __version__
-from ._backend import GPU_OPS, _load_gpu_ops, gpu_available
+from .api import GPU_OPS, device_available
 from .checks import CheckRow, run_all
 
 
 def _best_backend() -> str:
-    _load_gpu_ops()
-    return "gpu" if any(gpu_available(op) for op in GPU_OPS) else "numpy"
+    return "gpu" if device_available() else "numpy"
 
 
 def _table(rows: list[CheckRow]) -> str:

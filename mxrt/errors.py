@@ -35,3 +35,7 @@ class CompileError(MxrtError, RuntimeError):
 def fail(cls: type[MxrtError], op: str, arg: str, got: object, expected: str) -> MxrtError:
     """Build an error in the house format: ``op: argument 'arg' is <got>, expected <expected>``."""
     return cls(f"{op}: argument '{arg}' is {got}, expected {expected}")
+
+
+class UnknownNameError(MxrtError, ValueError):
+    """A name (format, layout, scale mode, backend, dtype name, ...) that mxrt does not know."""

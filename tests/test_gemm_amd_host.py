@@ -26,8 +26,8 @@ import mxrt
 from mxrt import reference
 from mxrt.checks.gemm import calc_diff_limit
 from mxrt.ops import gemm_amd
+from mxrt.problems import GEMM_FORMAT_PAIRS, gemm_problem
 from mxrt.reference import emulate
-from mxrt.reference.gemm import GEMM_FORMAT_PAIRS, gemm_problem
 from mxrt.runtime import specs
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -10,7 +10,7 @@ import pytest
 
 import mxrt
 from mxrt.ops import gemm_amd, gemm_paths
-from mxrt.reference.gemm import GEMM_FORMAT_PAIRS, gemm_problem
+from mxrt.problems import GEMM_FORMAT_PAIRS, gemm_problem
 from mxrt.runtime import specs
 
 

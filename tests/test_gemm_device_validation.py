@@ -1,5 +1,5 @@
 """CPU tests of gemm_problem's device-array validation (no cupy needed): CuPy arrays are recognised by their module
-(``mxrt._backend.is_device_array``), so a small stand-in with ``shape``, ``dtype``, ``strides`` and ``flags`` walks
+(``mxrt._kinds.is_device_array``), so a small stand-in with ``shape``, ``dtype``, ``strides`` and ``flags`` walks
 the same code. Also: an MXArray whose scales are preshuffled (``quantize_mx(..., scale_layout=...)``)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import mxrt
-from mxrt.reference.gemm import gemm_problem
+from mxrt.problems import gemm_problem
 
 
 class _Flags:

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import mxrt
-from mxrt import DtypeError, LayoutError, ShapeError, UnsupportedArchError, reference
+from mxrt import DtypeError, LayoutError, ShapeError, UnknownNameError, UnsupportedArchError, reference
 
 
 def q(rows, k, fmt="e4m3", seed=0):
@@ -78,8 +78,8 @@ CASES = [
     ("out_dtype_mismatch", dict(a=A, b=B, out=np.zeros((128, 128), np.float32)), DtypeError,
      "argument 'out' has dtype float32, expected bfloat16"),
     ("out_list", dict(a=A, b=B, out=[[0.0]]), DtypeError, "argument 'out' is a list"),
-    ("backend", dict(a=A, b=B, backend="cuda"), ShapeError, "argument 'backend' is 'cuda'"),
-    ("backend_gpu", dict(a=A, b=B, backend="gpu"), UnsupportedArchError, "no GPU kernel for gemm_mx"),
+    ("backend", dict(a=A, b=B, backend="cuda"), UnknownNameError, "argument 'backend' is 'cuda'"),
+    ("backend_gpu", dict(a=A, b=B, backend="gpu"), UnsupportedArchError, "CuPy or a GPU is not available"),
 ]  # fmt: skip
 
 

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 import mxrt
+import mxrt.runtime
 from mxrt import reference
 from mxrt.checks.gemm import blockwise_gemm, calc_diff_limit
-from mxrt.gemm import GEMM_BACKENDS
-from mxrt.reference.gemm import gemm_problem
+from mxrt.problems import gemm_problem
 
 PAIRS = list(mxrt.GEMM_FORMAT_PAIRS)
 OUT_DTYPES = ["bfloat16", "float16", "float32"]
@@ -198,8 +198,8 @@ def test_nan_scale_poisons_its_row_only_and_overflow_saturates_to_inf():
 
 
 def test_gpu_backends_plug_in_through_the_problem(monkeypatch):
-    """A GPU op registers a function of GemmProblem; gemm_mx validates, resolves and hands it the problem."""
-    import mxrt._backend as backend_mod
+    """gemm_mx validates once and hands the frozen problem to the GPU twin (mxrt.ops.gemm.gemm_mx_gpu)."""
+    import mxrt.ops.gemm
 
     seen = {}
 
@@ -207,11 +207,10 @@ def test_gpu_backends_plug_in_through_the_problem(monkeypatch):
         seen["p"] = p
         return np.zeros((p.m, p.n), p.out_dtype)
 
-    monkeypatch.setitem(GEMM_BACKENDS, "gpu", fake_gpu)
-    monkeypatch.setattr(backend_mod, "GPU_OPS", {"gemm_mx"})
-    monkeypatch.setattr(backend_mod, "gpu_available", lambda op: op == "gemm_mx")
     _, _, qa, qb = operands(5, 6, 96, "e2m1", "e2m1", seed=4)
     sb = mxrt.preshuffle_scales(qb.scales, "aiter32x8")
+    monkeypatch.setattr(mxrt.ops.gemm, "gemm_mx_gpu", fake_gpu)
+    monkeypatch.setattr(mxrt.runtime, "device_available", lambda: True)
     mxrt.gemm_mx(qa, (qb.data, sb, "e2m1"), split_k=2, deterministic=False, backend="gpu", b_scale_layout="aiter32x8")
     p = seen["p"]
     assert isinstance(p, mxrt.GemmProblem)

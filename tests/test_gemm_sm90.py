@@ -15,7 +15,8 @@ import pytest
 import mxrt
 from mxrt.formats.codecs import decode, unpack_fp4
 from mxrt.ops import gemm_paths, gemm_sm90
-from mxrt.reference import calc_diff, gemm_mx, gemm_problem
+from mxrt.problems import gemm_problem
+from mxrt.reference import calc_diff, gemm_mx
 
 
 def _ptr(addr: int) -> SimpleNamespace:

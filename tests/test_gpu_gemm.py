@@ -16,7 +16,7 @@ import pytest
 from support.gemm_cases import check_result, host_result, operands, to_device
 
 import mxrt
-from mxrt.reference import GEMM_FORMAT_PAIRS, GEMM_OUT_DTYPES
+from mxrt.problems import GEMM_FORMAT_PAIRS, GEMM_OUT_DTYPES
 
 pytestmark = pytest.mark.gpu
 cupy = pytest.importorskip("cupy")
@@ -63,7 +63,7 @@ def poisoned(monkeypatch: pytest.MonkeyPatch):
 
 def use_path(monkeypatch: pytest.MonkeyPatch, path: str, p_args: tuple, **kw) -> None:
     """Force ``path``; skip when its supports() declines this problem."""
-    from mxrt.reference.gemm import gemm_problem
+    from mxrt.problems import gemm_problem
 
     monkeypatch.setenv("MXRT_GEMM_PATH", path)
     p = gemm_problem(*p_args, **kw)

@@ -248,7 +248,7 @@ def test_grouped_device_argument_errors(poisoned) -> None:
         mxrt.quantize_mx_grouped(xd, cupy.array([10], cupy.uint32))
     with pytest.raises(mxrt.ShapeError, match="1-D"):
         mxrt.quantize_mx_grouped(xd, cupy.array([[10]]))
-    # kernel limits: UnsupportedArchError through the public op (mxrt._backend.run_gpu), ShapeError from the op
+    # kernel limits: UnsupportedArchError through the public op (mxrt.api.dispatch), ShapeError from the op
     with pytest.raises(mxrt.UnsupportedArchError, match="at most 1024"):
         mxrt.quantize_mx_grouped(xd, cupy.zeros(1025, cupy.int64))
     with pytest.raises(mxrt.ShapeError, match="at most 1024"):

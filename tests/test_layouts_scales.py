@@ -232,7 +232,7 @@ def test_errors():
         mxrt.preshuffle_scales(s, "aiter32x8", pad_value=1.5)
     with pytest.raises(mxrt.DtypeError, match="dtype"):
         mxrt.preshuffle_scales(s, "aiter32x8", dtype=np.uint32)
-    with pytest.raises(mxrt.ShapeError, match="backend"):
+    with pytest.raises(mxrt.UnknownNameError, match="backend"):
         mxrt.preshuffle_scales(s, "aiter32x8", backend="cuda")
     with pytest.MonkeyPatch.context() as mp, pytest.raises(mxrt.UnsupportedArchError):
         mp.setattr("mxrt.runtime.device_available", lambda: False)  # backend="gpu" with no usable device

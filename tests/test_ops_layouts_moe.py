@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 
 import mxrt
-from mxrt import _backend
 from mxrt.checks import all_cases
 from mxrt.checks import gpu as gpu_checks
 from mxrt.ops import layouts as layout_ops
@@ -26,8 +25,7 @@ class FakeDeviceArray:
 
 
 def test_ops_register_and_dispatch() -> None:
-    _backend._load_gpu_ops()
-    assert {"preshuffle_scales", "unshuffle_scales", "moe_align_block_size"} <= set(_backend.GPU_OPS)
+    assert {"preshuffle_scales", "unshuffle_scales", "moe_align_block_size"} <= set(mxrt.GPU_OPS)
     for op in ("preshuffle_scales", "unshuffle_scales", "moe_align_block_size"):
         assert specs.op_supports(op, "gfx942") and specs.op_supports(op, "sm_90a")
     assert {s.symbol for s in specs.ALL_SPECS} >= {
@@ -110,8 +108,8 @@ def test_moe_device_errors_before_launch() -> None:
         op(ids, 16, 4, FakeDeviceArray(np.zeros(8, np.int32)[::2]))
     with pytest.raises(mxrt.ShapeError, match="at most 8192"):
         op(ids, 16, moe_ops.MAX_EXPERTS + 1)
-    assert moe_ops._moe_align_unsupported(np.zeros(4, np.int32), 16, moe_ops.MAX_EXPERTS + 1) is not None
-    assert moe_ops._moe_align_unsupported(ids, 16, moe_ops.MAX_EXPERTS + 1) is None  # the op raises ShapeError
+    assert moe_ops.moe_align_unsupported(np.zeros(4, np.int32), 16, moe_ops.MAX_EXPERTS + 1) is not None
+    assert moe_ops.moe_align_unsupported(ids, 16, moe_ops.MAX_EXPERTS + 1) is None  # the op raises ShapeError
 
 
 def test_preshuffle_device_errors_before_launch() -> None:
@@ -129,7 +127,7 @@ def test_preshuffle_device_errors_before_launch() -> None:
         op(s, "cublas128x4", dtype=np.uint32)
     with pytest.raises(mxrt.ShapeError, match="2\\^31"):
         op(FakeDeviceArray(np.lib.stride_tricks.as_strided(np.zeros(1, np.uint8), (2**20, 2**12), (0, 0))), "turbo16x4")
-    assert layout_ops._preshuffle_unsupported(np.zeros((4, 4), np.uint8), "turbo16x4") is None
+    assert layout_ops.preshuffle_unsupported(np.zeros((4, 4), np.uint8), "turbo16x4") is None
 
 
 def test_unshuffle_device_errors_before_launch() -> None:

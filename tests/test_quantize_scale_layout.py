@@ -40,7 +40,9 @@ def test_dequantize_round_trip(layout):
     plain = mxrt.quantize_mx(x, "e4m3")
     fused = mxrt.quantize_mx(x, "e4m3", scale_layout=layout)
     assert np.array_equal(mxrt.dequantize_mx(fused), mxrt.dequantize_mx(plain), equal_nan=True)
-    assert np.array_equal(fused.dequantize(np.float16), plain.dequantize(np.float16), equal_nan=True)
+    assert np.array_equal(mxrt.dequantize_mx(fused, np.float16), plain.dequantize(np.float16), equal_nan=True)
+    with pytest.raises(mxrt.LayoutError, match=r"mxrt\.dequantize_mx"):  # the method is the row-major numpy twin
+        fused.dequantize()
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)

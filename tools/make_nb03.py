@@ -44,7 +44,7 @@ cells = [
     ),
     nbf.v4.new_code_cell(
         "qa, qb = mxrt.quantize_mx(x, 'e4m3', backend='numpy'), mxrt.quantize_mx(w, 'e4m3', backend='numpy')\n"
-        "p = mxrt.reference.gemm.gemm_problem(qa, qb, split_k=3)\n"
+        "p = mxrt.problems.gemm_problem(qa, qb, split_k=3)\n"
         "print('k ranges of split_k=3:', p.k_ranges)\n"
         "d1 = mxrt.gemm_mx(qa, qb, out_dtype='float32', backend='numpy')\n"
         "d3 = mxrt.gemm_mx(qa, qb, out_dtype='float32', split_k=3, backend='numpy')\n"
@@ -73,7 +73,7 @@ cells = [
         "aiter32x8 scales) through the instruction's operand map; it agrees with the reference."
     ),
     nbf.v4.new_code_cell(
-        "from mxrt.reference.gemm import gemm_problem\n"
+        "from mxrt.problems import gemm_problem\n"
         "for layout in ('turbo16x4', 'aiter32x8'):\n"
         "    pa = mxrt.preshuffle_scales(qa.scales, layout)\n"
         "    pb = mxrt.preshuffle_scales(qb.scales, layout)\n"

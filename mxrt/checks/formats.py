@@ -7,6 +7,7 @@ from collections.abc import Iterator
 import ml_dtypes
 import numpy as np
 
+from ..api import per_block_cast_to_fp8, per_token_cast_to_fp8, quantize_mx, quantize_mx_dual
 from ..formats import (
     FORMATS,
     ScaleMode,
@@ -16,14 +17,10 @@ from ..formats import (
     dequantize_mx,
     e8m0_decode,
     encode,
-    per_block_cast_to_fp8,
-    per_token_cast_to_fp8,
-    quantize_mx,
-    quantize_mx_dual,
     unpack_fp4,
 )
 from ..formats.codecs import to_float32
-from . import CheckRow, backend_for, mismatches
+from .core import CheckRow, backend_for, mismatches
 from .independent import bf16_all, quantize_rows, rounding_bound, scale_bytes
 
 # MX_REFERENCE.md 2.2: E4M3 scale byte per amax, columns FLOOR, CEIL, EVEN, RCEIL

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 import ml_dtypes
 import numpy as np
 
-from . import CheckRow, backend_for, mismatches
+from .core import CheckRow, backend_for, mismatches
 
 #: DeepGEMM ``QuantConfig.max_diff()``: fp8 x fp8, one fp4 operand, fp4 x fp4 (MX_REFERENCE.md 5). e5m2 has no
 #: DeepGEMM threshold; with 2 mantissa bits its element error is twice e4m3's, so mxrt uses 4e-3.
@@ -92,7 +92,7 @@ def _rng(seed: int) -> np.random.Generator:
 
 
 def _operands(m, n, k, fa, fb, seed):
-    from ..formats import quantize_mx
+    from ..api import quantize_mx
 
     rng = _rng(seed)
     x, w = rng.standard_normal((m, k)), rng.standard_normal((n, k))
@@ -105,7 +105,8 @@ def _row(op, case, backend, metric, value, ok):
 
 def check_reference(backend: str) -> Iterable[CheckRow]:
     """reference.gemm_mx vs the blockwise ml_dtypes oracle, and vs the unquantized product (calc_diff)."""
-    from ..reference import GEMM_FORMAT_PAIRS, calc_diff, gemm_mx, relative_error
+    from ..problems import GEMM_FORMAT_PAIRS
+    from ..reference import calc_diff, gemm_mx, relative_error
 
     for i, (fa, fb) in enumerate(GEMM_FORMAT_PAIRS):
         for j, (m, n, k) in enumerate([(33, 65, 100), (64, 96, 256)]):
@@ -122,8 +123,9 @@ def check_gemm_op(backend: str) -> Iterable[CheckRow]:
     """mxrt.gemm_mx on ``backend`` vs the reference, every pair and out dtype, split_k 1 and 3: bit for bit on numpy;
     on the GPU (fp32 FMA, one scale application per 32-block) fp32 out within relative Frobenius 1e-5 and bf16/fp16
     within calc_diff 1e-5, in both split-K accumulation modes."""
-    from ..gemm import gemm_mx
-    from ..reference import GEMM_FORMAT_PAIRS, GEMM_OUT_DTYPES, calc_diff, relative_error
+    from ..api import gemm_mx
+    from ..problems import GEMM_FORMAT_PAIRS, GEMM_OUT_DTYPES
+    from ..reference import calc_diff, relative_error
     from ..reference import gemm_mx as ref
 
     name = backend_for("gemm_mx", backend)
@@ -151,7 +153,8 @@ def check_gemm_op(backend: str) -> Iterable[CheckRow]:
 
 def check_scale_lanes(backend: str) -> Iterable[CheckRow]:
     """Every lane of every 16x16x128 instruction gets the scale it needs from the turbo16x4 / aiter32x8 buffers."""
-    from ..layouts import preshuffle_scales, scale_layout_shape
+    from ..api import preshuffle_scales
+    from ..layouts import scale_layout_shape
     from ..reference.emulate import aiter32x8_lane_dwords, mfma_read_scales, turbo16x4_lane_scales
     from .layouts import padded_scales
 
@@ -202,7 +205,8 @@ def check_weight_lanes(backend: str) -> Iterable[CheckRow]:
 
 def check_emulated_gemm(backend: str) -> Iterable[CheckRow]:
     """A GEMM run through the 16x16x128 emulator from preshuffled buffers vs reference.gemm_mx (rel 1e-6)."""
-    from ..layouts import preshuffle_scales, preshuffle_weight
+    from ..api import preshuffle_scales
+    from ..layouts import preshuffle_weight
     from ..reference import gemm_mx, relative_error
     from ..reference.emulate import gfx950_gemm_16x16x128
 

@@ -8,7 +8,6 @@ from typing import Any, NamedTuple
 import ml_dtypes
 import numpy as np
 
-from .._backend import is_device_array, resolve_backend, run_gpu
 from ..errors import DtypeError, LayoutError, ShapeError
 from .codecs import (
     E8M0_BIAS,
@@ -68,7 +67,8 @@ class MXArray:
         return self.data
 
     def dequantize(self, dtype: Any = np.float32) -> np.ndarray:
-        """Shortcut for :func:`dequantize_mx`."""
+        """Shortcut for the numpy twin :func:`dequantize_mx` (row-major scales; ``mxrt.dequantize_mx`` also reads
+        preshuffled scales and arrays of any kind)."""
         return dequantize_mx(self, dtype)
 
     @property
@@ -98,6 +98,33 @@ class MXDual(NamedTuple):
     col: MXArray
 
 
+@dataclass(frozen=True)
+class QuantArgs:
+    """The validated options of :func:`quantize_mx` / :func:`quantize_mx_dual`: built once by
+    :func:`quantize_args` (or :func:`dual_args`); the numpy twin and the GPU op both read this object."""
+
+    fmt: ElemFormat
+    mode: ScaleMode
+    block_size: int
+    axis: int  # non-negative; the last axis (1) for the dual quantizer
+    scale_layout: str | None
+    block_2d: bool = False
+
+
+def quantize_args(
+    op: str, ndim: int, fmt: object, block_size: object, axis: object, scale_mode: object, scale_layout: object
+) -> QuantArgs:
+    """Validate the options of ``quantize_mx`` for an ``ndim``-D input, in the house order. ``scale_layout`` must
+    already be validated (:func:`mxrt.layouts.check_fused_layout`, the layer above) or None."""
+    f = get_format(fmt, op)
+    mode = get_scale_mode(scale_mode, op)
+    bs = check_block_size(block_size, op)
+    if ndim == 0:
+        raise ShapeError(f"{op}: argument 'x' is 0-d, expected an array with at least one axis")
+    ax = check_axis(axis, ndim, op)
+    return QuantArgs(f, mode, bs, ax, scale_layout)
+
+
 def check_block_size(block_size: object, op: str) -> int:
     if isinstance(block_size, bool) or not isinstance(block_size, (int, np.integer)):
         raise DtypeError(f"{op}: argument 'block_size' is {block_size!r}, expected an int power of two")
@@ -113,35 +140,6 @@ def check_axis(axis: object, ndim: int, op: str) -> int:
     if not -ndim <= int(axis) < ndim:
         raise ShapeError(f"{op}: argument 'axis' is {axis}, expected an axis in [-{ndim}, {ndim}) for ndim {ndim}")
     return int(axis) % ndim
-
-
-def check_fused_layout(scale_layout: object, ndim: int, axis: int, op: str) -> str | None:
-    """Validate ``scale_layout`` (None or a :data:`mxrt.layouts.SCALE_LAYOUTS` name) for an ``ndim`` input
-    blocked along ``axis`` (non-negative): layouts are defined for 2-D scale matrices blocked along the last axis."""
-    if scale_layout is None:
-        return None
-    # formats sits below layouts (STYLE.md 1): the import is local and layouts.scales imports no formats module
-    from ..layouts.scales import SCALE_LAYOUTS
-
-    if not isinstance(scale_layout, str) or scale_layout not in SCALE_LAYOUTS:
-        raise LayoutError(
-            f"{op}: argument 'scale_layout' is {scale_layout!r}, expected None or one of {list(SCALE_LAYOUTS)}"
-        )
-    name = scale_layout
-    if ndim != 2 or axis != 1:
-        raise ShapeError(
-            f"{op}: argument 'scale_layout' is {name!r} for a {ndim}-D input blocked along axis {axis}; "
-            "preshuffled scales need a 2-D x blocked along its last axis"
-        )
-    return name
-
-
-def _shuffle(scales: np.ndarray, layout: str | None) -> np.ndarray:
-    if layout is None:
-        return scales
-    from ..layouts.scales import preshuffle_scales
-
-    return preshuffle_scales(scales, layout)
 
 
 def block_amax(x32: np.ndarray, block_size: int) -> np.ndarray:
@@ -202,8 +200,6 @@ def quantize_mx(
     block_size: int = 32,
     axis: int = -1,
     scale_mode: str | ScaleMode = "rceil",
-    backend: str = "auto",
-    scale_layout: str | None = None,
 ) -> MXArray:
     """Quantize ``x`` to an MX format: one E8M0 scale per ``block_size`` consecutive elements along ``axis``.
 
@@ -217,10 +213,10 @@ def quantize_mx(
     axis : the blocked axis (the GEMM reduction dim K).
     scale_mode : ``"rceil"`` (default; never saturates), ``"floor"`` (OCP v1.0), ``"ceil"``, ``"even"``; see
         :class:`ScaleMode` for the formulas.
-    backend : ``"auto"``, ``"numpy"`` or ``"gpu"``.
-    scale_layout : None (default), or a preshuffled scale layout (``"aiter32x8"``, ``"turbo16x4"``,
-        ``"cublas128x4"``, ``"deepgemm_ue8m0"``) for a 2-D ``x`` blocked along its last axis: ``scales`` is then
-        ``mxrt.preshuffle_scales(scales, scale_layout)`` (padding 127), written in the same pass on the GPU.
+    scale_layout : (``mxrt.quantize_mx`` only) None (default), or a preshuffled scale layout (``"aiter32x8"``,
+        ``"turbo16x4"``, ``"cublas128x4"``, ``"deepgemm_ue8m0"``) for a 2-D ``x`` blocked along its last axis:
+        ``scales`` is then ``mxrt.preshuffle_scales(scales, scale_layout)`` (padding 127), written in the same
+        pass on the GPU.
 
     Returns
     -------
@@ -230,33 +226,24 @@ def quantize_mx(
         so every element of it dequantizes to NaN.
     """
     op = "quantize_mx"
-    kw = {"fmt": fmt, "block_size": block_size, "axis": axis, "scale_mode": scale_mode}
-    if scale_layout is not None:
-        kw["scale_layout"] = scale_layout
-    if is_device_array(x):  # CuPy in -> CuPy out (mxrt.ops.quant), never a host transfer
-        return run_gpu(op, backend, x, **kw)
     x = check_float_array(x, op)
-    f = get_format(fmt, op)
-    mode = get_scale_mode(scale_mode, op)
-    bs = check_block_size(block_size, op)
-    ax = check_axis(axis, x.ndim, op)
-    layout = check_fused_layout(scale_layout, x.ndim, ax, op)
-    if resolve_backend(op, backend) == "gpu":
-        out = run_gpu(op, backend, x, **kw)
-        if out is not None:  # None: the kernels do not cover these arguments and backend is "auto"
-            return out
+    return quantize_with(x, quantize_args(op, x.ndim, fmt, block_size, axis, scale_mode, None))
+
+
+def quantize_with(x: np.ndarray, args: QuantArgs) -> MXArray:
+    """The numpy twin's arithmetic for a float ndarray ``x`` (``check_float_array``) and validated ``args``."""
+    f, mode, bs, ax = args.fmt, args.mode, args.block_size, args.axis
     x32 = np.moveaxis(to_float32(x), ax, -1)
     scales = compute_scales(block_amax(x32, bs), f, mode)
     codes = _finish(encode_with_scales(x32, scales, f, bs), f)
     return MXArray(
         data=np.ascontiguousarray(np.moveaxis(codes, -1, ax)),
-        scales=_shuffle(np.ascontiguousarray(np.moveaxis(scales, -1, ax)), layout),
+        scales=np.ascontiguousarray(np.moveaxis(scales, -1, ax)),
         fmt=f.name,
         block_size=bs,
         axis=ax,
         shape=tuple(x.shape),
         scale_mode=mode.value,
-        scale_layout=layout,
     )
 
 
@@ -265,7 +252,7 @@ def dequantize_mx(q: MXArray, dtype: Any = np.float32) -> np.ndarray:
 
     The product is exact in float64 and rounded once to ``dtype`` (float32, float64, float16 or bfloat16);
     values beyond the range of ``dtype`` become +-inf. Preshuffled scales (``q.scale_layout`` set) are read
-    back through :func:`mxrt.layouts.unshuffle_scales`.
+    back through :func:`mxrt.layouts.unshuffle_scales` by :func:`mxrt.dequantize_mx`.
     """
     op = "dequantize_mx"
     if not isinstance(q, MXArray):
@@ -277,15 +264,11 @@ def dequantize_mx(q: MXArray, dtype: Any = np.float32) -> np.ndarray:
     if out_dtype not in _OUT_DTYPES:
         raise DtypeError(f"{op}: argument 'dtype' is {dtype!r}, expected float32, float64, float16 or bfloat16")
     data, scales = np.asarray(q.data), np.asarray(q.scales)
-    if q.scale_layout is not None:
-        from ..layouts.scales import unshuffle_scales  # formats sits below layouts: a local import
-
-        if len(q.shape) != 2 or q.axis != 1:
-            raise ShapeError(
-                f"{op}: q has scale_layout {q.scale_layout!r} but shape {q.shape} blocked along axis {q.axis}; "
-                "preshuffled scales belong to a 2-D array blocked along its last axis"
-            )
-        scales = unshuffle_scales(scales, q.scale_layout, q.scale_shape)
+    if q.scale_layout is not None:  # mxrt.dequantize_mx unshuffles (layouts sits above formats)
+        raise LayoutError(
+            f"{op}: q.scale_layout is {q.scale_layout!r}; this numpy twin reads row-major scales: call "
+            "mxrt.dequantize_mx (which unshuffles them) or pass mxrt.unshuffle_scales' result"
+        )
     n = q.shape[q.axis]
     data_shape = list(q.shape)
     data_shape[q.axis] = -(-n // 2) if q.packed else n
@@ -313,7 +296,8 @@ def dequantize_mx(q: MXArray, dtype: Any = np.float32) -> np.ndarray:
 def check_dual_args(
     op: str, shape: tuple[int, ...], fmt: Any, scale_mode: Any, block_size: Any, block_2d: Any, scale_layout: Any
 ) -> tuple[ElemFormat, ScaleMode, int, str | None]:
-    """Validate the arguments of ``quantize_mx_dual`` (numpy twin and GPU op alike) in the house order."""
+    """Validate the arguments of ``quantize_mx_dual`` (numpy twin and GPU op alike) in the house order;
+    ``scale_layout`` is validated by the caller (:func:`mxrt.layouts.check_fused_layout`) or None."""
     if len(shape) != 2:
         raise ShapeError(f"{op}: argument 'x' has shape {tuple(shape)}, expected a 2-D [m, k] array")
     f = get_format(fmt, op)
@@ -321,7 +305,15 @@ def check_dual_args(
     bs = check_block_size(block_size, op)
     if not isinstance(block_2d, (bool, np.bool_)):
         raise DtypeError(f"{op}: argument 'block_2d' is {block_2d!r}, expected a bool")
-    return f, mode, bs, check_fused_layout(scale_layout, 2, 1, op)
+    return f, mode, bs, scale_layout
+
+
+def dual_args(
+    op: str, shape: tuple[int, ...], fmt: Any, scale_mode: Any, block_size: Any, block_2d: Any, scale_layout: Any
+) -> QuantArgs:
+    """:func:`check_dual_args` as the frozen :class:`QuantArgs` both twins read (axis 1)."""
+    f, mode, bs, layout = check_dual_args(op, shape, fmt, scale_mode, block_size, block_2d, scale_layout)
+    return QuantArgs(f, mode, bs, 1, layout, bool(block_2d))
 
 
 def quantize_mx_dual(
@@ -331,8 +323,6 @@ def quantize_mx_dual(
     block_size: int = 32,
     scale_mode: str | ScaleMode = "rceil",
     block_2d: bool = False,
-    backend: str = "auto",
-    scale_layout: str | None = None,
 ) -> MXDual:
     """Rowwise and colwise MX quantization of a 2-D ``x [m, k]`` (the fwd and the wgrad operands).
 
@@ -343,22 +333,18 @@ def quantize_mx_dual(
     ``use_2d_block``, used for MoE weights): both outputs store, for every row of the tile, the tile's scale,
     and the codes of ``col`` are the transpose of those of ``row`` (before fp4 packing).
 
-    ``scale_layout`` (None, or a name of :data:`mxrt.layouts.SCALE_LAYOUTS`) stores both scale matrices
-    preshuffled, as :func:`quantize_mx` does (``row.scales`` for ``[m, ceil(k/bs)]``, ``col.scales`` for
-    ``[k, ceil(m/bs)]``).
+    ``mxrt.quantize_mx_dual(..., scale_layout=)`` (None, or a name of :data:`mxrt.layouts.SCALE_LAYOUTS`)
+    stores both scale matrices preshuffled, as :func:`mxrt.quantize_mx` does (``row.scales`` for
+    ``[m, ceil(k/bs)]``, ``col.scales`` for ``[k, ceil(m/bs)]``).
     """
     op = "quantize_mx_dual"
-    kw = {"fmt": fmt, "block_size": block_size, "scale_mode": scale_mode, "block_2d": block_2d}
-    if scale_layout is not None:
-        kw["scale_layout"] = scale_layout
-    if is_device_array(x):  # CuPy in -> CuPy out (mxrt.ops.quant), never a host transfer
-        return run_gpu(op, backend, x, **kw)
     x = check_float_array(x, op)
-    f, mode, bs, layout = check_dual_args(op, x.shape, fmt, scale_mode, block_size, block_2d, scale_layout)
-    if resolve_backend(op, backend) == "gpu":
-        out = run_gpu(op, backend, x, **kw)
-        if out is not None:
-            return out
+    return quantize_dual_with(x, dual_args(op, x.shape, fmt, scale_mode, block_size, block_2d, None))
+
+
+def quantize_dual_with(x: np.ndarray, args: QuantArgs) -> MXDual:
+    """The numpy twin's arithmetic of :func:`quantize_mx_dual` for a 2-D float ndarray and validated ``args``."""
+    f, mode, bs, block_2d = args.fmt, args.mode, args.block_size, args.block_2d
     x32 = to_float32(x)
     m, k = x32.shape
     if block_2d:
@@ -376,7 +362,6 @@ def quantize_mx_dual(
     col_q = _finish(encode_with_scales(np.ascontiguousarray(x32.T), col_s, f, bs), f)
 
     def wrap(data: np.ndarray, scales: np.ndarray, shape: tuple[int, int]) -> MXArray:
-        s = _shuffle(np.ascontiguousarray(scales), layout)
-        return MXArray(np.ascontiguousarray(data), s, f.name, bs, 1, shape, mode.value, layout)
+        return MXArray(np.ascontiguousarray(data), np.ascontiguousarray(scales), f.name, bs, 1, shape, mode.value)
 
     return MXDual(wrap(row_q, row_s, (m, k)), wrap(col_q, col_s, (k, m)))

@@ -20,7 +20,6 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .._backend import is_device_array, resolve_backend, run_gpu
 from ..errors import DtypeError, ShapeError
 from ..formats.codecs import E8M0_ONE, check_float_array, get_format
 from ..formats.mx import MXArray, MXDual, check_block_size, quantize_mx, quantize_mx_dual
@@ -92,7 +91,6 @@ def quantize_mx_grouped(
     col_align: int = 128,
     scale_mode: str | ScaleMode = "rceil",
     block_size: int = 32,
-    backend: str = "auto",
 ) -> MXGrouped:
     """Quantize MoE activations straight into the per-group padded layout (Primus-Turbo grouped MXFP8/MXFP4).
 
@@ -106,7 +104,6 @@ def quantize_mx_grouped(
     align : per-group row padding of the rowwise output (Primus-Turbo: 32).
     colwise : also produce the colwise (wgrad) operand, blocks along M.
     col_align : per-group padding along M of the colwise output (Primus-Turbo: 128), a multiple of block_size.
-    backend : ``"auto"``, ``"numpy"`` or ``"gpu"``.
 
     Returns
     -------
@@ -125,17 +122,6 @@ def quantize_mx_grouped(
     Buffers are sized by the host-side upper bound so the GPU op never reads ``group_lens`` back.
     """
     op = "quantize_mx_grouped"
-    kw = {
-        "group_lens": group_lens,
-        "fmt": fmt,
-        "align": align,
-        "colwise": colwise,
-        "col_align": col_align,
-        "scale_mode": scale_mode,
-        "block_size": block_size,
-    }
-    if is_device_array(x):  # CuPy in -> CuPy out (mxrt.ops.grouped), never a host transfer
-        return run_gpu(op, backend, x, **kw)
     x = check_float_array(x, op)
     lens = check_group_lens(group_lens, op)
     f = get_format(fmt, op)
@@ -145,12 +131,8 @@ def quantize_mx_grouped(
     total = int(lens.sum())
     if total != x.shape[0]:
         raise ShapeError(f"{op}: argument 'group_lens' sums to {total}, expected x.shape[0] = {x.shape[0]} (total_m)")
-    if resolve_backend(op, backend) == "gpu":
-        out = run_gpu(op, backend, x, **kw)
-        if out is not None:
-            return out
     m_ub = padded_rows_upper_bound(total, num_groups, a)
-    q = quantize_mx(pad_rows(x, lens, a, rows=m_ub), f.name, block_size=bs, scale_mode=mode, backend="numpy")
+    q = quantize_mx(pad_rows(x, lens, a, rows=m_ub), f.name, block_size=bs, scale_mode=mode)
     s = q.scales.copy()
     s[~_pad_rows_mask(lens, a, m_ub)] = PAD_SCALE
     row = MXArray(q.data, s, f.name, bs, 1, q.shape, mode.value)
@@ -158,7 +140,7 @@ def quantize_mx_grouped(
     if colwise:
         mc_ub = padded_rows_upper_bound(total, num_groups, ca)
         xc = np.ascontiguousarray(pad_rows(x, lens, ca, rows=mc_ub).T)
-        qc = quantize_mx(xc, f.name, block_size=bs, scale_mode=mode, backend="numpy")
+        qc = quantize_mx(xc, f.name, block_size=bs, scale_mode=mode)
         sc = qc.scales.copy()
         real_block = _pad_rows_mask(lens, ca, mc_ub).reshape(-1, bs).any(axis=1)
         sc[:, ~real_block] = PAD_SCALE
@@ -181,7 +163,6 @@ def quantize_mx_dual_grouped(
     scale_mode: str | ScaleMode = "rceil",
     pad: int = 32,
     block_size: int = 32,
-    backend: str = "auto",
 ) -> MXDual:
     """Per-group rowwise and colwise MX quantization of grouped-GEMM weights ``w [G, n, k]`` (B, NT layout).
 
@@ -192,7 +173,6 @@ def quantize_mx_dual_grouped(
     block_2d : one scale per ``block_size x block_size`` tile, as ``quantize_mx_dual(block_2d=True)``
         (Primus-Turbo quantizes MoE weights with 32x32 blocks).
     pad : the blocked axis of each output is padded to a multiple of ``pad`` (a multiple of block_size).
-    backend : ``"auto"``, ``"numpy"`` or ``"gpu"``.
 
     Returns
     -------
@@ -212,18 +192,11 @@ def quantize_mx_dual_grouped(
     and ``[k, n_pad]``, with the scales of pad-only blocks set to 127.
     """
     op = "quantize_mx_dual_grouped"
-    kw = {"fmt": fmt, "block_2d": block_2d, "scale_mode": scale_mode, "pad": pad, "block_size": block_size}
-    if is_device_array(w):
-        return run_gpu(op, backend, w, **kw)
     w = check_float_array(w, op, "w")
     f = get_format(fmt, op)
     mode = get_scale_mode(scale_mode, op)
     bs = check_block_size(block_size, op)
     g, n, k, p = check_dual_grouped_args(op, w, block_2d, pad, bs)
-    if resolve_backend(op, backend) == "gpu":
-        out = run_gpu(op, backend, w, **kw)
-        if out is not None:
-            return out
     k_pad, n_pad = dual_grouped_shapes(n, k, p)
     packed = f.name == "e2m1"
     row_q = np.zeros((g, n, -(-k_pad // 2) if packed else k_pad), np.uint8)
@@ -233,7 +206,7 @@ def quantize_mx_dual_grouped(
     for i in range(g):
         wp = np.zeros((n_pad, k_pad), w.dtype)
         wp[:n, :k] = w[i]
-        d = quantize_mx_dual(wp, f.name, block_size=bs, scale_mode=mode, block_2d=block_2d, backend="numpy")
+        d = quantize_mx_dual(wp, f.name, block_size=bs, scale_mode=mode, block_2d=block_2d)
         row_q[i], row_s[i] = d.row.data[:n], d.row.scales[:n]
         col_q[i], col_s[i] = d.col.data[:k], d.col.scales[:k]
     row_s[:, :, -(-k // bs) :] = PAD_SCALE

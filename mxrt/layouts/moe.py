@@ -12,7 +12,6 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
-from .._backend import is_device_array, resolve_backend, run_gpu
 from ..errors import DtypeError, ShapeError
 from ._check import align, cdiv, check_int, check_int32_limit, check_int_array
 
@@ -81,7 +80,6 @@ def moe_align_block_size(
     expert_map: np.ndarray | None = None,
     *,
     pad_sorted_ids: bool = False,
-    backend: str = "auto",
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """vLLM ``moe_align_block_size``: sort flat (token, slot) indices by expert, padded to ``block_size`` blocks.
 
@@ -100,24 +98,13 @@ def moe_align_block_size(
     Ids ``>= num_experts`` are skipped (vLLM's CUDA kernel); negative ids, ``block_size < 1``,
     ``num_experts < 1``, non-integer dtypes, and ``cap > 2^31-1`` raise typed errors.
 
-    A CuPy ``topk_ids`` runs on the GPU (:func:`mxrt.ops.moe.moe_align_block_size_gpu`) and returns CuPy arrays,
-    with no device-to-host synchronisation (CUDA-graph capturable); a numpy ``topk_ids`` runs there under
-    ``backend="gpu"`` (and ``"auto"`` with a GPU present) and returns numpy.
+    This is the numpy twin; ``mxrt.moe_align_block_size`` also runs it on the GPU (sync-free, graph-capturable).
     """
     op = "moe_align_block_size"
-    kw = {"block_size": block_size, "num_experts": num_experts, "expert_map": expert_map}
-    if is_device_array(topk_ids):  # CuPy in -> CuPy out (mxrt.ops.moe), never a host transfer
-        return run_gpu(op, backend, topk_ids, pad_sorted_ids=pad_sorted_ids, **kw)
     ids = _check_ids(topk_ids, op)
     numel = ids.size
     bs, e_num, cap = moe_align_capacity(numel, block_size, num_experts, pad_sorted_ids, op)
     emap = None if expert_map is None else check_expert_map(expert_map, e_num, op)
-    if resolve_backend(op, backend) == "gpu":
-        kw = {"block_size": bs, "num_experts": e_num, "expert_map": emap}
-        out = run_gpu(op, backend, ids, pad_sorted_ids=pad_sorted_ids, **kw)
-        if out is not None:
-            return out
-
     idx, experts, cnt = _sort_by_expert(ids.ravel(), e_num)
     padded = (cnt + (bs - 1)) // bs * bs
     cumsum = np.zeros(e_num + 1, dtype=np.int64)

@@ -8,12 +8,12 @@ layout's storage; :func:`scale_index` evaluates them.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import ml_dtypes
 import numpy as np
 
-from .._backend import is_device_array, resolve_backend, run_gpu
 from ..errors import DtypeError, LayoutError, ShapeError
 from ._check import align, check_int
 
@@ -93,7 +93,6 @@ def preshuffle_scales(
     *,
     pad_value: int = 127,
     dtype: Any = None,
-    backend: str = "auto",
 ) -> np.ndarray:
     """Pad E8M0 scales ``s: uint8 [rows, cols]`` to the layout's tile and permute them into its storage order.
 
@@ -126,19 +125,10 @@ def preshuffle_scales(
     layout : one of :data:`SCALE_LAYOUTS`.
     pad_value : byte written to every padding position (0..255; 127 = scale 1.0).
     dtype : output dtype; only ``"turbo16x4"`` accepts ``np.uint32`` besides its default.
-    backend : ``"auto"``, ``"numpy"`` or ``"gpu"``. A CuPy ``s`` runs on the GPU and returns CuPy arrays of the
-        same shapes, dtypes and strides (:func:`mxrt.ops.layouts.preshuffle_scales_gpu`); a numpy ``s`` runs there
-        under ``"gpu"`` (and ``"auto"`` with a GPU present) and returns numpy.
     """
     op = "preshuffle_scales"
-    if is_device_array(s):  # CuPy in -> CuPy out (mxrt.ops.layouts), never a host transfer
-        return run_gpu(op, backend, s, layout=layout, pad_value=pad_value, dtype=dtype)
     s = _check_scales(s, op)
     layout, pad, out_dtype = check_preshuffle_options(layout, pad_value, dtype, op)
-    if resolve_backend(op, backend) == "gpu":
-        out = run_gpu(op, backend, s, layout=layout, pad_value=pad, dtype=out_dtype)
-        if out is not None:
-            return out
     rows, cols = s.shape
     sm, sn = scale_layout_shape(layout, rows, cols)
     S = _pad(s, (sm, sn), pad)
@@ -185,24 +175,17 @@ def _byte_storage(p: object, layout: str, shape: tuple[int, int], op: str) -> np
     return a.reshape(sm, sn)
 
 
-def unshuffle_scales(p: np.ndarray, layout: str, shape: tuple[int, int], *, backend: str = "auto") -> np.ndarray:
+def unshuffle_scales(p: np.ndarray, layout: str, shape: tuple[int, int]) -> np.ndarray:
     """Invert :func:`preshuffle_scales`: the layout's buffer back to ``uint8 [rows, cols]`` (padding dropped).
 
     ``shape`` is the original ``(rows, cols)``. ``p`` is what :func:`preshuffle_scales` returned: uint8
     ``[sm, sn]`` (or its flat ``[sm*sn]`` form; uint32 accepted for ``"turbo16x4"``), or the int32
     ``[rows, ceil(cols/4)]`` view for ``"deepgemm_ue8m0"`` (read by value, so any strides work).
-    A CuPy ``p`` runs on the GPU and returns CuPy (:func:`mxrt.ops.layouts.unshuffle_scales_gpu`).
     """
     op = "unshuffle_scales"
-    if is_device_array(p):  # CuPy in -> CuPy out (mxrt.ops.layouts)
-        return run_gpu(op, backend, p, layout=layout, shape=shape)
     layout = check_scale_layout(layout, op)
     rows, cols = check_unshuffle_shape(shape, op)
     P = _byte_storage(p, layout, (rows, cols), op)
-    if resolve_backend(op, backend) == "gpu":
-        out = run_gpu(op, backend, np.asarray(p), layout=layout, shape=(rows, cols))
-        if out is not None:
-            return out
     sm, sn = P.shape
     if layout == "aiter32x8":
         S = P.reshape(sm // 32, sn // 8, 4, 16, 2, 2).transpose(0, 5, 3, 1, 4, 2).reshape(sm, sn)
@@ -250,3 +233,42 @@ def scale_index(layout: str, row: Any, col: Any, shape: tuple[int, int]) -> np.n
     if layout == "cublas128x4":
         return ((r // 128) * (sn // 4) + c // 4) * 512 + (r % 32) * 16 + ((r % 128) // 32) * 4 + c % 4
     return 4 * ((c // 4) * sm + r) + c % 4
+
+
+def check_fused_layout(scale_layout: object, ndim: int, axis: int, op: str) -> str | None:
+    """Validate ``scale_layout`` (None or a :data:`SCALE_LAYOUTS` name) for an ``ndim`` input blocked along
+    ``axis`` (non-negative): layouts are defined for 2-D scale matrices blocked along the last axis."""
+    if scale_layout is None:
+        return None
+    if not isinstance(scale_layout, str) or scale_layout not in SCALE_LAYOUTS:
+        raise LayoutError(
+            f"{op}: argument 'scale_layout' is {scale_layout!r}, expected None or one of {list(SCALE_LAYOUTS)}"
+        )
+    if ndim != 2 or axis != 1:
+        raise ShapeError(
+            f"{op}: argument 'scale_layout' is {scale_layout!r} for a {ndim}-D input blocked along axis {axis}; "
+            "preshuffled scales need a 2-D x blocked along its last axis"
+        )
+    return scale_layout
+
+
+def with_scale_layout(q: Any, layout: str | None) -> Any:
+    """The numpy MXArray ``q`` (row-major scales) with its scales preshuffled into ``layout`` (None: ``q``)."""
+    if layout is None:
+        return q
+    return dataclasses.replace(q, scales=preshuffle_scales(q.scales, layout), scale_layout=layout)
+
+
+def without_scale_layout(q: Any) -> Any:
+    """The numpy MXArray ``q`` with row-major scales (its preshuffled scales unshuffled)."""
+    if q.scale_layout is None:
+        return q
+    op = "dequantize_mx"
+    if len(q.shape) != 2 or q.axis != 1:
+        raise ShapeError(
+            f"{op}: q has scale_layout {q.scale_layout!r} but shape {q.shape} blocked along axis {q.axis}; "
+            "preshuffled scales belong to a 2-D array blocked along its last axis"
+        )
+    check_scale_layout(q.scale_layout, op)
+    plain = unshuffle_scales(q.scales, q.scale_layout, q.scale_shape)
+    return dataclasses.replace(q, scales=plain, scale_layout=None)

@@ -1,5 +1,5 @@
-"""GPU ops: validate -> allocate -> dispatch -> launch. Importing this package registers the ops into
-:data:`mxrt._backend.GPU_OPS`; it imports without cupy (cupy is imported when an op runs)."""
+"""GPU ops: validate -> allocate -> dispatch -> launch. Each public op in :mod:`mxrt.api` calls its twin here by
+name; this package imports without cupy (cupy is imported when an op runs)."""
 
 from . import gemm, gemm_amd, gemm_generic, gemm_paths, gemm_sm90, grouped, layouts, moe, quant
 

@@ -1,6 +1,6 @@
-"""The GPU backend of :func:`mxrt.gemm_mx`: ``GEMM_BACKENDS["gpu"]`` and the GPU op ``"gemm_mx"``.
+"""The GPU twin of :func:`mxrt.gemm_mx`: :func:`gemm_mx_gpu` runs a validated :class:`~mxrt.problems.GemmProblem`.
 
-Input (already validated by :func:`mxrt.reference.gemm.gemm_problem`):
+Input (already validated by :func:`mxrt.problems.gemm_problem`):
 
 - CuPy operands (``GemmProblem.device``): no transfer; scales are read in the layout they came in (row-major or a
   preshuffled ``*_scale_layout``: the kernels index it through kernels_src/common/scale_layouts.h). The result is a
@@ -21,9 +21,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-from .._backend import GpuOp, register_gpu_op
-from ..gemm import GEMM_BACKENDS
-from ..reference.gemm import GemmProblem
+from ..problems.gemm import GemmProblem
 from ..runtime.arch import get_arch
 from .gemm_paths import DeviceGemm, select_gemm_path
 
@@ -71,11 +69,3 @@ def gemm_mx_gpu(p: GemmProblem) -> Any:
         return dg.out
     host = dg.out.get()
     return host.view(ml_dtypes.bfloat16) if p.out_dtype.name == "bfloat16" else host
-
-
-def _gemm_unsupported(*_: Any, **__: Any) -> str | None:
-    return None  # per-problem support is decided by the GEMM paths (select_gemm_path)
-
-
-GEMM_BACKENDS["gpu"] = gemm_mx_gpu
-register_gpu_op(OP, GpuOp(run=gemm_mx_gpu, unsupported=_gemm_unsupported))

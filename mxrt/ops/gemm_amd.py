@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from ..reference.gemm import GemmProblem
+from ..problems.gemm import GemmProblem
 from ..runtime import specs
 from ..runtime.launch import MAX_GRID_YZ, LaunchConfig, launch
 from .gemm_paths import DeviceGemm, GemmPath, register_gemm_path

@@ -12,7 +12,7 @@ import numpy as np
 
 from ..errors import ShapeError
 from ..layouts import scale_layout_shape
-from ..reference.gemm import GEMM_FORMAT_PAIRS
+from ..problems.gemm import GEMM_FORMAT_PAIRS
 from ..runtime import specs
 from ..runtime.compiler import build
 from ..runtime.launch import MAX_GRID_YZ, LaunchConfig, launch

@@ -2,7 +2,7 @@
 MFMA, ...) registers a :class:`GemmPath`; :func:`select_gemm_path` picks, per problem, the highest-priority path
 of the device's target that supports it. Imports without cupy.
 
-A path sees one :class:`DeviceGemm`: the validated :class:`~mxrt.reference.GemmProblem` plus the device buffers,
+A path sees one :class:`DeviceGemm`: the validated :class:`~mxrt.problems.GemmProblem` plus the device buffers,
 already checked (dtype, shape, C-contiguity), so ``supports`` only decides whether its kernel covers the case
 (formats, alignment, out dtype, layouts, limits) and ``run`` only launches.
 """
@@ -15,7 +15,7 @@ from typing import Any
 
 from ..config import ENV_GEMM_PATH, gemm_path_override
 from ..errors import UnsupportedArchError
-from ..reference.gemm import GemmProblem
+from ..problems.gemm import GemmProblem
 
 
 @dataclass(frozen=True, eq=False)

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from .._backend import GpuOp, is_device_array, register_gpu_op
+from .._kinds import is_device_array
 from ..errors import DtypeError, LayoutError, ShapeError
 from ..formats.codecs import get_format
 from ..formats.mx import MXArray, MXDual, check_block_size
@@ -193,7 +193,7 @@ def quantize_mx_grouped_gpu(
     return MXGrouped(row, col, offs_row, offs_col)
 
 
-def _grouped_unsupported(
+def grouped_unsupported(
     x: Any,
     group_lens: Any = None,
     fmt: Any = "e4m3",
@@ -272,13 +272,7 @@ def quantize_mx_dual_grouped_gpu(
     return MXDual(row, col)
 
 
-def _dual_grouped_unsupported(w: Any, fmt: Any = "e4m3", *, block_size: Any = 32, **_: Any) -> str | None:
+def dual_grouped_unsupported(w: Any, fmt: Any = "e4m3", *, block_size: Any = 32, **_: Any) -> str | None:
     if isinstance(block_size, (int, np.integer)) and int(block_size) not in GPU_BLOCK_SIZES:
         return f"argument 'block_size' is {block_size}, the GPU kernels support {GPU_BLOCK_SIZES}"
     return None
-
-
-register_gpu_op("quantize_mx_grouped", GpuOp(run=quantize_mx_grouped_gpu, unsupported=_grouped_unsupported))
-register_gpu_op(
-    "quantize_mx_dual_grouped", GpuOp(run=quantize_mx_dual_grouped_gpu, unsupported=_dual_grouped_unsupported)
-)

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from .._backend import GpuOp, is_device_array, register_gpu_op
+from .._kinds import is_device_array
 from ..errors import DtypeError, LayoutError, ShapeError
 from ..layouts.scales import (
     _byte_storage,
@@ -100,7 +100,7 @@ def preshuffle_scales_gpu(s: Any, layout: str, *, pad_value: int = 127, dtype: A
     return out.T[:rows] if deepgemm else out
 
 
-def _preshuffle_unsupported(s: Any, layout: Any = None, **_: Any) -> str | None:
+def preshuffle_unsupported(s: Any, layout: Any = None, **_: Any) -> str | None:
     if is_device_array(s) or not isinstance(layout, str) or layout not in specs.PRESHUFFLE_LAYOUT_CODES:
         return None  # device inputs and bad arguments get their typed error from the GPU op
     shape = np.shape(s)
@@ -174,9 +174,5 @@ def unshuffle_scales_gpu(p: Any, layout: str, shape: tuple[int, int]) -> Any:
     return out if device_in else out.get()
 
 
-def _unshuffle_unsupported(p: Any, layout: Any = None, shape: Any = None, **_: Any) -> str | None:
+def unshuffle_unsupported(p: Any, layout: Any = None, shape: Any = None, **_: Any) -> str | None:
     return None  # every layout and shape below 2^31 scales (a typed error above) has a kernel
-
-
-register_gpu_op("preshuffle_scales", GpuOp(run=preshuffle_scales_gpu, unsupported=_preshuffle_unsupported))
-register_gpu_op("unshuffle_scales", GpuOp(run=unshuffle_scales_gpu, unsupported=_unshuffle_unsupported))

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from .._backend import GpuOp, is_device_array, register_gpu_op
+from .._kinds import is_device_array
 from ..errors import DtypeError, LayoutError, ShapeError
 from ..layouts._check import cdiv, check_int32_limit
 from ..layouts.moe import _check_ids, check_expert_map, moe_align_capacity
@@ -206,7 +206,7 @@ def run_moe_align(
     launch(op, k_scatter, scatter, (*args, i32(p.num_ctas), i32(map_bytes)))
 
 
-def _moe_align_unsupported(topk_ids: Any, block_size: Any = None, num_experts: Any = None, **_: Any) -> str | None:
+def moe_align_unsupported(topk_ids: Any, block_size: Any = None, num_experts: Any = None, **_: Any) -> str | None:
     """Why a numpy call has no kernel (``backend="auto"`` then runs numpy); CuPy inputs get the op's typed error."""
     if is_device_array(topk_ids):
         return None
@@ -214,6 +214,3 @@ def _moe_align_unsupported(topk_ids: Any, block_size: Any = None, num_experts: A
         if int(num_experts) > MAX_EXPERTS:
             return f"argument 'num_experts' is {num_experts}, the GPU kernels support at most {MAX_EXPERTS}"
     return None
-
-
-register_gpu_op("moe_align_block_size", GpuOp(run=moe_align_block_size_gpu, unsupported=_moe_align_unsupported))

@@ -18,11 +18,9 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-from .._backend import GpuOp, is_device_array, register_gpu_op
+from .._kinds import is_device_array
 from ..errors import DtypeError, LayoutError, ShapeError
-from ..formats.codecs import get_format
-from ..formats.mx import MXArray, MXDual, check_axis, check_block_size, check_dual_args, check_fused_layout
-from ..formats.scales import get_scale_mode
+from ..formats.mx import MXArray, MXDual, QuantArgs
 from ..layouts.scales import scale_layout_shape
 from ..runtime import specs
 from ..runtime.arch import get_arch
@@ -50,13 +48,6 @@ def _check_input(op: str, x: Any) -> str:
             "CuPy array of float32, float16 or bfloat16 (numpy float64 is rounded to float32 first)"
         )
     return "float32" if x.dtype == np.float64 else _NUMPY_IN[x.dtype]
-
-
-def _unsupported_common(x: Any, block_size: Any) -> str | None:
-    if isinstance(block_size, (int, np.integer)) and not isinstance(block_size, bool):
-        if int(block_size) not in GPU_BLOCK_SIZES:
-            return f"argument 'block_size' is {block_size}, the GPU kernels support {GPU_BLOCK_SIZES}"
-    return None
 
 
 def _upload(x: np.ndarray) -> Any:
@@ -226,26 +217,14 @@ def _quantize_rows(
     return q, s
 
 
-def quantize_mx_gpu(
-    x: Any,
-    fmt: str = "e4m3",
-    *,
-    block_size: int = 32,
-    axis: int = -1,
-    scale_mode: str = "rceil",
-    scale_layout: str | None = None,
-) -> MXArray:
-    """GPU twin of :func:`mxrt.quantize_mx` (same arguments, bit-identical result); with ``scale_layout`` the
-    kernel stores every scale byte at its offset in the preshuffled layout (one pass, padding written 127)."""
+def quantize_mx_gpu(x: Any, args: QuantArgs) -> MXArray:
+    """GPU twin of :func:`mxrt.quantize_mx` for validated ``args`` (bit-identical result); with a scale layout
+    the kernel stores every scale byte at its offset in the preshuffled layout (one pass, padding written 127).
+    ``x`` is a CuPy array (CuPy out) or a numpy array (uploaded; numpy out)."""
     op = "quantize_mx"
     name = _check_input(op, x)
-    f = get_format(fmt, op)
-    mode = get_scale_mode(scale_mode, op)
-    bs = check_block_size(block_size, op)
-    if x.ndim == 0:
-        raise ShapeError(f"{op}: argument 'x' is 0-d, expected at least one axis")
-    ax = check_axis(axis, x.ndim, op)
-    layout = check_fused_layout(scale_layout, x.ndim, ax, op)
+    f, mode, bs, ax, layout = args.fmt, args.mode, args.block_size, args.axis, args.scale_layout
+    axis = ax
     if bs not in GPU_BLOCK_SIZES:
         raise ShapeError(f"{op}: argument 'block_size' is {bs}, the GPU kernels support {GPU_BLOCK_SIZES}")
     device_in = is_device_array(x)
@@ -292,13 +271,11 @@ def quantize_mx_gpu(
     )
 
 
-def _quantize_mx_unsupported(
-    x: Any, fmt: Any = "e4m3", *, block_size: Any = 32, axis: Any = -1, **_: Any
-) -> str | None:
-    why = _unsupported_common(x, block_size)
-    if why is None and isinstance(x, np.ndarray) and x.ndim == 0:
-        why = "argument 'x' is 0-d"
-    return why
+def quantize_unsupported(x: Any, args: QuantArgs) -> str | None:
+    """Why the GPU kernels do not cover ``quantize_mx`` / ``quantize_mx_dual`` with ``args``, or None."""
+    if args.block_size not in GPU_BLOCK_SIZES:
+        return f"argument 'block_size' is {args.block_size}, the GPU kernels support {GPU_BLOCK_SIZES}"
+    return None
 
 
 # ---- quantize_mx_dual --------------------------------------------------------------------------------------
@@ -343,19 +320,12 @@ def _quantize_dual(
     return q_row, s_row, q_col, s_col
 
 
-def quantize_mx_dual_gpu(
-    x: Any,
-    fmt: str = "e4m3",
-    *,
-    block_size: int = 32,
-    scale_mode: str = "rceil",
-    block_2d: bool = False,
-    scale_layout: str | None = None,
-) -> MXDual:
-    """GPU twin of :func:`mxrt.quantize_mx_dual`: rowwise and colwise in one read of ``x [m, k]``."""
+def quantize_mx_dual_gpu(x: Any, args: QuantArgs) -> MXDual:
+    """GPU twin of :func:`mxrt.quantize_mx_dual` for validated ``args``: rowwise and colwise in one read of
+    ``x [m, k]``."""
     op = "quantize_mx_dual"
     name = _check_input(op, x)
-    f, mode, bs, layout = check_dual_args(op, tuple(x.shape), fmt, scale_mode, block_size, block_2d, scale_layout)
+    f, mode, bs, layout, block_2d = args.fmt, args.mode, args.block_size, args.scale_layout, args.block_2d
     if bs not in GPU_BLOCK_SIZES:
         raise ShapeError(f"{op}: argument 'block_size' is {bs}, the GPU kernels support {GPU_BLOCK_SIZES}")
     device_in = is_device_array(x)
@@ -381,11 +351,3 @@ def quantize_mx_dual_gpu(
         return MXArray(data, scales, f.name, bs, 1, shape, mode.value, layout)
 
     return MXDual(wrap(q_row, s_row, (m, k)), wrap(q_col, s_col, (k, m)))
-
-
-def _quantize_mx_dual_unsupported(x: Any, fmt: Any = "e4m3", *, block_size: Any = 32, **_: Any) -> str | None:
-    return _unsupported_common(x, block_size)
-
-
-register_gpu_op("quantize_mx", GpuOp(run=quantize_mx_gpu, unsupported=_quantize_mx_unsupported))
-register_gpu_op("quantize_mx_dual", GpuOp(run=quantize_mx_dual_gpu, unsupported=_quantize_mx_dual_unsupported))

@@ -1,17 +1,15 @@
 """Float64 references and accuracy metrics (numpy only)."""
 
-from .gemm import GEMM_BLOCK, GEMM_FORMAT_PAIRS, GEMM_OUT_DTYPES, GemmProblem, gemm_mx, gemm_problem
+from .gemm import gemm_f64, gemm_mx, gemm_numpy, round_to
 from .metrics import calc_diff, max_abs_diff, relative_error, snr_db
 
 __all__ = [
-    "GEMM_BLOCK",
-    "GEMM_FORMAT_PAIRS",
-    "GEMM_OUT_DTYPES",
-    "GemmProblem",
     "calc_diff",
+    "gemm_f64",
     "gemm_mx",
-    "gemm_problem",
+    "gemm_numpy",
     "max_abs_diff",
     "relative_error",
+    "round_to",
     "snr_db",
 ]

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from .._backend import is_device_array
+from .._kinds import is_device_array
 from .arch import Arch, get_arch, normalize_target
+from .arrays import from_dlpack
 from .compiler import build, clear_cache, compile_options, compile_times
 from .launch import LaunchConfig, launch
 from .source import inlined_source, kernels_src_dir, stamped_source
@@ -37,6 +38,7 @@ __all__ = [
     "compile_options",
     "compile_times",
     "device_available",
+    "from_dlpack",
     "get_arch",
     "inlined_source",
     "is_device_array",

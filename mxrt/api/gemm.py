@@ -1,0 +1,110 @@
+"""``mxrt.gemm_mx``: dense MX GEMM ``d = a @ b.T``, numpy twin or GPU path chosen explicitly here.
+
+Flow: operands in (:mod:`mxrt.api.interop`, zero-copy) -> :func:`mxrt.problems.gemm_problem` validates once
+into a frozen :class:`~mxrt.problems.GemmProblem` -> :func:`mxrt.api.dispatch.use_gpu` ->
+:func:`mxrt.reference.gemm_numpy` or :func:`mxrt.ops.gemm.gemm_mx_gpu` (which runs the GEMM path
+:func:`mxrt.ops.gemm_paths.select_gemm_path` picks) -> the result in the caller's kind.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..ops import gemm as gemm_ops
+from ..problems.gemm import GemmProblem, gemm_problem
+from ..reference.gemm import gemm_numpy
+from . import interop
+from .dispatch import use_gpu
+
+OP = "gemm_mx"
+
+
+def _no_reason() -> None:
+    return None  # per-problem support is decided by the GEMM paths (select_gemm_path)
+
+
+def gemm_mx(
+    a: Any,
+    b: Any,
+    *,
+    out_dtype: str = "bfloat16",
+    split_k: int = 1,
+    deterministic: bool = True,
+    out: Any = None,
+    backend: str = "auto",
+    a_scale_layout: str | None = None,
+    b_scale_layout: str | None = None,
+) -> Any:
+    """Dense MX GEMM ``d = a @ b.T`` ("NT"): both operands MX-quantized along K, one E8M0 scale per 32.
+
+    Parameters
+    ----------
+    a : MXArray ``[m, k]`` quantized along axis 1 (K) with ``block_size=32``, or raw pieces
+        ``(codes, scales, fmt)`` / ``(codes, scales, fmt, k)``: ``codes`` uint8 ``[m, k]`` (fp8; float8 views
+        accepted) or packed e2m1 ``[m, ceil(k/2)]`` (even k in the low nibble; without the 4th item
+        ``k = 2 * codes.shape[1]``), ``scales`` E8M0 uint8 (or float8_e8m0fnu) ``[m, ceil(k/32)]``, or that matrix
+        preshuffled into ``a_scale_layout``. Arrays may be numpy, CuPy, torch (CPU or CUDA) or JAX, read
+        zero-copy; both operands must live on the same side (host or GPU).
+    b : the same for ``[n, k]``.
+    out_dtype : ``"bfloat16"`` (default), ``"float16"`` or ``"float32"``.
+    split_k : K is split into ``split_k`` ranges on 32-element scale boundaries
+        (``1 <= split_k <= max(1, ceil(k/32))``; ranges in ``GemmProblem.k_ranges``).
+    deterministic : GPU split-K reduces partials through a workspace in a fixed order (True) or atomically.
+    out : optional ``[m, n]`` array of ``out_dtype`` to write into (returned), of the operands' kind.
+    backend : ``"auto"``, ``"numpy"`` or ``"gpu"``; GPU operands always run on the GPU.
+    a_scale_layout, b_scale_layout : ``None`` (row-major scales) or one of ``mxrt.SCALE_LAYOUTS``
+        (``"aiter32x8"``, ``"turbo16x4"``, ``"cublas128x4"``, ``"deepgemm_ue8m0"``): the raw-piece scales are the
+        buffer :func:`mxrt.preshuffle_scales` returned for the logical ``[rows, ceil(k/32)]`` scales.
+
+    Returns
+    -------
+    ``d [m, n]`` of ``out_dtype`` in the operands' kind: numpy (bfloat16 as ``ml_dtypes.bfloat16``), torch
+    (``torch.bfloat16``), JAX, or CuPy (float32, float16, or **uint16 holding the bfloat16 bits**, since CuPy's
+    bfloat16 support is recent: ``d.view(ml_dtypes.bfloat16)`` on CuPy >= 14, or ``torch.from_dlpack(d)
+    .view(torch.bfloat16)``). With ``out`` given, ``out`` itself.
+
+    Formats (a.fmt, b.fmt): e4m3/e5m2 in any combination, e2m1 x e2m1, e4m3 x e2m1 and e2m1 x e4m3.
+
+    Raises
+    ------
+    DtypeError : wrong operand type, codes/scales dtype, unsupported format pair, out_dtype, split_k type,
+        deterministic not a bool, ``out`` dtype, operands on different sides.
+    ShapeError : operand not 2-D, quantized along an axis other than K, block size != 32, codes or scales of the
+        wrong shape, mismatched K, ``split_k`` out of range, ``out`` of the wrong shape or read-only.
+    LayoutError : an unknown scale layout, or a layout given for an MXArray operand.
+
+    Notes
+    -----
+    The numpy twin (:func:`mxrt.reference.gemm_numpy`) computes each split's partial in float64 from the exactly
+    dequantized operands and rounds once to ``out_dtype``; its result does not depend on ``split_k``. It equals
+    :func:`mxrt.reference.gemm_mx`, the float64 twin every GPU path is tested against. Empty ``m`` or ``n`` give
+    an empty result; ``k == 0`` gives zeros.
+    """
+    a, caller = interop.import_mx(a, OP, "a")
+    b, _ = interop.import_mx(b, OP, "b")
+    out_native = interop.import_optional(out, OP, "out")
+    if out_native is not None and interop.BF16 == getattr(out_native, "dtype", None) and caller.device:
+        out_native = out_native.view("uint16")  # the device kernels write bfloat16 bits
+    p = gemm_problem(
+        a,
+        b,
+        out_dtype=out_dtype,
+        split_k=split_k,
+        deterministic=deterministic,
+        out=out_native,
+        a_scale_layout=a_scale_layout,
+        b_scale_layout=b_scale_layout,
+        op=OP,
+    )
+    d = gemm_ops.gemm_mx_gpu(p) if use_gpu(OP, backend, p.device, _no_reason) else _numpy(p)
+    if out is not None:
+        return out
+    return interop.export(d, caller, "bfloat16" if p.out_dtype.name == "bfloat16" and p.device else "value")
+
+
+def _numpy(p: GemmProblem) -> Any:
+    d = gemm_numpy(p)
+    if p.out is None:
+        return d
+    p.out[...] = d
+    return p.out

@@ -1,0 +1,9 @@
+"""Problem descriptions: user arguments validated once into frozen objects that every backend reads (numpy only).
+
+Sits above ``formats`` and ``layouts`` and below ``reference``: the float64 twins, the numpy backend and the GPU
+paths all take a :class:`GemmProblem`.
+"""
+
+from .gemm import GEMM_BLOCK, GEMM_FORMAT_PAIRS, GEMM_OUT_DTYPES, GemmProblem, gemm_problem
+
+__all__ = ["GEMM_BLOCK", "GEMM_FORMAT_PAIRS", "GEMM_OUT_DTYPES", "GemmProblem", "gemm_problem"]

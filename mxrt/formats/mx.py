@@ -78,13 +78,109 @@ class MXArray:
         out[self.axis] = -(-out[self.axis] // self.block_size)
         return tuple(out)
 
+    def as_dtype(self) -> tuple[Any, Any]:
+        """``(codes, scales)`` as typed arrays of the fields' own library, sharing memory where the types allow.
+
+        numpy: codes as ``ml_dtypes`` ``float8_e4m3fn`` / ``float8_e5m2`` / ``float6_e2m3fn`` / ``float6_e3m2fn``
+        (views) or ``float4_e2m1fn`` (e2m1 is unpacked to one code per byte: a copy), scales as
+        ``float8_e8m0fnu`` (a view). torch: codes as ``torch.float8_e4m3fn`` / ``torch.float8_e5m2`` (other formats
+        uint8), scales as ``torch.float8_e8m0fnu`` where torch has it. CuPy (no fp8 dtypes) and other kinds:
+        the fields unchanged. Preshuffled ``deepgemm_ue8m0`` scales stay int32 (four scales per word).
+        """
+        kind = _field_kind(self.data)
+        if kind == "numpy":
+            codes = self.codes if self.packed else self.data
+            typed = _ML_CODE_DTYPES[self.fmt]
+            scales = self.scales
+            if scales.dtype == np.uint8:
+                scales = scales.view(ml_dtypes.float8_e8m0fnu)
+            return codes.view(typed), scales
+        if kind == "torch":
+            import sys
+
+            torch = sys.modules["torch"]
+            codes, scales = self.data, self.scales
+            name = {"e4m3": "float8_e4m3fn", "e5m2": "float8_e5m2"}.get(self.fmt)
+            if codes.dtype == torch.uint8 and name is not None:
+                codes = codes.view(getattr(torch, name))
+            if scales.dtype == torch.uint8 and hasattr(torch, "float8_e8m0fnu"):
+                scales = scales.view(torch.float8_e8m0fnu)
+            return codes, scales
+        return self.data, self.scales
+
+    @property
+    def device(self) -> str:
+        """Where the fields live: ``"cpu"``, or the GPU (``"cuda:0"``)."""
+        return _device_of(self.data)
+
+    def scale_range(self) -> tuple[int, int] | None:
+        """``(lo, hi)``: the smallest and largest finite power-of-two exponent ``b - 127`` among the scales (0xFF
+        NaN blocks and preshuffle padding included as stored), or None when there are no scales. Reads device
+        arrays back (a synchronisation)."""
+        s = self.scales
+        if getattr(s, "size", 0) == 0 or self.scale_layout == "deepgemm_ue8m0":
+            return None
+        kind = _field_kind(s)
+        if kind == "numpy":
+            b = s.view(np.uint8) if s.dtype != np.uint8 and s.dtype.itemsize == 1 else s
+        elif kind == "torch":
+            import sys
+
+            b = s.view(sys.modules["torch"].uint8)
+        else:
+            b = s
+        finite = b[b != E8M0_NAN] if kind == "numpy" else b
+        if kind == "numpy" and finite.size == 0:
+            return None
+        return int(finite.min()) - E8M0_BIAS, int(finite.max()) - E8M0_BIAS
+
     def __repr__(self) -> str:
         layout = f", scale_layout={self.scale_layout!r}" if self.scale_layout is not None else ""
+        try:
+            rng = self.scale_range()
+        except Exception:  # a repr never raises (tampered fields)
+            rng = None
+        span = f", scales 2^{rng[0]}..2^{rng[1]}" if rng is not None else ""
+        kind = _field_kind(self.data)
         return (
             f"MXArray(fmt={self.fmt!r}, shape={self.shape}, axis={self.axis}, block_size={self.block_size}, "
-            f"scale_mode={self.scale_mode!r}{layout}, data={self.data.dtype}{tuple(self.data.shape)}, "
-            f"scales={self.scales.dtype}{tuple(self.scales.shape)})"
+            f"scale_mode={self.scale_mode!r}{layout}{span}, {kind} on {_device_of(self.data)}, "
+            f"data={getattr(self.data, 'dtype', '?')}{tuple(getattr(self.data, 'shape', ()))}, "
+            f"scales={getattr(self.scales, 'dtype', '?')}{tuple(getattr(self.scales, 'shape', ()))})"
         )
+
+    def _repr_html_(self) -> str:
+        import html
+
+        return f"<pre>{html.escape(repr(self))}</pre>"
+
+
+_ML_CODE_DTYPES = {
+    "e4m3": ml_dtypes.float8_e4m3fn,
+    "e5m2": ml_dtypes.float8_e5m2,
+    "e2m3": ml_dtypes.float6_e2m3fn,
+    "e3m2": ml_dtypes.float6_e3m2fn,
+    "e2m1": ml_dtypes.float4_e2m1fn,
+}
+
+
+def _field_kind(x: Any) -> str:
+    if isinstance(x, np.ndarray):
+        return "numpy"
+    root = type(x).__module__.split(".", 1)[0]
+    return root if root in ("cupy", "torch", "jax", "jaxlib") else type(x).__name__
+
+
+def _device_of(x: Any) -> str:
+    """``"cpu"`` or the GPU of an array field, read from its attributes (no import)."""
+    if isinstance(x, np.ndarray):
+        return "cpu"
+    dev = getattr(x, "device", None)
+    if dev is None:
+        return "cpu"
+    if hasattr(dev, "id") and not hasattr(dev, "type"):  # cupy.cuda.Device
+        return f"cuda:{dev.id}"
+    return str(dev)
 
 
 class MXDual(NamedTuple):

@@ -1,3 +1,4 @@
+# ruff: noqa: B023  (each lambda is called within its loop iteration)
 """Host overhead of the public ops on small problems (device): wall time per call, no graph, vs torch.matmul,
 plus a cProfile of gemm_mx. Diagnostic for issue 9's host-overhead target; `mxrt bench overhead` is the benchmark."""
 

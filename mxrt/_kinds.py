@@ -28,3 +28,18 @@ def array_kind(x: object) -> str:
 def is_device_array(x: object) -> bool:
     """True for a CuPy array (the native device array of mxrt's GPU ops)."""
     return type(x).__module__.split(".", 1)[0] == "cupy"
+
+
+_DTYPE_NAMES: dict = {}
+
+
+def dtype_name(dt: object) -> str:
+    """``str(dt)`` memoised per dtype (numpy 2 computes dtype names in Python: a few microseconds each, which
+    the small-problem dispatch pays several times per call)."""
+    try:
+        return _DTYPE_NAMES[dt]
+    except KeyError:
+        name = _DTYPE_NAMES[dt] = str(dt)
+        return name
+    except TypeError:  # unhashable stand-ins
+        return str(dt)

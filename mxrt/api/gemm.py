@@ -96,7 +96,12 @@ def gemm_mx(
         b_scale_layout=b_scale_layout,
         op=OP,
     )
-    d = gemm_ops.gemm_mx_gpu(p) if use_gpu(OP, backend, p.device, _no_reason) else _numpy(p)
+    if use_gpu(OP, backend, p.device, _no_reason):
+        d = gemm_ops.gemm_mx_gpu(p)  # device operands write p.out in place; host ones come back as numpy
+        if out_native is not None and d is not out_native:
+            out_native[...] = d
+    else:
+        d = _numpy(p)
     if out is not None:
         return out
     return interop.export(d, caller, "bfloat16" if p.out_dtype.name == "bfloat16" and p.device else "value")

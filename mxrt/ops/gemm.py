@@ -21,6 +21,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
+from .._kinds import dtype_name
 from ..problems.gemm import GemmProblem
 from ..runtime.arch import get_arch
 from .gemm_paths import DeviceGemm, select_gemm_path
@@ -45,7 +46,7 @@ def _upload(x: Any) -> Any:
 
 def device_gemm(p: GemmProblem, out: Any = None) -> DeviceGemm:
     """The :class:`DeviceGemm` of a validated problem: CuPy buffers as given, or uploaded host operands."""
-    name = p.out_dtype.name
+    name = dtype_name(p.out_dtype)
     if p.device:
         d = dict(a_codes=p.a.data, b_codes=p.b.data, a_scales=p.a.scales, b_scales=p.b.scales)
     else:  # host operands: the logical row-major scales travel (a preshuffled host buffer is not re-read)
@@ -68,4 +69,4 @@ def gemm_mx_gpu(p: GemmProblem) -> Any:
     if p.device:
         return dg.out
     host = dg.out.get()
-    return host.view(ml_dtypes.bfloat16) if p.out_dtype.name == "bfloat16" else host
+    return host.view(ml_dtypes.bfloat16) if dtype_name(p.out_dtype) == "bfloat16" else host

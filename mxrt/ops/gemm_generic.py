@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._kinds import dtype_name
 from ..errors import ShapeError
 from ..layouts import scale_layout_shape
 from ..problems.gemm import GEMM_FORMAT_PAIRS
@@ -56,7 +57,7 @@ def check_limits(dg: DeviceGemm) -> None:
 
 
 def _scale_args(layout: str | None, scales) -> tuple[np.uint32, np.uint32]:
-    shift = 2 if layout == "turbo16x4" and str(scales.dtype) == "uint32" else 0
+    shift = 2 if layout == "turbo16x4" and dtype_name(scales.dtype) == "uint32" else 0
     return np.uint32(specs.SCALE_LAYOUT_CODES[layout]), np.uint32(shift)
 
 

@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from .._kinds import dtype_name
 from ..runtime import specs
 from ..runtime.compiler import build
 from ..runtime.launch import MAX_GRID_YZ, LaunchConfig, launch
@@ -160,9 +161,9 @@ def supports(dg: DeviceGemm) -> str | None:
         return f"split_k = {p.split_k}, at most {MAX_GRID_YZ} (grid z)"
     if p.a_scale_layout is not None or p.b_scale_layout is not None:
         return "preshuffled scale layouts (this path reads row-major [rows, ceil(k/32)] scales)"
-    if p.out_dtype.name not in specs.GEMM_OUT_DTYPE_CODES:
-        return f"out dtype {p.out_dtype.name}"
-    if p.out_dtype.name == "float32" and not p.a_fmt == p.b_fmt == "e2m1":
+    if dtype_name(p.out_dtype) not in specs.GEMM_OUT_DTYPE_CODES:
+        return f"out dtype {dtype_name(p.out_dtype)}"
+    if dtype_name(p.out_dtype) == "float32" and not p.a_fmt == p.b_fmt == "e2m1":
         # measured on an H100: the fp8 tensor cores' k32 partials carry ~2-5e-5 relative error (NOTES.md);
         # e2m1 x e2m1 partials are exact (few significant bits), so fp32 output stays here for MXFP4
         return "float32 output with an fp8 operand (the fp8 wgmma partials miss the 1e-5 relative bar)"
@@ -227,6 +228,23 @@ def plan(m: int, writes_f32: bool) -> Sm90Config:
     return LARGE
 
 
+_KERNELS: dict = {}
+
+
+def _kernel(d: Any, arch: Any, c: Sm90Config) -> tuple[Any, int]:
+    """The built kernel and its dynamic shared memory, the attribute set once per build (reading it back is a
+    driver query the small-problem path should not pay per call)."""
+    key = (d, arch)
+    hit = _KERNELS.get(key)
+    if hit is None:
+        kernel = build(specs.GEMM_MX_SM90, d, arch)
+        smem = smem_bytes(c.bm, c.bn, c.stages)
+        if kernel.max_dynamic_shared_size_bytes < smem:
+            kernel.max_dynamic_shared_size_bytes = smem
+        hit = _KERNELS[key] = (kernel, smem)
+    return hit
+
+
 def _launch(dg: DeviceGemm, a: Any, b: Any, kp: int, dst: Any, out_code: int, atomic: bool, tune: dict) -> None:
     p = dg.p
     c = plan(p.m, out_code == F32)
@@ -242,10 +260,7 @@ def _launch(dg: DeviceGemm, a: Any, b: Any, kp: int, dst: Any, out_code: int, at
         OUT_DTYPE=out_code,
         STAGES=c.stages,
     )
-    kernel = build(specs.GEMM_MX_SM90, d, dg.arch)
-    smem = smem_bytes(c.bm, c.bn, c.stages)
-    if kernel.max_dynamic_shared_size_bytes < smem:
-        kernel.max_dynamic_shared_size_bytes = smem
+    kernel, smem = _kernel(d, dg.arch, c)
     tma = tensor_map_arg(a.data.ptr, p.m, kp, c.bm)
     tmb = tensor_map_arg(b.data.ptr, p.n, kp, c.bn)
     tiles = -(-p.m // c.bm) * -(-p.n // c.bn)

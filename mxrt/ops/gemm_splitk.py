@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from .._kinds import dtype_name
 from ..runtime import specs
 from ..runtime.compiler import build
 from ..runtime.launch import LaunchConfig, launch
@@ -53,7 +54,7 @@ def launch_reduce(dg: DeviceGemm, ws: Any, splits: int, out_code: int) -> None:
 def run_split_k(dg: DeviceGemm, launch_gemm: Callable[[Any, int, bool], None]) -> None:
     """Run ``dg`` with the accumulation mode of its problem (module docstring); no host synchronisation."""
     p = dg.p
-    out_code = specs.GEMM_OUT_DTYPE_CODES[p.out_dtype.name]
+    out_code = specs.GEMM_OUT_DTYPE_CODES[dtype_name(p.out_dtype)]
     if p.split_k == 1:
         launch_gemm(dg.out, out_code, False)
     elif p.deterministic:
@@ -72,4 +73,4 @@ def run_split_k(dg: DeviceGemm, launch_gemm: Callable[[Any, int, bool], None]) -
 def packed_atomics_fit(dg: DeviceGemm) -> bool:
     """Atomic mode can add into ``dg.out`` itself: fp32 out, or a 16-bit out whose packed words stay inside it."""
     p = dg.p
-    return p.out_dtype.name == "float32" or (dg.out.data.ptr % 4 == 0 and p.m * p.n % 2 == 0)
+    return dtype_name(p.out_dtype) == "float32" or (dg.out.data.ptr % 4 == 0 and p.m * p.n % 2 == 0)

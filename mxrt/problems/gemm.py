@@ -16,7 +16,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-from .._kinds import is_device_array
+from .._kinds import dtype_name, is_device_array
 from ..errors import DtypeError, LayoutError, MxrtError, ShapeError
 from ..formats import FORMATS, MXArray, get_format
 from ..formats.codecs import _ALIASES
@@ -147,7 +147,7 @@ def _dev_name(x: object) -> str:
 def _check_device_scales(s: Any, layout: str | None, rows: int, cols: int, name: str, op: str) -> None:
     """A CuPy scale buffer, checked against its layout's storage (mxrt.layouts.scale_layout_shape) without reading
     it: the kernels read preshuffled storage through the index maps of kernels_src/common/scale_layouts.h."""
-    dt = str(s.dtype)
+    dt = dtype_name(s.dtype)
     if layout is None:
         if dt != "uint8" or tuple(s.shape) != (rows, cols):
             raise (DtypeError if dt != "uint8" else ShapeError)(
@@ -192,7 +192,7 @@ def _device_operand(
             f"{op}: {name} mixes host and device arrays (codes {type(codes).__name__}, scales "
             f"{type(scales).__name__}); expected both CuPy or both numpy"
         )
-    if str(codes.dtype) != "uint8":
+    if dtype_name(codes.dtype) != "uint8":
         raise DtypeError(f"{op}: {name} codes are a CuPy array of dtype {codes.dtype}, expected uint8 element codes")
     if codes.ndim != 2:
         raise ShapeError(f"{op}: {name} codes have shape {tuple(codes.shape)}, expected a 2-D [rows, k] array")
@@ -382,7 +382,7 @@ def gemm_problem(
                 "(mxrt makes no implicit transfer)"
             )
         allowed = ("uint16", "bfloat16") if dt == _DTYPES["bfloat16"] else (dt.name,)
-        if str(out.dtype) not in allowed:
+        if dtype_name(out.dtype) not in allowed:
             raise DtypeError(
                 f"{op}: argument 'out' is a CuPy array of dtype {out.dtype}, expected {' or '.join(allowed)} for "
                 f"out_dtype {dt}" + (" (bfloat16 bits in uint16: CuPy has no bfloat16)" if len(allowed) == 2 else "")

@@ -172,3 +172,12 @@ def test_jax_in_jax_out() -> None:
             np.asarray(jax.lax.bitcast_convert_type(qb.data, jnp.uint8)),
             mxrt.quantize_mx(X.astype(ml_dtypes.bfloat16)).data,
         )
+
+
+def test_readme_interop_example_runs() -> None:
+    from pathlib import Path
+
+    text = Path(__file__).resolve().parents[1].joinpath("README.md").read_text()
+    section = text[text.index("<!-- api:interop -->") : text.index("<!-- /api:interop -->")]
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    exec(compile(code, "README.md:interop", "exec"), {})

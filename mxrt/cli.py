@@ -1,4 +1,4 @@
-"""Command line: ``mxrt check | info``."""
+"""Command line: ``mxrt check | info | compile-check | bench``."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import platform
 import sys
 from collections.abc import Sequence
 
-from . import __version__
+from . import __version__, bench
 from ._backend import GPU_OPS, _load_gpu_ops, gpu_available
 from .checks import CheckRow, run_all
 
@@ -113,6 +113,10 @@ def cmd_compile_check(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def cmd_bench(args: argparse.Namespace) -> int:
+    return bench.run(args, args.argv)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="mxrt", description="OCP MX numerics, layouts and kernels")
     p.add_argument("--version", action="version", version=f"mxrt {__version__}")
@@ -128,11 +132,21 @@ def build_parser() -> argparse.ArgumentParser:
     cc.add_argument("--json", metavar="FILE", help="also write one JSON row per build")
     cc.add_argument("--jobs", type=int, default=None, help="parallel builds (default: CPU count)")
     cc.set_defaults(func=cmd_compile_check)
+    b = sub.add_parser(
+        "bench",
+        help="time mxrt against the peers on this machine (numpy reference without a GPU)",
+        description="Benchmark suites: mxrt against torch cuBLAS, Triton tl.dot_scaled and a device copy, in one run. "
+        "Prints a markdown table; --json and --plot write the rows and a bar chart.",
+    )
+    suites = b.add_subparsers(dest="suite", required=True, metavar="SUITE")
+    bench.add_parsers(suites)
+    b.set_defaults(func=cmd_bench)
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)
     return int(args.func(args))
 
 

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from . import __version__, bench
 from ._backend import GPU_OPS, _load_gpu_ops, gpu_available
 from .checks import CheckRow, run_all
+from .errors import MxrtError
 
 
 def _best_backend() -> str:
@@ -58,7 +59,10 @@ def device_lines(compile_times: bool = False) -> list[str]:
     from . import runtime
 
     if not runtime.device_available():
-        return ["device     none (cupy or a GPU is missing)"]
+        lines = ["device     none (cupy or a GPU is missing)"]
+        if compile_times:
+            lines.append("compile    skipped: --compile times kernel builds on a GPU, and there is none here")
+        return lines
     arch = runtime.get_arch()
     lines = [
         f"device     {arch.name} ({arch.vendor}, target {arch.target}{' from MXRT_ARCH' if arch.overridden else ''}, "
@@ -81,9 +85,20 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 
 def cmd_compile_check(args: argparse.Namespace) -> int:
-    from .runtime.compile_check import run_compile_check, summarize
+    from .runtime.arch import normalize_target
+    from .runtime.compile_check import run_compile_check, summarize, tools_missing
 
-    targets = [t for t in args.targets.split(",") if t.strip()]
+    try:
+        targets = [normalize_target(t) for t in args.targets.split(",") if t.strip()]
+    except MxrtError as e:
+        print(f"mxrt compile-check: {e}", file=sys.stderr)
+        return 2
+    for t in targets:
+        why = tools_missing(t)
+        if why:
+            print(f'mxrt compile-check: cannot build for {t}: {why}; install the extra: pip install ".[compilecheck]"',
+                  file=sys.stderr)  # fmt: skip
+            return 2
     reports = run_compile_check(targets, jobs=args.jobs)
     rows = summarize(reports)
     head = ("kernel", "target", "builds", "failed", "registers", "spills", "scratch", "lds", "mma")

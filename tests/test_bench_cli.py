@@ -163,3 +163,18 @@ def test_bandwidth_columns() -> None:
     assert rows[0]["pct_same_copy"] == pytest.approx(50.0)
     lens = grouped_quant.split(4096, 32, seed=1)
     assert lens.sum() == 4096 and (lens == 0).sum() >= 32 // 8 and lens.dtype.kind == "i"
+
+
+@pytest.mark.usefixtures("no_gpu")
+def test_from_json_reprints_and_replots(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("matplotlib")
+    js, png = tmp_path / "o.json", tmp_path / "o.png"
+    assert cli.main(["bench", "overhead", *SMALL["overhead"], "--json", str(js), "--no-progress"]) == 0
+    first = capsys.readouterr().out
+    assert cli.main(["bench", "overhead", "--from-json", str(js), "--plot", str(png)]) == 0
+    again = capsys.readouterr().out
+    assert overhead.format_table(json.loads(js.read_text())["rows"]) in first and again.startswith("host overhead")
+    assert png.read_bytes()[:4] == b"\x89PNG"
+    assert cli.main(["bench", "gemm", "--from-json", str(js)]) == 2
+    assert "not 'gemm'" in capsys.readouterr().err
+    assert cli.main(["bench", "gemm", "--from-json", str(tmp_path / "missing.json")]) == 2

@@ -11,6 +11,7 @@ Nothing here imports cupy, torch, triton, tqdm or matplotlib at import time.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Sequence
 from types import ModuleType
@@ -34,6 +35,11 @@ def add_common_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--reps", type=int, default=10, help="timed graph replays per row (median)")
     p.add_argument("--budget-s", type=float, default=0.0, help="stop starting new shapes after this many seconds")
     p.add_argument("--no-progress", action="store_true", help="plain [i/n] lines instead of a tqdm bar")
+    p.add_argument(
+        "--from-json",
+        metavar="FILE",
+        help="run nothing: print the table of a JSON file this suite wrote (and --plot it), e.g. on another machine",
+    )
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
@@ -59,6 +65,8 @@ def run(args: argparse.Namespace, argv: Sequence[str] = ()) -> int:
     if args.plot and (why := core.plot_missing()):
         print(f"mxrt bench {name}: --plot {why}", file=sys.stderr)
         return 2
+    if args.from_json:
+        return replot(name, args.from_json, args.plot)
     try:
         suite.finish_args(args)
     except (MxrtError, ValueError) as e:
@@ -87,4 +95,25 @@ def run(args: argparse.Namespace, argv: Sequence[str] = ()) -> int:
     return 0
 
 
-__all__ = ["SUITES", "add_common_arguments", "add_parsers", "core", "gpu_present", "run"]
+def replot(name: str, path: str, plot: str | None) -> int:
+    """Print the table of a JSON file written by ``mxrt bench NAME --json`` and write its plot."""
+    try:
+        with open(path) as fh:
+            result = json.load(fh)
+    except (OSError, ValueError) as e:
+        print(f"mxrt bench {name}: --from-json {path}: {e}", file=sys.stderr)
+        return 2
+    if result.get("suite") != name or not isinstance(result.get("rows"), list):
+        print(
+            f"mxrt bench {name}: --from-json {path} holds suite {result.get('suite')!r}, not {name!r}", file=sys.stderr
+        )
+        return 2
+    suite = SUITES[name]
+    print(suite.table(result))
+    if plot:
+        suite.plot(result, plot)
+        print(f"wrote {plot}")
+    return 0
+
+
+__all__ = ["SUITES", "add_common_arguments", "add_parsers", "core", "gpu_present", "replot", "run"]

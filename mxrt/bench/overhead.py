@@ -18,6 +18,7 @@ The gemm suite runs this at its end (``mxrt bench gemm``) unless ``--no-overhead
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -56,7 +57,7 @@ def finish_args(args: argparse.Namespace) -> None:
 
 def run(ses: Session, args: argparse.Namespace) -> None:
     peers = core.discover_peers()
-    ses.result.update(device=core.device_name(), software=core.software(), peers=peers.__dict__)
+    ses.result.update(device=core.device_name(), software=core.software(), peers=dataclasses.asdict(peers))
     ses.result["rows"] = rows_gpu(ses, args.shapes or GPU_SHAPES, peers, args.reps, args.calls)
     ses.save()
 
@@ -134,8 +135,8 @@ def rows_gpu(
             except Exception as e:  # an op failing is a row with its reason
                 row = _row(m, n, k, op, wall_s=None, latency_s=None, graph_s=None, note=f"{type(e).__name__}: {e}")
             rows.append(row)
-            wall, latency, graph = (_us(row.get(key)) for key in ("wall_s", "latency_s", "graph_s"))
-            ses.log(f"  {row['shape']:>14} {op:26} {wall:>9} us wall {latency:>9} us latency {graph:>9} us graph")
+            w_us, l_us, g_us = (_us(row.get(key)) for key in ("wall_s", "latency_s", "graph_s"))
+            ses.log(f"  {row['shape']:>14} {op:26} {w_us:>9} us wall {l_us:>9} us latency {g_us:>9} us graph")
         del a32, b32, tmp
         cupy.get_default_memory_pool().free_all_blocks()
     return add_ratios(rows, OP_TORCH)

@@ -1,5 +1,8 @@
 """Development check + timing of the ``sm90_wgmma`` GEMM path on an H100 (run from the repository root).
 
+A kernel-development diagnostic (tile variants, accuracy by K, ncu profile launches), not a suite of
+``mxrt bench``: the numbers of record come from ``mxrt bench gemm``. Timing uses mxrt.bench.core.
+
     python benchmarks/gemm_sm90_dev.py [--quick] [--json OUT.json] [--sections check,accuracy,time]
 
 check:    every format pair x out dtype x shape (aligned, odd, tiny, K tails) against the float64 reference of the
@@ -14,8 +17,8 @@ time:     kernel variants (STAGES, DBUF) and torch peers (cuBLAS bf16, cuBLAS fp
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
-import statistics
 import sys
 import time
 import traceback
@@ -26,6 +29,7 @@ import ml_dtypes
 import numpy as np
 
 import mxrt
+from mxrt.bench import core as bench_core
 from mxrt.ops import gemm_sm90
 from mxrt.ops.gemm_paths import DeviceGemm
 from mxrt.problems import gemm_problem
@@ -39,7 +43,7 @@ NP_OUT = {"float32": np.float32, "bfloat16": ml_dtypes.bfloat16, "float16": np.f
 CP_OUT = {"float32": cupy.float32, "bfloat16": cupy.uint16, "float16": cupy.float16}
 ARCH = get_arch()
 LOG: dict = {
-    "device": cupy.cuda.runtime.getDeviceProperties(0)["name"].decode(),
+    "device": bench_core.device_name(),
     "check": [],
     "accuracy": [],
     "time": [],
@@ -163,21 +167,18 @@ def accuracy() -> None:
 
 
 def median_ms(fns, iters: int = 20, reps: int = 5) -> float:
-    """Median per-call time (CUDA events around ``reps`` back-to-back calls, so host launch overhead overlaps
-    the GPU work), cycling through ``fns`` (one per input set)."""
+    """Median per-call time in ms (CUDA events around ``reps`` back-to-back calls, so host launch overhead overlaps
+    the GPU work, median of ``iters``; mxrt.bench.core), cycling through ``fns`` (one per input set)."""
     for f in fns:
         f()
     cupy.cuda.runtime.deviceSynchronize()
-    times = []
-    for i in range(iters):
-        s, e = cupy.cuda.Event(), cupy.cuda.Event()
-        s.record()
-        for r in range(reps):
-            fns[(i * reps + r) % len(fns)]()
-        e.record()
-        e.synchronize()
-        times.append(cupy.cuda.get_elapsed_time(s, e) / reps)
-    return statistics.median(times)
+    turn = itertools.count()
+
+    def run() -> None:
+        for _ in range(reps):
+            fns[next(turn) % len(fns)]()
+
+    return bench_core.cupy_median_time(run, iters) / reps * 1e3
 
 
 def gpu_inputs(m, n, k, fa, fb, sets, seed=0):

@@ -27,12 +27,12 @@ for s in tests/support/gpu_*_smoke.py; do
   done
 done
 step "benchmarks"
-# GEMM vs its peers in the same run (bench_gemm.py; BENCH_GEMM_ARGS e.g. "--quick"), and the bandwidth benchmarks
-# of the quantizers when QUANT_BENCH=1.
-timeout 300 python3 benchmarks/bench_gemm.py --json "$OUT/bench_gemm.json" ${BENCH_GEMM_ARGS:-} 2>&1 \
-  | tee -a "$OUT/bench.txt" | tail -60
+# GEMM vs its peers in the same run, then the host overhead (mxrt bench gemm; BENCH_GEMM_ARGS e.g. "--quick"), and
+# the bandwidth suites of the quantizers and layouts when QUANT_BENCH=1 (tables in bench.txt).
+plot=(); python3 -c "import matplotlib" 2>/dev/null && plot=(--plot "$OUT/bench_gemm.png")  # else: --from-json later
+timeout 420 python3 -m mxrt.cli bench gemm --json "$OUT/bench_gemm.json" ${plot[@]+"${plot[@]}"} --no-progress ${BENCH_GEMM_ARGS:-} 2>&1 | tee -a "$OUT/bench.txt" | tail -80
 if [[ ${QUANT_BENCH:-0} == 1 ]]; then
-  for b in benchmarks/bench_quant.py benchmarks/bench_grouped_quant.py; do
-    echo "--- $b"; timeout 120 python3 "$b" 2>&1 | tee -a "$OUT/bench.txt" | tail -40
+  for s in quant grouped-quant layouts; do
+    echo "--- mxrt bench $s"; timeout 150 python3 -m mxrt.cli bench "$s" --no-progress 2>&1 | tee -a "$OUT/bench.txt" | tail -40
   done
 fi

@@ -1,4 +1,4 @@
-"""Command line: ``mxrt check | info``."""
+"""Command line: ``mxrt check | info | compile-check | bench``."""
 
 from __future__ import annotations
 
@@ -8,9 +8,10 @@ import platform
 import sys
 from collections.abc import Sequence
 
-from . import __version__
+from . import __version__, bench
 from .api import GPU_OPS, device_available
 from .checks import CheckRow, run_all
+from .errors import MxrtError
 
 
 def _best_backend() -> str:
@@ -57,7 +58,10 @@ def device_lines(compile_times: bool = False) -> list[str]:
     from . import runtime
 
     if not runtime.device_available():
-        return ["device     none (cupy or a GPU is missing)"]
+        lines = ["device     none (cupy or a GPU is missing)"]
+        if compile_times:
+            lines.append("compile    skipped: --compile times kernel builds on a GPU, and there is none here")
+        return lines
     arch = runtime.get_arch()
     lines = [
         f"device     {arch.name} ({arch.vendor}, target {arch.target}{' from MXRT_ARCH' if arch.overridden else ''}, "
@@ -80,9 +84,20 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 
 def cmd_compile_check(args: argparse.Namespace) -> int:
-    from .runtime.compile_check import run_compile_check, summarize
+    from .runtime.arch import normalize_target
+    from .runtime.compile_check import run_compile_check, summarize, tools_missing
 
-    targets = [t for t in args.targets.split(",") if t.strip()]
+    try:
+        targets = [normalize_target(t) for t in args.targets.split(",") if t.strip()]
+    except MxrtError as e:
+        print(f"mxrt compile-check: {e}", file=sys.stderr)
+        return 2
+    for t in targets:
+        why = tools_missing(t)
+        if why:
+            print(f'mxrt compile-check: cannot build for {t}: {why}; install the extra: pip install ".[compilecheck]"',
+                  file=sys.stderr)  # fmt: skip
+            return 2
     reports = run_compile_check(targets, jobs=args.jobs)
     rows = summarize(reports)
     head = ("kernel", "target", "builds", "failed", "registers", "spills", "scratch", "lds", "mma")
@@ -112,6 +127,10 @@ def cmd_compile_check(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def cmd_bench(args: argparse.Namespace) -> int:
+    return bench.run(args, args.argv)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="mxrt", description="OCP MX numerics, layouts and kernels")
     p.add_argument("--version", action="version", version=f"mxrt {__version__}")
@@ -127,11 +146,21 @@ def build_parser() -> argparse.ArgumentParser:
     cc.add_argument("--json", metavar="FILE", help="also write one JSON row per build")
     cc.add_argument("--jobs", type=int, default=None, help="parallel builds (default: CPU count)")
     cc.set_defaults(func=cmd_compile_check)
+    b = sub.add_parser(
+        "bench",
+        help="time mxrt against the peers on this machine (numpy reference without a GPU)",
+        description="Benchmark suites: mxrt against torch cuBLAS, Triton tl.dot_scaled and a device copy, in one run. "
+        "Prints a markdown table; --json and --plot write the rows and a bar chart.",
+    )
+    suites = b.add_subparsers(dest="suite", required=True, metavar="SUITE")
+    bench.add_parsers(suites)
+    b.set_defaults(func=cmd_bench)
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)
     return int(args.func(args))
 
 

@@ -46,3 +46,54 @@ def test_info(capsys: pytest.CaptureFixture[str]) -> None:
 def test_console_entry_point_runs() -> None:
     out = subprocess.run([sys.executable, "-m", "mxrt.cli", "--version"], capture_output=True, text=True, check=False)
     assert out.returncode == 0 and "mxrt" in out.stdout
+
+
+def test_compile_check_without_the_extra_prints_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(
+        "mxrt.runtime.compile_check.tools_missing", lambda t: "the ziglang wheel is not installed (pip install ziglang)"
+    )
+    monkeypatch.setattr("mxrt.runtime.compile_check.run_compile_check", lambda *a, **k: pytest.fail("must not build"))
+    assert cli.main(["compile-check", "--targets", "gfx942"]) == 2
+    captured = capsys.readouterr()
+    err = captured.err.strip()
+    assert len(err.splitlines()) == 1 and 'pip install ".[compilecheck]"' in err and "gfx942" in err
+    assert "Traceback" not in err and captured.out == ""
+
+
+def test_compile_check_unknown_target_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["compile-check", "--targets", "gfx942,banana"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "banana" in err
+
+
+def test_compile_check_console_script_without_the_extra() -> None:
+    """The real entry point, where the extra is missing here: one line on stderr, no traceback."""
+    from mxrt.runtime.compile_check import tools_missing
+
+    if tools_missing("gfx942") is None:
+        pytest.skip("the compilecheck extra is installed here")
+    code = "import sys, mxrt.cli; sys.exit(mxrt.cli.main(['compile-check', '--targets', 'gfx942']))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1
+    assert 'pip install ".[compilecheck]"' in out.stderr
+
+
+def test_info_compile_without_gpu_says_it_skips(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr("mxrt.runtime.device_available", lambda: False)
+    assert cli.main(["info", "--compile"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[-2].startswith("device     none")
+    assert lines[-1].startswith("compile    skipped") and "GPU" in lines[-1]
+    assert cli.main(["info"]) == 0
+    assert "skipped" not in capsys.readouterr().out  # only --compile mentions the timings
+
+
+def test_bench_is_a_subcommand(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        cli.main(["bench", "--help"])
+    text = capsys.readouterr().out
+    assert all(s in text for s in ("gemm", "overhead", "quant", "grouped-quant", "layouts"))

@@ -70,10 +70,19 @@ def register_gemm_path(path: GemmPath) -> None:
     _PATHS[path.name] = path
 
 
+_SORTED: dict[str | None, tuple[tuple[GemmPath, ...], list[GemmPath]]] = {}
+
+
 def gemm_paths(target: str | None = None) -> list[GemmPath]:
     """Registered paths (those that run on ``target`` when given, generic ones included), best first."""
-    paths = [p for p in _PATHS.values() if target is None or p.target in ("generic", target)]
-    return sorted(paths, key=lambda p: (-p.priority, p.name))
+    registered = tuple(_PATHS.values())
+    hit = _SORTED.get(target)
+    if hit is not None and hit[0] == registered:  # sorted once per registry state (the small-GEMM dispatch)
+        return list(hit[1])
+    paths = [p for p in registered if target is None or p.target in ("generic", target)]
+    out = sorted(paths, key=lambda p: (-p.priority, p.name))
+    _SORTED[target] = (registered, out)
+    return list(out)
 
 
 def select_gemm_path(dg: DeviceGemm, name: str | None = None) -> GemmPath:

@@ -66,10 +66,19 @@ def vendor_of(target: str) -> str:
 
 @cache
 def get_arch(device_id: int | None = None) -> Arch:
-    """The :class:`Arch` of a device (default: CuPy's current device), detected once per device."""
+    """The :class:`Arch` of a device (default: CuPy's current device), detected once per device (and
+    ``MXRT_ARCH`` value): reading the device properties costs tens of microseconds, every op launch needs it."""
     import cupy
 
-    dev = cupy.cuda.Device(device_id) if device_id is not None else cupy.cuda.Device()
+    dev_id = int(device_id) if device_id is not None else cupy.cuda.runtime.getDevice()
+    return _detect_arch(dev_id, arch_override())
+
+
+@cache
+def _detect_arch(dev_id: int, override: str | None) -> Arch:
+    import cupy
+
+    dev = cupy.cuda.Device(dev_id)
     props = cupy.cuda.runtime.getDeviceProperties(dev.id)
     is_hip = bool(cupy.cuda.runtime.is_hip)
     raw_name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
@@ -80,7 +89,6 @@ def get_arch(device_id: int | None = None) -> Arch:
         detected = normalize_target(gcn)
     else:
         detected = normalize_target(f"{props['major']}.{props['minor']}")
-    override = arch_override()
     target = normalize_target(override) if override else detected
     if vendor_of(target) != ("amd" if is_hip else "nvidia"):
         raise UnsupportedArchError(

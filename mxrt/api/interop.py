@@ -86,7 +86,11 @@ def _from_torch(t: Any, op: str, arg: str) -> tuple[Any, Caller]:
         a = np.from_dlpack(t)
         return (a.view(BF16) if bf16 else a), Caller("torch", False)
     if dev in ("cuda", "hip"):
-        a = _device_import(t, op, arg)
+        from .. import runtime
+
+        a = runtime.arrays.from_torch_cuda(t) if dev == "cuda" else None
+        if a is None:
+            a = _device_import(t, op, arg)
         return (_device_bf16(a) if bf16 else a), Caller("torch", True)
     raise DtypeError(f"{op}: argument '{arg}' is a torch tensor on device {t.device}, expected a CPU or CUDA tensor")
 

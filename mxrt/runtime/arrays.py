@@ -18,3 +18,38 @@ def from_dlpack(x: Any) -> Any:
             '(pip install "mxrt[cuda]")'
         ) from None
     return cupy.from_dlpack(x)
+
+
+_TORCH_TO_NUMPY = {
+    "torch.float32": "float32",
+    "torch.float16": "float16",
+    "torch.float64": "float64",
+    "torch.int16": "int16",
+    "torch.int32": "int32",
+    "torch.int64": "int64",
+    "torch.uint8": "uint8",
+    "torch.int8": "int8",
+}
+
+
+def from_torch_cuda(t: Any) -> Any:
+    """A CuPy view of a CUDA torch tensor built from its pointer (a few microseconds instead of a DLPack
+    exchange), or None where the DLPack exchange is needed for ordering or the dtype: only when torch and CuPy
+    both use the legacy default stream (then the producer's work is ordered before mxrt's launches without any
+    event) and the dtype is a plain numeric one (bfloat16 / float8 arrive here as int16 / uint8 views)."""
+    import sys
+
+    import cupy
+
+    torch = sys.modules["torch"]
+    dt = _TORCH_TO_NUMPY.get(str(t.dtype))
+    if dt is None or cupy.cuda.get_current_stream().ptr != 0:
+        return None
+    if torch.cuda.current_stream(t.device).cuda_stream != 0:
+        return None
+    itemsize = t.element_size()
+    nbytes = (max((s - 1) * st for s, st in zip(t.shape, t.stride(), strict=True)) + 1) * itemsize if t.numel() else 0
+    mem = cupy.cuda.UnownedMemory(t.data_ptr(), nbytes, t, t.device.index)
+    ptr = cupy.cuda.MemoryPointer(mem, 0)
+    strides = tuple(st * itemsize for st in t.stride())
+    return cupy.ndarray(tuple(t.shape), dtype=dt, memptr=ptr, strides=strides)

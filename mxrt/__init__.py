@@ -5,7 +5,16 @@ Layers (dependencies point one way): formats -> layouts -> reference -> runtime 
 """
 
 from ._version import __version__
-from .errors import CompileError, DtypeError, LayoutError, MxrtError, ShapeError, UnsupportedArchError
+from .errors import (
+    CompileError,
+    DtypeError,
+    LayoutError,
+    MxrtError,
+    ShapeError,
+    UnknownLayoutError,
+    UnknownNameError,
+    UnsupportedArchError,
+)
 
 # formats: codecs, scale rules, quantization
 from .formats import (
@@ -77,6 +86,8 @@ __all__ = [
     "MxrtError",
     "ScaleMode",
     "ShapeError",
+    "UnknownLayoutError",
+    "UnknownNameError",
     "UnsupportedArchError",
     "__version__",
     "calc_diff",

@@ -460,6 +460,9 @@ def quantize_mx_dual(
     ``scale_layout`` (None, or a name of :data:`mxrt.layouts.SCALE_LAYOUTS`) stores both scale matrices
     preshuffled, as :func:`quantize_mx` does (``row.scales`` for ``[m, ceil(k/bs)]``, ``col.scales`` for
     ``[k, ceil(m/bs)]``).
+
+    As in :func:`quantize_mx`, ``x`` is read as fp32: a finite float64 beyond float32's range is a
+    :class:`~mxrt.ShapeError`, and ``x`` holds at most 2^31-1 elements.
     """
     op = "quantize_mx_dual"
     kw = {"fmt": fmt, "block_size": block_size, "scale_mode": scale_mode, "block_2d": block_2d}

@@ -52,6 +52,7 @@ from .errors import (
     LayoutError,
     MxrtError,
     ShapeError,
+    UnknownLayoutError,
     UnknownNameError,
     UnsupportedArchError,
 )
@@ -83,6 +84,7 @@ __all__ = [
     "MxrtError",
     "ScaleMode",
     "ShapeError",
+    "UnknownLayoutError",
     "UnknownNameError",
     "UnsupportedArchError",
     "__version__",

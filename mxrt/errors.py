@@ -24,6 +24,18 @@ class LayoutError(MxrtError, ValueError):
     """An unknown layout name, or data that does not fit the layout."""
 
 
+class UnknownNameError(MxrtError, ValueError):
+    """An argument names something mxrt does not know (a format, a scale mode, a layout, a dtype name).
+
+    The message lists the names that are known. Unknown *layout* names raise :class:`UnknownLayoutError`, which is
+    both this and a :class:`LayoutError`.
+    """
+
+
+class UnknownLayoutError(UnknownNameError, LayoutError):
+    """An unknown scale or weight layout name (``except LayoutError`` keeps catching it)."""
+
+
 class UnsupportedArchError(MxrtError, RuntimeError):
     """The requested backend or target has no kernels for this op."""
 
@@ -37,5 +49,32 @@ def fail(cls: type[MxrtError], op: str, arg: str, got: object, expected: str) ->
     return cls(f"{op}: argument '{arg}' is {got}, expected {expected}")
 
 
-class UnknownNameError(MxrtError, ValueError):
-    """A name (format, layout, scale mode, backend, dtype name, ...) that mxrt does not know."""
+#: mxrt's size limit: every element count, index and size argument (block size, alignment, rows, capacity) an op
+#: reads or allocates must be at most 2^31-1, because the kernels index with int32. Larger sizes raise
+#: :class:`ShapeError` naming the limit before anything is allocated.
+SIZE_LIMIT = 2**31 - 1  # 0x7FFFFFFF
+
+
+def check_size_limit(value: int, op: str, what: str) -> int:
+    """Return ``value``, or raise :class:`ShapeError` when it is past :data:`SIZE_LIMIT`."""
+    if value > SIZE_LIMIT:
+        raise ShapeError(
+            f"{op}: {what} is {value}, expected <= 2^31-1 = {SIZE_LIMIT} (mxrt's size limit: the kernels index "
+            "with int32)"
+        )
+    return value
+
+
+def check_int(value: object, op: str, arg: str, *, minimum: int | None = None, limit: bool = True) -> int:
+    """A Python or numpy integer (not bool), optionally ``>= minimum`` and (by default) within :data:`SIZE_LIMIT`;
+    returns a Python int."""
+    import numpy as np  # errors.py stays importable alone; numpy is a hard dependency of every other module
+
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise DtypeError(f"{op}: argument '{arg}' is {value!r}, expected an int")
+    v = int(value)
+    if minimum is not None and v < minimum:
+        raise ShapeError(f"{op}: argument '{arg}' is {v}, expected an int >= {minimum}")
+    if limit:
+        check_size_limit(v, op, f"argument '{arg}'")
+    return v

@@ -18,6 +18,10 @@ def test_error_classes_inherit_builtins() -> None:
     assert issubclass(errors.LayoutError, ValueError)
     assert issubclass(errors.UnsupportedArchError, RuntimeError)
     assert issubclass(errors.CompileError, RuntimeError)
+    assert issubclass(errors.UnknownNameError, ValueError)
+    assert not issubclass(errors.UnknownNameError, errors.ShapeError)
+    assert issubclass(errors.UnknownLayoutError, errors.UnknownNameError)
+    assert issubclass(errors.UnknownLayoutError, errors.LayoutError)
 
 
 @pytest.mark.parametrize(
@@ -38,9 +42,9 @@ def test_wrong_input_type(x: object, match: str) -> None:
 @pytest.mark.parametrize(
     "kwargs,cls,match",
     [
-        ({"fmt": "e4m4"}, mxrt.ShapeError, r"quantize_mx: argument 'fmt' is 'e4m4', expected one of"),
+        ({"fmt": "e4m4"}, mxrt.UnknownNameError, r"quantize_mx: argument 'fmt' is 'e4m4', an unknown format; expected"),
         ({"fmt": 8}, mxrt.DtypeError, r"argument 'fmt' is 8"),
-        ({"scale_mode": "nearest"}, mxrt.ShapeError, r"argument 'scale_mode' is 'nearest', expected one of"),
+        ({"scale_mode": "nearest"}, mxrt.UnknownNameError, r"'scale_mode' is 'nearest', an unknown scale mode"),
         ({"block_size": 24}, mxrt.ShapeError, r"argument 'block_size' is 24, expected a power of two"),
         ({"block_size": 0}, mxrt.ShapeError, r"argument 'block_size' is 0"),
         ({"block_size": -32}, mxrt.ShapeError, r"argument 'block_size' is -32"),
@@ -58,7 +62,7 @@ def test_bad_arguments(kwargs: dict, cls: type, match: str) -> None:
 
 
 def test_scalar_input_has_no_axis() -> None:
-    with pytest.raises(mxrt.ShapeError, match="argument 'x' is 0-d"):
+    with pytest.raises(mxrt.ShapeError, match=r"quantize_mx: argument 'x' has shape \(\), expected an array of rank"):
         mxrt.quantize_mx(np.array(1.0, np.float32))
 
 
@@ -83,10 +87,10 @@ def test_dequantize_errors() -> None:
     with pytest.raises(mxrt.DtypeError, match=r"argument 'dtype' is .*int8"):
         mxrt.dequantize_mx(q, np.int8)
     bad = mxrt.MXArray(q.data, q.scales[:, :1], q.fmt, q.block_size, q.axis, q.shape, q.scale_mode)
-    with pytest.raises(mxrt.ShapeError, match=r"q.scales is uint8\(4, 1\), expected uint8\(4, 2\)"):
+    with pytest.raises(mxrt.ShapeError, match=r"q.scales has shape \(4, 1\), expected \(4, 2\)"):
         mxrt.dequantize_mx(bad)
     bad = mxrt.MXArray(q.data[:, :3], q.scales, q.fmt, q.block_size, q.axis, q.shape, q.scale_mode)
-    with pytest.raises(mxrt.ShapeError, match=r"q.data is uint8\(4, 3\)"):
+    with pytest.raises(mxrt.ShapeError, match=r"q.data has shape \(4, 3\)"):
         mxrt.dequantize_mx(bad)
 
 
@@ -100,7 +104,7 @@ def test_dual_errors() -> None:
 
 
 def test_encode_errors() -> None:
-    with pytest.raises(mxrt.ShapeError, match=r"encode: argument 'fmt' is 'int4'"):
+    with pytest.raises(mxrt.UnknownNameError, match=r"encode: argument 'fmt' is 'int4'"):
         mxrt.encode(X, "int4")
     with pytest.raises(mxrt.DtypeError, match=r"encode: argument 'x' has dtype int64"):
         mxrt.encode(np.arange(3), "e4m3")

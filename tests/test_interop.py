@@ -70,7 +70,7 @@ def test_as_dtype_views_and_repr() -> None:
 
 
 def test_convert_refuses_unknown_kinds_and_host_device_moves() -> None:
-    with pytest.raises(mxrt.DtypeError, match="kind"):
+    with pytest.raises(mxrt.UnknownNameError, match="kind"):
         mxrt.convert(X, "tensorflow")
     with pytest.raises(mxrt.DtypeError, match="host"):
         mxrt.convert(X, "cupy")

@@ -220,7 +220,7 @@ def test_accepts_e8m0_dtype_and_flat_buffers():
 
 def test_errors():
     s = codes((4, 4))
-    with pytest.raises(mxrt.LayoutError, match="preshuffle_scales: argument 'layout' is 'foo', expected one of"):
+    with pytest.raises(mxrt.UnknownLayoutError, match="preshuffle_scales: argument 'layout' is 'foo', an unknown"):
         mxrt.preshuffle_scales(s, "foo")
     with pytest.raises(mxrt.DtypeError, match="argument 's' has dtype float32"):
         mxrt.preshuffle_scales(s.astype(np.float32), "aiter32x8")

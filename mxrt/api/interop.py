@@ -24,7 +24,7 @@ import ml_dtypes
 import numpy as np
 
 from .._kinds import array_kind
-from ..errors import DtypeError, UnsupportedArchError
+from ..errors import DtypeError, UnknownNameError, UnsupportedArchError
 from ..formats import MXArray, MXDual
 from ..layouts import MXGrouped
 
@@ -45,6 +45,16 @@ TORCH_CODE_DTYPES = {"e4m3": "float8_e4m3fn", "e5m2": "float8_e5m2"}
 JAX_CODE_DTYPES = {"e4m3": "float8_e4m3fn", "e5m2": "float8_e5m2"}
 
 KINDS_OUT = ("numpy", "cupy", "torch", "jax")
+#: ml_dtypes' narrow floats (numpy kind "V"): bytes DLPack carries as uint8 / int16 views
+_BYTE_LIKE = (
+    "bfloat16",
+    "float8_e4m3fn",
+    "float8_e5m2",
+    "float8_e8m0fnu",
+    "float4_e2m1fn",
+    "float6_e2m3fn",
+    "float6_e3m2fn",
+)
 
 
 class Caller(NamedTuple):
@@ -262,7 +272,9 @@ def convert(x: Any, kind: str) -> Any:
     """
     op = "convert"
     if kind not in KINDS_OUT:
-        raise DtypeError(f"{op}: argument 'kind' is {kind!r}, expected one of {list(KINDS_OUT)}")
+        raise UnknownNameError(
+            f"{op}: argument 'kind' is {kind!r}, an unknown array kind; expected one of {list(KINDS_OUT)}"
+        )
     if isinstance(x, (MXArray, MXDual, MXGrouped)) or (isinstance(x, tuple) and not hasattr(x, "__dlpack__")):
         if isinstance(x, MXArray):
             native, caller = import_mx(x, op, "x")
@@ -270,7 +282,15 @@ def convert(x: Any, kind: str) -> Any:
         if isinstance(x, (MXDual, MXGrouped)) or hasattr(x, "_fields"):
             return type(x)(*(convert(v, kind) if v is not None else None for v in x))
         return tuple(convert(v, kind) for v in x)
+    if array_kind(x) == "other":
+        raise DtypeError(f"{op}: argument 'x' is a {type(x).__name__}, expected an array or an MXArray / MXDual")
     native, caller = import_array(x, op, "x")
+    dt = native.dtype
+    if (dt.kind not in "biuf" and dt.name not in _BYTE_LIKE) or not dt.isnative:
+        raise DtypeError(
+            f"{op}: argument 'x' has dtype {dt}, expected a native-byte-order numeric array (DLPack carries no "
+            "objects, strings, complex or big-endian data)"
+        )
     _check_side(op, caller.device, kind)
     if kind in ("numpy", "cupy"):
         return native

@@ -15,13 +15,22 @@ import numpy as np
 from ..errors import UnsupportedArchError
 from ..formats import blockscale
 from ..formats import mx as mx_np
-from ..formats.codecs import check_float_array
+from ..formats.codecs import check_float_array, to_float32_checked
 from ..formats.mx import MXArray, MXDual
 from ..formats.scales import ScaleMode
 from ..layouts import scales as scales_np
 from ..ops import quant as quant_ops
 from . import interop
 from .dispatch import host_only, use_gpu
+
+
+def _host_input(x: Any, op: str) -> np.ndarray:
+    """A host float array, validated; float64 is checked to fit float32 (a finite value beyond it is a typed
+    error, whichever backend runs) and rounded to float32 once."""
+    x = check_float_array(x, op)
+    if x.dtype == np.float64:
+        x = to_float32_checked(x, op)
+    return x
 
 
 def quantize_mx(
@@ -37,7 +46,8 @@ def quantize_mx(
     op = "quantize_mx"
     x, caller = interop.import_array(x, op, "x")
     if not caller.device:
-        x = check_float_array(x, op)
+        x = _host_input(x, op)
+        mx_np.check_x_rank(x, op)
     args = mx_np.quantize_args(op, x.ndim, fmt, block_size, axis, scale_mode, None)
     layout = scales_np.check_fused_layout(scale_layout, x.ndim, args.axis, op)
     if layout is not None:
@@ -62,7 +72,7 @@ def quantize_mx_dual(
     op = "quantize_mx_dual"
     x, caller = interop.import_array(x, op, "x")
     if not caller.device:
-        x = check_float_array(x, op)
+        x = _host_input(x, op)
     args = mx_np.dual_args(op, tuple(x.shape), fmt, scale_mode, block_size, block_2d, None)
     layout = scales_np.check_fused_layout(scale_layout, 2, 1, op)
     if layout is not None:

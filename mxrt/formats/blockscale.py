@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import DtypeError, ShapeError
-from .codecs import E4M3, ceil_to_ue8m0, check_float_array, encode, to_float32
+from ..errors import DtypeError, ShapeError, check_int
+from .codecs import E4M3, ceil_to_ue8m0, check_float_array, encode, to_float32_checked
+from .mx import block_amax
 
 _AMAX_FLOOR = np.float32(1e-4)
 _E4M3_MAX = np.float32(E4M3.max_value)
@@ -22,17 +23,23 @@ def _check(x: object, use_ue8m0: object, gran_k: object, op: str) -> tuple[np.nd
         raise ShapeError(f"{op}: argument 'x' has shape {x.shape}, expected a 2-D [m, n] array")
     if not isinstance(use_ue8m0, (bool, np.bool_)):
         raise DtypeError(f"{op}: argument 'use_ue8m0' is {use_ue8m0!r}, expected a bool")
-    if isinstance(gran_k, bool) or not isinstance(gran_k, (int, np.integer)) or int(gran_k) < 1:
-        raise ShapeError(f"{op}: argument 'gran_k' is {gran_k!r}, expected a positive int (DeepGEMM: 32 or 128)")
-    return to_float32(x), int(gran_k)
+    g = check_int(gran_k, op, "gran_k", minimum=1)  # DeepGEMM: 32 or 128; at most 2^31-1 (the size limit)
+    return to_float32_checked(x, op), g
 
 
-def _cast(xv: np.ndarray, amax: np.ndarray, use_ue8m0: bool) -> tuple[np.ndarray, np.ndarray]:
+def _cast(
+    x32: np.ndarray, amax: np.ndarray, use_ue8m0: bool, col_block: np.ndarray, row_block: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(x * (1 / sf), sf)`` with ``sf`` per block of ``amax``; ``col_block``/``row_block`` map each column/row of
+    ``x`` to its block (``row_block`` None: one block row per row of ``x``)."""
     sf = np.maximum(amax, _AMAX_FLOOR) / _E4M3_MAX  # torch clamp keeps NaN, like np.maximum
     if use_ue8m0:
         sf = ceil_to_ue8m0(sf)
     with np.errstate(invalid="ignore", divide="ignore"):
-        y = xv * (np.float32(1.0) / sf)
+        inv = np.float32(1.0) / sf
+    inv = inv[:, col_block] if row_block is None else inv[row_block][:, col_block]
+    with np.errstate(invalid="ignore", over="ignore"):
+        y = x32 * inv
     return y, sf.astype(np.float32)
 
 
@@ -44,15 +51,10 @@ def per_token_cast_to_fp8(x: np.ndarray, use_ue8m0: bool, gran_k: int = 128) -> 
     """
     op = "per_token_cast_to_fp8"
     x32, g = _check(x, use_ue8m0, gran_k, op)
-    m, n = x32.shape
-    nb = -(-n // g)
-    padded = np.zeros((m, nb * g), np.float32)
-    padded[:, :n] = x32
-    xv = padded.reshape(m, nb, g)
-    amax = np.abs(xv).max(axis=-1, keepdims=True) if xv.size else np.zeros((m, nb, 1), np.float32)
-    y, sf = _cast(xv, amax, bool(use_ue8m0))
-    q = encode(y.reshape(m, nb * g)[:, :n], "e4m3")
-    return np.ascontiguousarray(q), np.ascontiguousarray(sf.reshape(m, nb))
+    n = x32.shape[1]
+    amax = block_amax(x32, g)  # [m, ceil(n / g)], the tail block as if zero-padded
+    y, sf = _cast(x32, amax, bool(use_ue8m0), np.arange(n) // g, None)
+    return np.ascontiguousarray(encode(y, "e4m3")), np.ascontiguousarray(sf)
 
 
 def per_block_cast_to_fp8(x: np.ndarray, use_ue8m0: bool, gran_k: int = 128) -> tuple[np.ndarray, np.ndarray]:
@@ -63,14 +65,6 @@ def per_block_cast_to_fp8(x: np.ndarray, use_ue8m0: bool, gran_k: int = 128) -> 
     op = "per_block_cast_to_fp8"
     x32, g = _check(x, use_ue8m0, gran_k, op)
     m, n = x32.shape
-    mb, nb = -(-m // g), -(-n // g)
-    padded = np.zeros((mb * g, nb * g), np.float32)
-    padded[:m, :n] = x32
-    xv = padded.reshape(mb, g, nb, g)
-    if xv.size:
-        amax = np.abs(xv).max(axis=(1, 3), keepdims=True)
-    else:
-        amax = np.zeros((mb, 1, nb, 1), np.float32)
-    y, sf = _cast(xv, amax, bool(use_ue8m0))
-    q = encode(y.reshape(mb * g, nb * g)[:m, :n], "e4m3")
-    return np.ascontiguousarray(q), np.ascontiguousarray(sf.reshape(mb, nb))
+    amax = block_amax(block_amax(x32, g).T, g).T  # [ceil(m / g), ceil(n / g)]: max over each tile's rows
+    y, sf = _cast(x32, amax, bool(use_ue8m0), np.arange(n) // g, np.arange(m) // g)
+    return np.ascontiguousarray(encode(y, "e4m3")), np.ascontiguousarray(sf)

@@ -6,12 +6,13 @@ The encoder is a value-grid round-to-nearest-even written from the format parame
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import ml_dtypes
 import numpy as np
 
-from ..errors import DtypeError, ShapeError
+from ..errors import SIZE_LIMIT, DtypeError, ShapeError, UnknownNameError, check_int, check_size_limit
 
 
 @dataclass(frozen=True)
@@ -84,7 +85,7 @@ def get_format(fmt: str | ElemFormat, op: str = "get_format") -> ElemFormat:
         raise DtypeError(f"{op}: argument 'fmt' is {fmt!r} ({type(fmt).__name__}), expected a format name")
     name = _ALIASES.get(fmt.lower(), fmt.lower())
     if name not in FORMATS:
-        raise ShapeError(f"{op}: argument 'fmt' is {fmt!r}, expected one of {sorted(FORMATS)}")
+        raise UnknownNameError(f"{op}: argument 'fmt' is {fmt!r}, an unknown format; expected one of {sorted(FORMATS)}")
     return FORMATS[name]
 
 
@@ -96,22 +97,69 @@ _FLOAT_DTYPES = (
 )
 
 
+def check_size(a: np.ndarray, op: str, arg: str) -> np.ndarray:
+    """``a`` when its element count is within mxrt's size limit (:data:`mxrt.errors.SIZE_LIMIT`), checked before
+    any copy (a broadcast view of 2^31 elements costs no memory until then)."""
+    if a.size > SIZE_LIMIT:
+        check_size_limit(a.size, op, f"argument '{arg}' has shape {a.shape}: its element count")
+    return a
+
+
+def as_array(x: object, op: str, arg: str) -> np.ndarray:
+    """``np.asarray(x)`` with typed errors: ragged nested lists are a :class:`DtypeError`, and the element count
+    must be within the size limit. Arrays (numpy or anything with ``__array__``) are not copied."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # numpy's ragged-list deprecation / overflow warnings become errors here
+            a = np.asarray(x)
+    except (ValueError, TypeError, OverflowError, Warning) as e:
+        raise DtypeError(
+            f"{op}: argument '{arg}' is a {type(x).__name__} that is not a rectangular array ({e})"
+        ) from None
+    return check_size(a, op, arg)
+
+
+def native(a: np.ndarray) -> np.ndarray:
+    """``a`` in native byte order (a copy only for big-endian data on a little-endian host)."""
+    return a if a.dtype.isnative else a.astype(a.dtype.newbyteorder("="))
+
+
 def check_float_array(x: object, op: str, arg: str = "x") -> np.ndarray:
-    """Accept float16/32/64 and bfloat16 numpy arrays; raise DtypeError for anything else."""
+    """Accept float16/32/64 and bfloat16 numpy arrays (either byte order) within the size limit; raise DtypeError
+    for anything else."""
     if not isinstance(x, np.ndarray):
         raise DtypeError(
             f"{op}: argument '{arg}' is a {type(x).__name__}, expected a numpy array of float16, float32, "
             "float64 or bfloat16"
         )
-    if x.dtype not in _FLOAT_DTYPES:
+    if x.dtype.newbyteorder("=") not in _FLOAT_DTYPES:
         raise DtypeError(f"{op}: argument '{arg}' has dtype {x.dtype}, expected float16, float32, float64 or bfloat16")
-    return x
+    return native(check_size(x, op, arg))
 
 
 def to_float32(x: np.ndarray) -> np.ndarray:
     """``x.astype(float32)`` without the warning ml_dtypes raises when it widens a NaN-payload bfloat16."""
     with np.errstate(invalid="ignore"):
         return x.astype(np.float32)
+
+
+def to_float32_checked(x: np.ndarray, op: str, arg: str = "x") -> np.ndarray:
+    """:func:`to_float32` for the quantizers, which read fp32: a finite float64 value that float32 cannot hold
+    (``|x|`` beyond ``FLT_MAX`` after rounding, e.g. 1e39 or 3.5e38) raises :class:`ShapeError` naming it,
+    instead of becoming inf and turning its whole block NaN."""
+    if x.dtype != np.float64:
+        return to_float32(x)
+    with np.errstate(over="ignore", invalid="ignore"):
+        x32 = x.astype(np.float32)
+    bad = np.isinf(x32) & np.isfinite(x)
+    if bad.any():
+        i = np.unravel_index(int(np.argmax(bad)), x.shape)
+        raise ShapeError(
+            f"{op}: argument '{arg}' holds {x[i]!r} at index {tuple(int(v) for v in i)}, a finite float64 beyond "
+            f"float32's range (max {float(np.finfo(np.float32).max)!r}); expected values the fp32 quantizer can "
+            "read (pass +-inf for infinities, or clip x first)"
+        )
+    return x32
 
 
 def _grid_round(a: np.ndarray, f: ElemFormat) -> np.ndarray:
@@ -194,7 +242,7 @@ def decode_table(fmt: str | ElemFormat) -> np.ndarray:
 def decode(codes: np.ndarray, fmt: str | ElemFormat) -> np.ndarray:
     """Decode uint8 element codes (one per byte; unpack e2m1 first) to float32."""
     f = get_format(fmt, "decode")
-    codes = np.asarray(codes)
+    codes = as_array(codes, "decode", "codes")
     if codes.dtype != np.uint8:
         raise DtypeError(f"decode: argument 'codes' has dtype {codes.dtype}, expected uint8")
     if codes.size and int(codes.max()) >= f.num_codes:
@@ -205,12 +253,29 @@ def decode(codes: np.ndarray, fmt: str | ElemFormat) -> np.ndarray:
     return _DECODE[f.name][codes]
 
 
-def pack_fp4(codes: np.ndarray, axis: int = -1) -> np.ndarray:
-    """Pack 4-bit codes two per byte along ``axis``: even element in the low nibble (MX_REFERENCE.md 1.2).
+def check_axis(axis: object, ndim: int, op: str, arg: str = "axis") -> int:
+    """An int axis in ``[-ndim, ndim)`` for an array of rank ``ndim >= 1``; returns it non-negative."""
+    if isinstance(axis, (bool, np.bool_)) or not isinstance(axis, (int, np.integer)):
+        raise DtypeError(f"{op}: argument '{arg}' is {axis!r}, expected an int")
+    if not -ndim <= int(axis) < ndim:
+        raise ShapeError(f"{op}: argument '{arg}' is {axis}, expected an axis in [-{ndim}, {ndim}) for ndim {ndim}")
+    return int(axis) % ndim
 
-    An odd length gets a zero high nibble in its last byte; the result has length ``ceil(n / 2)``.
-    """
-    codes = np.moveaxis(np.asarray(codes, dtype=np.uint8), axis, -1)
+
+def _check_nibble_input(a: object, op: str, arg: str, top: int) -> np.ndarray:
+    """An integer array of rank >= 1 with values in ``[0, top]``, as uint8."""
+    a = as_array(a, op, arg)
+    if a.dtype.kind not in "iu":
+        raise DtypeError(f"{op}: argument '{arg}' has dtype {a.dtype}, expected an integer dtype (uint8)")
+    if a.ndim == 0:
+        raise ShapeError(f"{op}: argument '{arg}' has shape (), expected an array of rank >= 1")
+    if a.size and (int(a.min()) < 0 or int(a.max()) > top):
+        raise ShapeError(f"{op}: argument '{arg}' holds values in [{a.min()}, {a.max()}], expected [0, {top}]")
+    return a.astype(np.uint8, copy=False)
+
+
+def _pack_fp4(codes: np.ndarray, axis: int) -> np.ndarray:
+    codes = np.moveaxis(codes, axis, -1)
     n = codes.shape[-1]
     if n % 2:
         codes = np.concatenate([codes, np.zeros((*codes.shape[:-1], 1), np.uint8)], axis=-1)
@@ -218,13 +283,42 @@ def pack_fp4(codes: np.ndarray, axis: int = -1) -> np.ndarray:
     return np.ascontiguousarray(np.moveaxis(packed.astype(np.uint8), -1, axis))
 
 
-def unpack_fp4(packed: np.ndarray, n: int, axis: int = -1) -> np.ndarray:
-    """Inverse of :func:`pack_fp4`: ``n`` 4-bit codes along ``axis`` from ``ceil(n / 2)`` bytes."""
-    p = np.moveaxis(np.asarray(packed, dtype=np.uint8), axis, -1)
+def _unpack_fp4(packed: np.ndarray, n: int, axis: int) -> np.ndarray:
+    p = np.moveaxis(packed, axis, -1)
     out = np.empty((*p.shape[:-1], 2 * p.shape[-1]), np.uint8)
     out[..., 0::2] = p & 0xF
     out[..., 1::2] = p >> 4
     return np.ascontiguousarray(np.moveaxis(out[..., :n], -1, axis))
+
+
+def pack_fp4(codes: np.ndarray, axis: int = -1) -> np.ndarray:
+    """Pack 4-bit codes two per byte along ``axis``: even element in the low nibble (MX_REFERENCE.md 1.2).
+
+    ``codes`` is an integer array of rank >= 1 with values in [0, 15] (a :class:`ShapeError` otherwise: nothing
+    is masked). An odd length gets a zero high nibble in its last byte; the result is uint8 with length
+    ``ceil(n / 2)`` along ``axis``.
+    """
+    op = "pack_fp4"
+    c = _check_nibble_input(codes, op, "codes", 0xF)
+    return _pack_fp4(c, check_axis(axis, c.ndim, op))
+
+
+def unpack_fp4(packed: np.ndarray, n: int, axis: int = -1) -> np.ndarray:
+    """Inverse of :func:`pack_fp4`: ``n`` 4-bit codes along ``axis`` from ``ceil(n / 2)`` bytes.
+
+    ``packed`` is an integer array of rank >= 1 with byte values; ``n`` must satisfy
+    ``ceil(n / 2) == packed.shape[axis]`` (so the result holds exactly ``n`` codes along ``axis``).
+    """
+    op = "unpack_fp4"
+    p = _check_nibble_input(packed, op, "packed", 0xFF)
+    ax = check_axis(axis, p.ndim, op)
+    count = check_int(n, op, "n", minimum=0)
+    if -(-count // 2) != p.shape[ax]:
+        raise ShapeError(
+            f"{op}: argument 'n' is {count}, expected {2 * p.shape[ax] - 1} or {2 * p.shape[ax]} for packed of shape "
+            f"{p.shape} (ceil(n / 2) bytes along axis {ax})"
+        )
+    return _unpack_fp4(p, count, ax)
 
 
 # --- E8M0 ------------------------------------------------------------------------------------------------
@@ -232,7 +326,7 @@ def unpack_fp4(packed: np.ndarray, n: int, axis: int = -1) -> np.ndarray:
 
 def e8m0_decode(s: np.ndarray) -> np.ndarray:
     """E8M0 bytes to float32: byte b is 2^(b-127) (byte 0 is the fp32 subnormal 2^-127), 0xFF is NaN."""
-    s = np.asarray(s)
+    s = as_array(s, "e8m0_decode", "s")
     if s.dtype != np.uint8:
         raise DtypeError(f"e8m0_decode: argument 's' has dtype {s.dtype}, expected uint8")
     v = np.ldexp(1.0, s.astype(np.int32) - E8M0_BIAS)  # float64, exact; 2^-127 survives the cast below
@@ -255,6 +349,10 @@ def ceil_to_ue8m0(sf: np.ndarray) -> np.ndarray:
     ``e = exp(|sf|) + (man(|sf|) != 0)``, returned as ``float32(clamp(e, 1, 254) << 23)``
     (MX_REFERENCE.md 2.5). NaN gives 2^127 (clamped), as DeepGEMM's bit formula does.
     """
-    bits = np.abs(np.asarray(sf, dtype=np.float32)).view(np.uint32).astype(np.int64)
+    op = "ceil_to_ue8m0"
+    a = as_array(sf, op, "sf")
+    if a.dtype.newbyteorder("=") not in _FLOAT_DTYPES:
+        raise DtypeError(f"{op}: argument 'sf' has dtype {a.dtype}, expected float16, float32, float64 or bfloat16")
+    bits = np.abs(to_float32_checked(native(a), op, "sf")).view(np.uint32).astype(np.int64)
     e = ((bits >> 23) & 0xFF) + ((bits & 0x7FFFFF) != 0)
     return (np.clip(e, 1, 254).astype(np.uint32) << 23).view(np.float32)

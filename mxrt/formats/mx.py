@@ -2,24 +2,36 @@
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import ml_dtypes
 import numpy as np
 
-from ..errors import DtypeError, LayoutError, ShapeError
+from ..errors import (
+    DtypeError,
+    LayoutError,
+    ShapeError,
+    UnknownLayoutError,
+    UnknownNameError,
+    check_int,
+    check_size_limit,
+)
 from .codecs import (
     E8M0_BIAS,
     E8M0_NAN,
+    FORMATS,
     ElemFormat,
     _grid_round,
+    _pack_fp4,
+    _unpack_fp4,
+    check_axis,
     check_float_array,
     decode,
     get_format,
-    pack_fp4,
-    to_float32,
-    unpack_fp4,
+    to_float32_checked,
 )
 from .scales import ScaleMode, compute_scales, get_scale_mode
 
@@ -62,9 +74,10 @@ class MXArray:
     @property
     def codes(self) -> np.ndarray:
         """Element codes, one per byte, unpacked: uint8 [shape]."""
-        if self.packed:
-            return unpack_fp4(self.data, self.shape[self.axis], axis=self.axis)
-        return self.data
+        q = check_mxarray(self, "MXArray.codes", "q")
+        if q.packed:
+            return _unpack_fp4(np.asarray(q.data), q.shape[q.axis], q.axis)
+        return q.data
 
     def dequantize(self, dtype: Any = np.float32) -> np.ndarray:
         """Shortcut for the numpy twin :func:`dequantize_mx` (row-major scales; ``mxrt.dequantize_mx`` also reads
@@ -74,9 +87,8 @@ class MXArray:
     @property
     def scale_shape(self) -> tuple[int, ...]:
         """Shape of the plain (unshuffled) scale matrix: ``shape`` with ``shape[axis] -> ceil(n / block_size)``."""
-        out = list(self.shape)
-        out[self.axis] = -(-out[self.axis] // self.block_size)
-        return tuple(out)
+        shape, axis, bs = _check_geometry(self, "MXArray.scale_shape", "q")
+        return _scale_shape(shape, axis, bs)
 
     def as_dtype(self) -> tuple[Any, Any]:
         """``(codes, scales)`` as typed arrays of the fields' own library, sharing memory where the types allow.
@@ -221,34 +233,111 @@ def quantize_args(
     return QuantArgs(f, mode, bs, ax, scale_layout)
 
 
-def check_block_size(block_size: object, op: str) -> int:
-    if isinstance(block_size, bool) or not isinstance(block_size, (int, np.integer)):
-        raise DtypeError(f"{op}: argument 'block_size' is {block_size!r}, expected an int power of two")
+def check_block_size(block_size: object, op: str, arg: str = "block_size") -> int:
+    """A power of two in ``[1, 2^30]`` (the largest power of two within mxrt's size limit)."""
+    if isinstance(block_size, (bool, np.bool_)) or not isinstance(block_size, (int, np.integer)):
+        raise DtypeError(f"{op}: argument '{arg}' is {block_size!r}, expected an int power of two")
     bs = int(block_size)
     if bs < 1 or bs & (bs - 1):
-        raise ShapeError(f"{op}: argument 'block_size' is {bs}, expected a power of two >= 1")
+        raise ShapeError(f"{op}: argument '{arg}' is {bs}, expected a power of two >= 1")
+    check_size_limit(bs, op, f"argument '{arg}'")
     return bs
 
 
-def check_axis(axis: object, ndim: int, op: str) -> int:
-    if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)):
-        raise DtypeError(f"{op}: argument 'axis' is {axis!r}, expected an int")
-    if not -ndim <= int(axis) < ndim:
-        raise ShapeError(f"{op}: argument 'axis' is {axis}, expected an axis in [-{ndim}, {ndim}) for ndim {ndim}")
-    return int(axis) % ndim
+def check_x_rank(x: np.ndarray, op: str, arg: str = "x") -> None:
+    """The quantizers block an axis: ``x`` needs rank >= 1 (a 0-d x is the argument's fault, not the axis')."""
+    if x.ndim == 0:
+        raise ShapeError(f"{op}: argument '{arg}' has shape (), expected an array of rank >= 1 (one axis is blocked)")
+
+
+def _scale_shape(shape: tuple[int, ...], axis: int, bs: int) -> tuple[int, ...]:
+    out = list(shape)
+    out[axis] = -(-out[axis] // bs)
+    return tuple(out)
+
+
+def _check_geometry(q: object, op: str, arg: str) -> tuple[tuple[int, ...], int, int]:
+    """``(shape, axis, block_size)`` of an MXArray, each field checked for type and range."""
+    if not isinstance(q, MXArray):
+        raise DtypeError(f"{op}: argument '{arg}' is a {type(q).__name__}, expected an MXArray")
+    shape = q.shape
+    if not isinstance(shape, (tuple, list)) or not shape:
+        raise ShapeError(f"{op}: {arg}.shape is {shape!r}, expected a non-empty tuple of ints >= 0")
+    shape = tuple(check_int(v, op, f"{arg}.shape[{i}]", minimum=0) for i, v in enumerate(shape))
+    count = 1
+    for v in shape:
+        count *= v
+    check_size_limit(count, op, f"{arg}.shape {shape}: its element count")
+    bs = check_block_size(q.block_size, op, f"{arg}.block_size")
+    if isinstance(q.axis, (bool, np.bool_)) or not isinstance(q.axis, (int, np.integer)):
+        raise DtypeError(f"{op}: {arg}.axis is {q.axis!r}, expected an int")
+    if not 0 <= int(q.axis) < len(shape):
+        raise ShapeError(f"{op}: {arg}.axis is {q.axis}, expected a non-negative axis < {len(shape)} for shape {shape}")
+    return shape, int(q.axis), bs
+
+
+def check_mxarray(q: object, op: str, arg: str = "q") -> MXArray:
+    """Validate every field of a (host) MXArray, as a tampered or hand-built one can hold anything, and return it
+    normalised (Python ints, tuple shape, numpy data and scales).
+
+    Checks: ``shape`` a non-empty tuple of ints >= 0 within the size limit; ``block_size`` a power of two;
+    ``axis`` in ``[0, ndim)``; ``fmt`` a known format name; ``scale_layout`` None or a known layout (2-D, axis 1);
+    ``data`` uint8 of ``shape`` (packed e2m1: ``ceil(n / 2)`` along ``axis``); ``scales`` uint8 of
+    ``scale_shape`` (or the storage of ``scale_layout``, checked when it is unshuffled).
+    """
+    shape, axis, bs = _check_geometry(q, op, arg)
+    q = cast(MXArray, q)  # _check_geometry raised for anything else
+    fmt = q.fmt
+    if not isinstance(fmt, str):
+        raise DtypeError(f"{op}: {arg}.fmt is {fmt!r}, expected a format name")
+    if fmt not in FORMATS:
+        raise UnknownNameError(f"{op}: {arg}.fmt is {fmt!r}, an unknown format; expected one of {sorted(FORMATS)}")
+    layout = q.scale_layout
+    if layout is not None:  # the name itself is checked by the layouts layer that reads it (unshuffle_scales)
+        if not isinstance(layout, str):
+            raise UnknownLayoutError(f"{op}: {arg}.scale_layout is {layout!r}, expected None or a layout name")
+        if len(shape) != 2 or axis != 1:
+            raise ShapeError(
+                f"{op}: {arg} has scale_layout {layout!r} but shape {shape} blocked along axis {axis}; "
+                "preshuffled scales belong to a 2-D array blocked along its last axis"
+            )
+    data, scales = q.data, q.scales
+    for name, a in (("data", data), ("scales", scales)):
+        if not isinstance(a, np.ndarray):
+            raise DtypeError(f"{op}: {arg}.{name} is a {type(a).__name__}, expected a numpy uint8 array")
+    data_shape = list(shape)
+    if fmt == "e2m1":
+        data_shape[axis] = -(-shape[axis] // 2)
+    expected = {"data": tuple(data_shape), "scales": _scale_shape(shape, axis, bs) if layout is None else None}
+    what = {"data": "element codes", "scales": "E8M0 bytes"}
+    for name in ("data", "scales") if layout is None else ("data",):  # a layout's storage: unshuffle checks it
+        a = getattr(q, name)
+        if a.dtype != np.uint8:
+            raise DtypeError(f"{op}: {arg}.{name} has dtype {a.dtype}, expected uint8 ({what[name]})")
+        if expected[name] is not None and a.shape != expected[name]:
+            raise ShapeError(
+                f"{op}: {arg}.{name} has shape {a.shape}, expected {expected[name]} for {fmt} of shape {shape}, "
+                f"axis {axis}, block_size {bs}"
+            )
+    plain = type(q.shape) is tuple and all(type(v) is int for v in q.shape)
+    if plain and type(q.axis) is int and type(q.block_size) is int:
+        return q
+    return dataclasses.replace(q, shape=shape, axis=axis, block_size=bs)
 
 
 def block_amax(x32: np.ndarray, block_size: int) -> np.ndarray:
-    """fp32 max |x| over blocks of ``block_size`` along the last axis (zero-padded tail); NaN propagates."""
-    n = x32.shape[-1]
+    """fp32 max |x| over blocks of ``block_size`` along the last axis (the tail block as if zero-padded); NaN
+    propagates. Works on a 2-D ``[rows, n]`` view, so any rank and any block size cost memory ~ ``x32.size``."""
+    *lead, n = x32.shape
     nb = -(-n // block_size)
-    pad = nb * block_size - n
-    if pad:
-        x32 = np.concatenate([x32, np.zeros((*x32.shape[:-1], pad), np.float32)], axis=-1)
-    xb = np.abs(x32.reshape(*x32.shape[:-1], nb, block_size))
-    if xb.size == 0:
-        return np.zeros(xb.shape[:-1], np.float32)
-    return xb.max(axis=-1)
+    rows = x32.reshape(math.prod(lead), n)
+    out = np.zeros((rows.shape[0], nb), np.float32)
+    full = n // block_size
+    if rows.size and full:
+        out[:, :full] = np.abs(rows[:, : full * block_size].reshape(-1, full, block_size)).max(axis=-1)
+    if rows.size and full < nb:  # partial tail: the zero padding never exceeds |x|, so max(|tail|) is the block's
+        out[:, full] = np.abs(rows[:, full * block_size :]).max(axis=-1)
+    return out.reshape(*lead, nb)
 
 
 def encode_with_scales(x32: np.ndarray, scales: np.ndarray, f: ElemFormat, block_size: int) -> np.ndarray:
@@ -272,7 +361,7 @@ def encode_with_scales(x32: np.ndarray, scales: np.ndarray, f: ElemFormat, block
 
 def _encode_rows(x32: np.ndarray, scales: np.ndarray, f: ElemFormat, block_size: int) -> np.ndarray:
     n = x32.shape[-1]
-    b = np.repeat(scales, block_size, axis=-1)[..., :n]
+    b = scales[..., np.arange(n) // block_size]  # one scale per element, memory ~ x (not ~ block_size)
     nonfinite = b == E8M0_NAN
     e = np.where(nonfinite, 0, b.astype(np.int32) - E8M0_BIAS)
     with np.errstate(invalid="ignore"):  # signalling-NaN payloads; those blocks are overwritten below
@@ -286,7 +375,7 @@ def _encode_rows(x32: np.ndarray, scales: np.ndarray, f: ElemFormat, block_size:
 
 
 def _finish(codes: np.ndarray, f: ElemFormat) -> np.ndarray:
-    return pack_fp4(codes, axis=-1) if f.name == "e2m1" else codes
+    return _pack_fp4(codes, -1) if f.name == "e2m1" else codes
 
 
 def quantize_mx(
@@ -301,11 +390,13 @@ def quantize_mx(
 
     Parameters
     ----------
-    x : float32, float64, float16 or bfloat16 ndarray of any rank (float64 is rounded to float32 first, as
-        every GPU quantizer reads at most fp32).
+    x : float32, float64, float16 or bfloat16 ndarray of rank >= 1 (float64 is rounded to float32 first, as
+        every GPU quantizer reads at most fp32; a finite float64 beyond float32's range, such as 1e39, is a
+        :class:`~mxrt.ShapeError` rather than an inf that would turn its block NaN). At most 2^31-1 elements
+        (mxrt's size limit, :data:`mxrt.errors.SIZE_LIMIT`).
     fmt : element format, ``"e4m3"`` (default), ``"e5m2"``, ``"e2m3"``, ``"e3m2"`` or ``"e2m1"``.
-    block_size : power of two; a length not divisible by it ends in a partial block that behaves as
-        zero-padded.
+    block_size : power of two, at most 2^30; a length not divisible by it ends in a partial block that behaves
+        as zero-padded.
     axis : the blocked axis (the GEMM reduction dim K).
     scale_mode : ``"rceil"`` (default; never saturates), ``"floor"`` (OCP v1.0), ``"ceil"``, ``"even"``; see
         :class:`ScaleMode` for the formulas.
@@ -323,13 +414,15 @@ def quantize_mx(
     """
     op = "quantize_mx"
     x = check_float_array(x, op)
+    check_x_rank(x, op)
     return quantize_with(x, quantize_args(op, x.ndim, fmt, block_size, axis, scale_mode, None))
 
 
 def quantize_with(x: np.ndarray, args: QuantArgs) -> MXArray:
     """The numpy twin's arithmetic for a float ndarray ``x`` (``check_float_array``) and validated ``args``."""
+    op = "quantize_mx"
     f, mode, bs, ax = args.fmt, args.mode, args.block_size, args.axis
-    x32 = np.moveaxis(to_float32(x), ax, -1)
+    x32 = np.moveaxis(to_float32_checked(x, op), ax, -1)
     scales = compute_scales(block_amax(x32, bs), f, mode)
     codes = _finish(encode_with_scales(x32, scales, f, bs), f)
     return MXArray(
@@ -343,45 +436,46 @@ def quantize_with(x: np.ndarray, args: QuantArgs) -> MXArray:
     )
 
 
+def check_out_dtype(dtype: object, op: str) -> np.dtype:
+    """One of :data:`_OUT_DTYPES` (a dtype, scalar type, or its name); None and unknown names are errors."""
+    try:
+        out_dtype = None if dtype is None else np.dtype(dtype)  # np.dtype(None) would silently be float64
+    except (TypeError, ValueError):
+        out_dtype = None
+    if out_dtype is None and isinstance(dtype, str):
+        raise UnknownNameError(
+            f"{op}: argument 'dtype' is {dtype!r}, an unknown dtype name; expected float32, float64, float16 or "
+            "bfloat16"
+        )
+    if out_dtype is None or out_dtype not in _OUT_DTYPES:  # (np.dtype == None is True: test None first)
+        raise DtypeError(f"{op}: argument 'dtype' is {dtype!r}, expected float32, float64, float16 or bfloat16")
+    return out_dtype
+
+
 def dequantize_mx(q: MXArray, dtype: Any = np.float32) -> np.ndarray:
     """Invert :func:`quantize_mx`: ``decode(code) * 2^(b - 127)``, NaN for blocks whose scale byte is 0xFF.
 
     The product is exact in float64 and rounded once to ``dtype`` (float32, float64, float16 or bfloat16);
     values beyond the range of ``dtype`` become +-inf. Preshuffled scales (``q.scale_layout`` set) are read
-    back through :func:`mxrt.layouts.unshuffle_scales` by :func:`mxrt.dequantize_mx`.
+    back through :func:`mxrt.layouts.unshuffle_scales` by :func:`mxrt.dequantize_mx`. Every field of ``q`` is
+    validated first (:func:`check_mxarray`).
     """
     op = "dequantize_mx"
-    if not isinstance(q, MXArray):
-        raise DtypeError(f"{op}: argument 'q' is a {type(q).__name__}, expected an MXArray")
-    try:
-        out_dtype = np.dtype(dtype)
-    except TypeError:
-        out_dtype = None
-    if out_dtype not in _OUT_DTYPES:
-        raise DtypeError(f"{op}: argument 'dtype' is {dtype!r}, expected float32, float64, float16 or bfloat16")
-    data, scales = np.asarray(q.data), np.asarray(q.scales)
+    q = check_mxarray(q, op)
+    out_dtype = check_out_dtype(dtype, op)
+    data, scales = q.data, q.scales
     if q.scale_layout is not None:  # mxrt.dequantize_mx unshuffles (layouts sits above formats)
         raise LayoutError(
             f"{op}: q.scale_layout is {q.scale_layout!r}; this numpy twin reads row-major scales: call "
             "mxrt.dequantize_mx (which unshuffles them) or pass mxrt.unshuffle_scales' result"
         )
     n = q.shape[q.axis]
-    data_shape = list(q.shape)
-    data_shape[q.axis] = -(-n // 2) if q.packed else n
-    if data.shape != tuple(data_shape) or data.dtype != np.uint8:
-        raise ShapeError(
-            f"{op}: q.data is {data.dtype}{data.shape}, expected uint8{tuple(data_shape)} for {q.fmt} of shape "
-            f"{q.shape} along axis {q.axis}"
-        )
-    expected = list(q.shape)
-    expected[q.axis] = -(-n // q.block_size)
-    if scales.shape != tuple(expected) or scales.dtype != np.uint8:
-        raise ShapeError(
-            f"{op}: q.scales is {scales.dtype}{scales.shape}, expected uint8{tuple(expected)} for shape "
-            f"{q.shape}, axis {q.axis}, block_size {q.block_size}"
-        )
-    vals = decode(q.codes, q.fmt).astype(np.float64)
-    s = np.repeat(np.moveaxis(scales, q.axis, -1), q.block_size, axis=-1)[..., :n]
+    codes = _unpack_fp4(data, n, q.axis) if q.packed else data
+    try:
+        vals = decode(codes, q.fmt).astype(np.float64)
+    except ShapeError as e:
+        raise ShapeError(f"{op}: q.data holds codes that are not {q.fmt} codes: {e}") from None
+    s = np.moveaxis(scales, q.axis, -1)[..., np.arange(n) // q.block_size]
     s = np.moveaxis(s, -1, q.axis)
     out = np.ldexp(vals, s.astype(np.int32) - E8M0_BIAS)
     out[s == E8M0_NAN] = np.nan
@@ -412,6 +506,30 @@ def dual_args(
     return QuantArgs(f, mode, bs, 1, layout, bool(block_2d))
 
 
+def dual_codes(
+    x32: np.ndarray, f: ElemFormat, mode: ScaleMode, bs: int, block_2d: bool
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(row_q, row_s, col_q, col_s)`` of :func:`quantize_mx_dual` for fp32 ``x32 [..., m, k]`` (any leading
+    batch dims, so the grouped quantizer runs every group in one pass): rowwise codes ``[..., m, k]`` (packed for
+    e2m1) and scales ``[..., m, ceil(k/bs)]``, colwise codes of the transpose ``[..., k, m]`` and scales
+    ``[..., k, ceil(m/bs)]``. With ``block_2d`` a tile's amax is the max over its rows' block amaxes, and
+    every row (column) of the tile stores the tile's scale."""
+    xt = np.ascontiguousarray(np.swapaxes(x32, -1, -2))
+    m, k = x32.shape[-2:]
+    if block_2d:
+        row_amax = block_amax(x32, bs)  # [..., m, kb]
+        tile_amax = block_amax(np.swapaxes(row_amax, -1, -2), bs)  # [..., kb, mb]; amax >= 0, so abs is a no-op
+        s_tile = compute_scales(tile_amax, f, mode)
+        row_s = np.swapaxes(s_tile, -1, -2)[..., np.arange(m) // bs, :]
+        col_s = s_tile[..., np.arange(k) // bs, :]
+    else:
+        row_s = compute_scales(block_amax(x32, bs), f, mode)
+        col_s = compute_scales(block_amax(xt, bs), f, mode)
+    row_q = _finish(encode_with_scales(x32, row_s, f, bs), f)
+    col_q = _finish(encode_with_scales(xt, col_s, f, bs), f)
+    return row_q, row_s, col_q, col_s
+
+
 def quantize_mx_dual(
     x: np.ndarray,
     fmt: str = "e4m3",
@@ -432,6 +550,9 @@ def quantize_mx_dual(
     ``mxrt.quantize_mx_dual(..., scale_layout=)`` (None, or a name of :data:`mxrt.layouts.SCALE_LAYOUTS`)
     stores both scale matrices preshuffled, as :func:`mxrt.quantize_mx` does (``row.scales`` for
     ``[m, ceil(k/bs)]``, ``col.scales`` for ``[k, ceil(m/bs)]``).
+
+    As in :func:`quantize_mx`, ``x`` is read as fp32: a finite float64 beyond float32's range is a
+    :class:`~mxrt.ShapeError`, and ``x`` holds at most 2^31-1 elements.
     """
     op = "quantize_mx_dual"
     x = check_float_array(x, op)
@@ -440,22 +561,11 @@ def quantize_mx_dual(
 
 def quantize_dual_with(x: np.ndarray, args: QuantArgs) -> MXDual:
     """The numpy twin's arithmetic of :func:`quantize_mx_dual` for a 2-D float ndarray and validated ``args``."""
+    op = "quantize_mx_dual"
     f, mode, bs, block_2d = args.fmt, args.mode, args.block_size, args.block_2d
-    x32 = to_float32(x)
+    x32 = to_float32_checked(x, op)
     m, k = x32.shape
-    if block_2d:
-        mb, kb = -(-m // bs), -(-k // bs)
-        padded = np.zeros((mb * bs, kb * bs), np.float32)
-        padded[:m, :k] = x32
-        tiles = padded.reshape(mb, bs, kb, bs).transpose(0, 2, 1, 3).reshape(mb, kb, bs * bs)
-        s_tile = compute_scales(block_amax(tiles, bs * bs)[..., 0], f, mode)
-        row_s = np.repeat(s_tile, bs, axis=0)[:m]
-        col_s = np.repeat(s_tile.T, bs, axis=0)[:k]
-    else:
-        row_s = compute_scales(block_amax(x32, bs), f, mode)
-        col_s = compute_scales(block_amax(x32.T, bs), f, mode)
-    row_q = _finish(encode_with_scales(x32, row_s, f, bs), f)
-    col_q = _finish(encode_with_scales(np.ascontiguousarray(x32.T), col_s, f, bs), f)
+    row_q, row_s, col_q, col_s = dual_codes(x32, f, mode, bs, bool(block_2d))
 
     def wrap(data: np.ndarray, scales: np.ndarray, shape: tuple[int, int]) -> MXArray:
         return MXArray(np.ascontiguousarray(data), np.ascontiguousarray(scales), f.name, bs, 1, shape, mode.value)

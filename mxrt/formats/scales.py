@@ -6,7 +6,7 @@ import enum
 
 import numpy as np
 
-from ..errors import ShapeError
+from ..errors import DtypeError, UnknownNameError
 from .codecs import E8M0_BIAS, E8M0_NAN, ElemFormat
 
 
@@ -36,11 +36,14 @@ class ScaleMode(str, enum.Enum):
 def get_scale_mode(mode: str | ScaleMode, op: str = "get_scale_mode") -> ScaleMode:
     if isinstance(mode, ScaleMode):
         return mode
+    if not isinstance(mode, str):
+        raise DtypeError(f"{op}: argument 'scale_mode' is {mode!r}, expected one of {[m.value for m in ScaleMode]}")
     try:
-        return ScaleMode(str(mode).lower())
+        return ScaleMode(mode.lower())
     except ValueError:
-        raise ShapeError(
-            f"{op}: argument 'scale_mode' is {mode!r}, expected one of {[m.value for m in ScaleMode]}"
+        raise UnknownNameError(
+            f"{op}: argument 'scale_mode' is {mode!r}, an unknown scale mode; expected one of "
+            f"{[m.value for m in ScaleMode]}"
         ) from None
 
 

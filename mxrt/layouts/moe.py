@@ -13,7 +13,8 @@ import ml_dtypes
 import numpy as np
 
 from ..errors import DtypeError, ShapeError
-from ._check import align, cdiv, check_int, check_int32_limit, check_int_array
+from ..formats.codecs import to_float32_checked
+from ._check import INT64_MAX, align, as_array, cdiv, check_int, check_int32_limit, check_int_array
 
 
 def _check_ids(topk_ids: object, op: str, *, ndim: int | None = None) -> np.ndarray:
@@ -26,6 +27,15 @@ def _check_ids(topk_ids: object, op: str, *, ndim: int | None = None) -> np.ndar
         )
     check_int32_limit(ids.size, op, "topk_ids.size")
     return ids
+
+
+def _flat_ids(ids: np.ndarray) -> np.ndarray:
+    """``ids.ravel()`` as int64; uint64 ids past 2^63-1 (skipped anyway: they are >= num_experts) saturate
+    instead of wrapping negative."""
+    flat = ids.ravel()
+    if flat.dtype == np.uint64:
+        flat = np.minimum(flat, np.uint64(INT64_MAX))
+    return flat.astype(np.int64)
 
 
 def _sort_by_expert(flat: np.ndarray, num_experts: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -105,7 +115,7 @@ def moe_align_block_size(
     numel = ids.size
     bs, e_num, cap = moe_align_capacity(numel, block_size, num_experts, pad_sorted_ids, op)
     emap = None if expert_map is None else check_expert_map(expert_map, e_num, op)
-    idx, experts, cnt = _sort_by_expert(ids.ravel(), e_num)
+    idx, experts, cnt = _sort_by_expert(_flat_ids(ids), e_num)
     padded = (cnt + (bs - 1)) // bs * bs
     cumsum = np.zeros(e_num + 1, dtype=np.int64)
     np.cumsum(padded, out=cumsum[1:])
@@ -147,7 +157,7 @@ def moe_sorting(
     op = "moe_sorting"
     ids = _check_ids(topk_ids, op, ndim=2)
     m, topk = ids.shape
-    w = np.asarray(topk_weights)
+    w = as_array(topk_weights, op, "topk_weights")
     if w.dtype.kind != "f" and w.dtype != np.dtype(ml_dtypes.bfloat16):
         raise DtypeError(f"{op}: argument 'topk_weights' has dtype {w.dtype}, expected a float dtype")
     if w.shape != ids.shape:
@@ -163,18 +173,18 @@ def moe_sorting(
             f"{op}: topk_ids has topk = {topk} > num_experts = {e_num}, expected topk <= num_experts (aiter's "
             "capacity numel + num_experts*block_size - topk is only large enough then)"
         )
+    cap = max(ids.size + e_num * bs - topk, 0)
+    check_int32_limit(cap, op, "the capacity numel + num_experts*block_size - topk")  # before any allocation
     keep = np.ones(e_num, dtype=bool)
     if expert_mask is not None:
-        mask = np.asarray(expert_mask)
+        mask = as_array(expert_mask, op, "expert_mask")
         if mask.dtype.kind not in "iub":
             raise DtypeError(f"{op}: argument 'expert_mask' has dtype {mask.dtype}, expected an integer or bool dtype")
         if mask.shape != (e_num,):
             raise ShapeError(f"{op}: argument 'expert_mask' has shape {mask.shape}, expected ({e_num},)")
         keep = mask != 0
-    cap = max(ids.size + e_num * bs - topk, 0)
-    check_int32_limit(cap, op, "the capacity numel + num_experts*block_size - topk")
 
-    flat = ids.ravel().astype(np.int64)
+    flat = _flat_ids(ids)
     in_range = flat < e_num
     skip = ~in_range | ~keep[np.where(in_range, flat, 0)]  # out-of-range ids and masked experts get no slot
     flat = np.where(skip, e_num, flat)
@@ -187,7 +197,7 @@ def moe_sorting(
     dest = cumsum[experts] + _ranks(cnt)
     t, j = np.divmod(idx, max(topk, 1))
     sorted_ids[dest] = (j << 24) | t
-    sorted_weights[dest] = w.astype(np.float32)[t, j]
+    sorted_weights[dest] = to_float32_checked(w, op, "topk_weights")[t, j]
     local = np.cumsum(keep) - 1  # local id of every kept expert
     sorted_expert_ids = np.full(cdiv(cap, bs), -1, dtype=np.int32)
     blocks = np.repeat(local.astype(np.int32), padded // bs)

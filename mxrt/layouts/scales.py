@@ -14,8 +14,8 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-from ..errors import DtypeError, LayoutError, ShapeError
-from ._check import align, check_int
+from ..errors import DtypeError, ShapeError, UnknownLayoutError, UnknownNameError
+from ._check import align, as_array, check_alloc, check_int
 
 #: Scale layout names accepted by :func:`preshuffle_scales`.
 SCALE_LAYOUTS = ("aiter32x8", "turbo16x4", "cublas128x4", "deepgemm_ue8m0")
@@ -26,7 +26,9 @@ _TILES = {"aiter32x8": (256, 8), "turbo16x4": (16, 4), "cublas128x4": (128, 4), 
 
 def check_scale_layout(layout: object, op: str) -> str:
     if not isinstance(layout, str) or layout not in SCALE_LAYOUTS:
-        raise LayoutError(f"{op}: argument 'layout' is {layout!r}, expected one of {list(SCALE_LAYOUTS)}")
+        raise UnknownLayoutError(
+            f"{op}: argument 'layout' is {layout!r}, an unknown scale layout; expected one of {list(SCALE_LAYOUTS)}"
+        )
     return layout
 
 
@@ -40,16 +42,19 @@ def scale_layout_shape(layout: str, rows: int, cols: int) -> tuple[int, int]:
 
     The storage holds ``sm * sn`` bytes (uint32 elements for ``turbo16x4`` with ``dtype=np.uint32``).
     """
-    op = "scale_layout_shape"
+    return _layout_shape(layout, rows, cols, "scale_layout_shape", ("rows", "cols"))
+
+
+def _layout_shape(layout: object, rows: object, cols: object, op: str, args: tuple[str, str]) -> tuple[int, int]:
     layout = check_scale_layout(layout, op)
-    r = check_int(rows, op, "rows", minimum=0)
-    c = check_int(cols, op, "cols", minimum=0)
+    r = check_int(rows, op, args[0], minimum=0)
+    c = check_int(cols, op, args[1], minimum=0)
     tr, tc = _TILES[layout]
     return align(r, tr), align(c, tc)
 
 
 def _check_scales(s: object, op: str) -> np.ndarray:
-    a = np.asarray(s)
+    a = as_array(s, op, "s")
     if a.dtype == np.dtype(ml_dtypes.float8_e8m0fnu):
         a = a.view(np.uint8)
     if a.dtype != np.uint8:
@@ -66,7 +71,12 @@ def check_preshuffle_options(layout: object, pad_value: object, dtype: Any, op: 
     if pad > 255:
         raise ShapeError(f"{op}: argument 'pad_value' is {pad}, expected a byte in [0, 255]")
     default = np.dtype(np.int32) if layout == "deepgemm_ue8m0" else np.dtype(np.uint8)
-    out_dtype = default if dtype is None else np.dtype(dtype)
+    try:
+        out_dtype = default if dtype is None else np.dtype(dtype)
+    except (TypeError, ValueError):
+        if isinstance(dtype, str):
+            raise UnknownNameError(f"{op}: argument 'dtype' is {dtype!r}, an unknown dtype name") from None
+        raise DtypeError(f"{op}: argument 'dtype' is {dtype!r}, expected None or a numpy dtype") from None
     allowed = (default, np.dtype(np.uint32)) if layout == "turbo16x4" else (default,)
     if out_dtype not in allowed:
         raise DtypeError(
@@ -79,6 +89,13 @@ def check_unshuffle_shape(shape: object, op: str) -> tuple[int, int]:
     if not isinstance(shape, (tuple, list)) or len(shape) != 2:
         raise ShapeError(f"{op}: argument 'shape' is {shape!r}, expected (rows, cols)")
     return check_int(shape[0], op, "shape[0]", minimum=0), check_int(shape[1], op, "shape[1]", minimum=0)
+
+
+def _storage_shape(layout: str, rows: int, cols: int, op: str, what: str) -> tuple[int, int]:
+    """The layout's padded ``(sm, sn)``, whose byte count must be within the size limit (checked before use)."""
+    sm, sn = scale_layout_shape(layout, rows, cols)
+    check_alloc((sm, sn), op, what)
+    return sm, sn
 
 
 def _pad(s: np.ndarray, shape: tuple[int, int], pad_value: int) -> np.ndarray:
@@ -130,7 +147,7 @@ def preshuffle_scales(
     s = _check_scales(s, op)
     layout, pad, out_dtype = check_preshuffle_options(layout, pad_value, dtype, op)
     rows, cols = s.shape
-    sm, sn = scale_layout_shape(layout, rows, cols)
+    sm, sn = _storage_shape(layout, rows, cols, op, f"the padded storage of layout {layout!r}")
     S = _pad(s, (sm, sn), pad)
     if layout == "aiter32x8":
         return S.reshape(sm // 32, 2, 16, sn // 8, 2, 4).transpose(0, 3, 5, 2, 4, 1).reshape(sm, sn)
@@ -149,8 +166,8 @@ def preshuffle_scales(
 def _byte_storage(p: object, layout: str, shape: tuple[int, int], op: str) -> np.ndarray:
     """The layout's storage as uint8 ``[sm, sn]`` in storage order, validated against ``shape``."""
     rows, cols = shape
-    sm, sn = scale_layout_shape(layout, rows, cols)
-    a = np.asarray(p)
+    sm, sn = _storage_shape(layout, rows, cols, op, f"the padded storage of layout {layout!r} for argument 'shape'")
+    a = as_array(p, op, "p")
     if layout == "deepgemm_ue8m0":
         if a.dtype not in (np.dtype(np.int32), np.dtype(np.uint32)):
             raise DtypeError(f"{op}: argument 'p' has dtype {a.dtype}, expected int32 for layout {layout!r}")
@@ -211,9 +228,9 @@ def scale_index(layout: str, row: Any, col: Any, shape: tuple[int, int]) -> np.n
     layout = check_scale_layout(layout, op)
     if not isinstance(shape, (tuple, list)) or len(shape) != 2:
         raise ShapeError(f"{op}: argument 'shape' is {shape!r}, expected (rows, cols)")
-    sm, sn = scale_layout_shape(layout, shape[0], shape[1])
-    r = np.asarray(row)
-    c = np.asarray(col)
+    sm, sn = _layout_shape(layout, shape[0], shape[1], op, ("shape[0]", "shape[1]"))
+    r = as_array(row, op, "row")
+    c = as_array(col, op, "col")
     for name, v, hi in (("row", r, sm), ("col", c, sn)):
         if v.dtype.kind not in "iu":
             raise DtypeError(f"{op}: argument '{name}' has dtype {v.dtype}, expected an integer dtype")
@@ -222,6 +239,15 @@ def scale_index(layout: str, row: Any, col: Any, shape: tuple[int, int]) -> np.n
                 f"{op}: argument '{name}' has values in [{v.min()}, {v.max()}], expected [0, {hi}) for the padded "
                 f"shape {(sm, sn)} of layout {layout!r}"
             )
+    for name, v in (("row", r), ("col", c)):
+        if v.ndim > 32:  # np.broadcast_shapes' limit
+            raise ShapeError(f"{op}: argument '{name}' has {v.ndim} dims, expected at most 32")
+    try:
+        check_alloc(np.broadcast_shapes(r.shape, c.shape), op, "the broadcast of row and col")
+    except ValueError:
+        raise ShapeError(
+            f"{op}: arguments 'row' {r.shape} and 'col' {c.shape} do not broadcast, expected broadcastable shapes"
+        ) from None
     r = r.astype(np.int64)
     c = c.astype(np.int64)
     if layout == "aiter32x8":
@@ -241,8 +267,9 @@ def check_fused_layout(scale_layout: object, ndim: int, axis: int, op: str) -> s
     if scale_layout is None:
         return None
     if not isinstance(scale_layout, str) or scale_layout not in SCALE_LAYOUTS:
-        raise LayoutError(
-            f"{op}: argument 'scale_layout' is {scale_layout!r}, expected None or one of {list(SCALE_LAYOUTS)}"
+        raise UnknownLayoutError(
+            f"{op}: argument 'scale_layout' is {scale_layout!r}, an unknown layout; expected None or one of "
+            f"{list(SCALE_LAYOUTS)}"
         )
     if ndim != 2 or axis != 1:
         raise ShapeError(

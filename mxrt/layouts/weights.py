@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import DtypeError, LayoutError, ShapeError
-from ._check import align, check_int
+from ..errors import DtypeError, ShapeError, UnknownLayoutError
+from ._check import align, as_array, check_alloc, check_int
 
 #: Weight layout names accepted by :func:`preshuffle_weight`.
 WEIGHT_LAYOUTS = ("aiter16x16",)
@@ -13,7 +13,9 @@ WEIGHT_LAYOUTS = ("aiter16x16",)
 
 def _check_layout(layout: object, op: str) -> str:
     if not isinstance(layout, str) or layout not in WEIGHT_LAYOUTS:
-        raise LayoutError(f"{op}: argument 'layout' is {layout!r}, expected one of {list(WEIGHT_LAYOUTS)}")
+        raise UnknownLayoutError(
+            f"{op}: argument 'layout' is {layout!r}, an unknown weight layout; expected one of {list(WEIGHT_LAYOUTS)}"
+        )
     return layout
 
 
@@ -22,21 +24,31 @@ def weight_layout_shape(layout: str, n: int, k: int) -> tuple[int, int]:
 
     ``k`` counts entries of the array's last axis: fp8 codes, or bytes of packed fp4 ``[n, k_elems/2]``.
     """
-    op = "weight_layout_shape"
+    return _layout_shape(layout, n, k, "weight_layout_shape")
+
+
+def _layout_shape(layout: object, n: object, k: object, op: str, args: tuple[str, str] = ("n", "k")) -> tuple[int, int]:
     _check_layout(layout, op)
-    return align(check_int(n, op, "n", minimum=0), 16), align(check_int(k, op, "k", minimum=0), 32)
+    return align(check_int(n, op, args[0], minimum=0), 16), align(check_int(k, op, args[1], minimum=0), 32)
 
 
 def _check_weight(q: object, op: str, arg: str) -> np.ndarray:
-    a = np.asarray(q)
+    a = as_array(q, op, arg)
     if a.dtype.itemsize not in (1, 2) or a.dtype.kind not in "uifV":
         raise DtypeError(
             f"{op}: argument '{arg}' has dtype {a.dtype}, expected a 1-byte dtype (fp8 codes, packed fp4 uint8, "
             "float8) or a 2-byte one (fp16/bf16)"
         )
-    if a.ndim < 2:
-        raise ShapeError(f"{op}: argument '{arg}' has shape {a.shape}, expected [..., n, k] with ndim >= 2")
-    return a
+    if not 2 <= a.ndim <= _MAX_NDIM:
+        raise ShapeError(
+            f"{op}: argument '{arg}' has shape {a.shape}, expected [..., n, k] with 2 <= ndim <= {_MAX_NDIM} (the "
+            "shuffle views it with 3 more dims; numpy allows 64)"
+        )
+    return a if a.dtype.isnative else a.astype(a.dtype.newbyteorder("="))
+
+
+#: Largest rank of a weight: the shuffle reshapes ``[..., n, k]`` into ``[..., n0, 16, k0, k1, k2]``.
+_MAX_NDIM = 61
 
 
 def preshuffle_weight(q: np.ndarray, layout: str = "aiter16x16") -> np.ndarray:
@@ -54,7 +66,8 @@ def preshuffle_weight(q: np.ndarray, layout: str = "aiter16x16") -> np.ndarray:
     q = _check_weight(q, op, "q")
     _check_layout(layout, op)
     *batch, n, k = q.shape
-    np_, kk = weight_layout_shape(layout, n, k)
+    np_, kk = _layout_shape(layout, n, k, op)
+    check_alloc((*batch, np_, kk), op, "the padded weight")
     kp = 16 // q.dtype.itemsize
     x = np.zeros((*batch, np_, kk), dtype=q.dtype)
     x[..., :n, :k] = q
@@ -80,9 +93,9 @@ def unshuffle_weight(p: np.ndarray, layout: str = "aiter16x16", shape: tuple[int
             raise ShapeError(f"{op}: argument 'shape' is {shape!r}, expected (n, k)")
         n = check_int(shape[0], op, "shape[0]", minimum=0)
         k = check_int(shape[1], op, "shape[1]", minimum=0)
-        if weight_layout_shape(layout, n, k) != (np_, kk):
+        if _layout_shape(layout, n, k, op, ("shape[0]", "shape[1]")) != (np_, kk):
             raise ShapeError(
-                f"{op}: argument 'shape' is {tuple(shape)}, which pads to {weight_layout_shape(layout, n, k)}, "
+                f"{op}: argument 'shape' is {tuple(shape)}, which pads to {_layout_shape(layout, n, k, op)}, "
                 f"expected a shape that pads to p's ({np_}, {kk})"
             )
     kp = 16 // p.dtype.itemsize

@@ -17,9 +17,10 @@ import ml_dtypes
 import numpy as np
 
 from .._kinds import dtype_name, is_device_array
-from ..errors import DtypeError, LayoutError, MxrtError, ShapeError
+from ..errors import DtypeError, LayoutError, MxrtError, ShapeError, UnknownLayoutError, check_int, check_size_limit
 from ..formats import FORMATS, MXArray, get_format
-from ..formats.codecs import _ALIASES
+from ..formats.codecs import _ALIASES, as_array
+from ..formats.mx import _check_geometry, check_mxarray
 from ..layouts import SCALE_LAYOUTS, scale_layout_shape, unshuffle_scales
 
 #: Elements per E8M0 scale along K; the only block size the MX matrix instructions read.
@@ -126,8 +127,14 @@ class GemmProblem:
 
 
 def _out_dtype(out_dtype: object, op: str, allowed: tuple[str, ...]) -> np.dtype:
-    try:
-        dt = np.dtype(out_dtype) if not isinstance(out_dtype, str) else _DTYPES.get(out_dtype)
+    try:  # np.dtype(None) is float64: None is not a dtype here
+        dt = (
+            None
+            if out_dtype is None
+            else np.dtype(out_dtype)
+            if not isinstance(out_dtype, str)
+            else _DTYPES.get(out_dtype)
+        )
     except TypeError:
         dt = None
     if dt is None or dt not in [_DTYPES[name] for name in allowed]:
@@ -228,11 +235,12 @@ def _operand(x: object, name: str, layout: object, op: str) -> tuple[MXArray, An
     """An MXArray with logical scales from ``x`` (MXArray or raw pieces), the caller's scale buffer, and the layout
     it is stored in (the argument, or an MXArray's own ``scale_layout``)."""
     if layout is not None and (not isinstance(layout, str) or layout not in SCALE_LAYOUTS):
-        raise LayoutError(
-            f"{op}: argument '{name}_scale_layout' is {layout!r}, expected None (row-major) or one of "
-            f"{list(SCALE_LAYOUTS)}"
+        raise UnknownLayoutError(
+            f"{op}: argument '{name}_scale_layout' is {layout!r}, an unknown layout; expected None (row-major) or "
+            f"one of {list(SCALE_LAYOUTS)}"
         )
     if isinstance(x, MXArray):
+        shape, axis, bs = _check_geometry(x, op, name)  # a tampered MXArray's fields, before any use
         own = x.scale_layout
         if layout is not None and layout != own:
             raise LayoutError(
@@ -240,20 +248,26 @@ def _operand(x: object, name: str, layout: object, op: str) -> tuple[MXArray, An
                 f"{'row-major' if own is None else repr(own)}; expected None (the MXArray names its own layout), or "
                 f"pass {name} as raw pieces (codes, scales, fmt)"
             )
-        if own is not None and own not in SCALE_LAYOUTS:
-            raise LayoutError(f"{op}: {name}.scale_layout is {own!r}, expected None or one of {list(SCALE_LAYOUTS)}")
-        layout = own
-        if len(x.shape) != 2:
-            raise ShapeError(f"{op}: {name} has shape {x.shape}, expected a 2-D [rows, k] MXArray")
-        if x.axis != 1:
-            raise ShapeError(
-                f"{op}: {name} is quantized along axis {x.axis}, expected axis 1 (K, the reduction dim) for "
-                f"{name} of shape {x.shape}"
+        if own is not None and (not isinstance(own, str) or own not in SCALE_LAYOUTS):
+            raise UnknownLayoutError(
+                f"{op}: {name}.scale_layout is {own!r}, an unknown layout; expected None or one of "
+                f"{list(SCALE_LAYOUTS)}"
             )
-        if x.block_size != GEMM_BLOCK:
-            raise ShapeError(f"{op}: {name}.block_size is {x.block_size}, expected {GEMM_BLOCK}")
+        layout = own
+        if len(shape) != 2:
+            raise ShapeError(f"{op}: {name} has shape {shape}, expected a 2-D [rows, k] MXArray")
+        if axis != 1:
+            raise ShapeError(
+                f"{op}: {name} is quantized along axis {axis}, expected axis 1 (K, the reduction dim) for "
+                f"{name} of shape {shape}"
+            )
+        if bs != GEMM_BLOCK:
+            raise ShapeError(f"{op}: {name}.block_size is {bs}, expected {GEMM_BLOCK}")
+        if not isinstance(x.fmt, str) or x.fmt not in FORMATS:
+            raise DtypeError(f"{op}: {name}.fmt is {x.fmt!r}, expected a format name such as 'e4m3' or 'e2m1'")
         if is_device_array(x.data) or is_device_array(x.scales):
-            return _device_operand(x.data, x.scales, x.fmt, x.shape[1], layout, name, op), x.scales, layout
+            return _device_operand(x.data, x.scales, x.fmt, shape[1], layout, name, op), x.scales, layout
+        x = check_mxarray(x, op, name)
         q, given = x, x.scales
         if layout is not None:  # e.g. quantize_mx(..., scale_layout=...): the logical scales for the reference
             q = _operand((x.data, x.scales, x.fmt, x.shape[1]), name, layout, op)[0]
@@ -263,13 +277,11 @@ def _operand(x: object, name: str, layout: object, op: str) -> tuple[MXArray, An
             raise DtypeError(f"{op}: {name}[2] (fmt) is {fmt!r}, expected a format name such as 'e4m3' or 'e2m1'")
         fmt = get_format(fmt, op).name
         if len(x) == 4:
-            kk = x[3]
-            if isinstance(kk, bool) or not isinstance(kk, (int, np.integer)) or kk < 0:
-                raise DtypeError(f"{op}: {name}[3] (k) is {kk!r}, expected an int >= 0")
+            check_int(x[3], op, f"{name}[3] (k)", minimum=0)
         if is_device_array(codes) or is_device_array(scales):
             k_dev = int(x[3]) if len(x) == 4 else None
             return _device_operand(codes, scales, fmt, k_dev, layout, name, op), scales, layout
-        codes = np.asarray(codes)
+        codes = as_array(codes, op, f"{name}[0] (codes)")
         if codes.dtype != np.uint8 and codes.dtype.itemsize == 1 and codes.dtype.kind in "iufV":
             codes = codes.view(np.uint8)  # float8 / int8 views of the codes
         if codes.dtype != np.uint8:
@@ -278,10 +290,7 @@ def _operand(x: object, name: str, layout: object, op: str) -> tuple[MXArray, An
             raise ShapeError(f"{op}: {name} codes have shape {codes.shape}, expected a 2-D [rows, k] array")
         packed = fmt == "e2m1"
         if len(x) == 4:
-            k = x[3]
-            if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 0:
-                raise DtypeError(f"{op}: {name}[3] (k) is {k!r}, expected an int >= 0")
-            k = int(k)
+            k = check_int(x[3], op, f"{name}[3] (k)", minimum=0)
             want = _cdiv(k, 2) if packed else k
             if codes.shape[1] != want:
                 raise ShapeError(
@@ -290,10 +299,11 @@ def _operand(x: object, name: str, layout: object, op: str) -> tuple[MXArray, An
                 )
         else:
             k = 2 * codes.shape[1] if packed else codes.shape[1]
+        check_size_limit(k, op, f"{name}'s k")
         rows, cols = codes.shape[0], _cdiv(k, GEMM_BLOCK)
         given = scales
         if layout is None:
-            s = _scales_u8(scales)
+            s = _scales_u8(as_array(scales, op, f"{name}[1] (scales)"))
             if s.dtype != np.uint8:
                 raise DtypeError(f"{op}: {name}.scales has dtype {s.dtype}, expected uint8 (E8M0 bytes)")
         else:
@@ -357,6 +367,7 @@ def gemm_problem(
         raise ShapeError(
             f"{op}: a has k = {ka} (shape {qa.shape}) but b has k = {kb} (shape {qb.shape}), expected equal K"
         )
+    check_size_limit(m * n, op, f"the result d [m, n] = [{m}, {n}]: its element count")
     dt = _out_dtype(out_dtype, op, out_dtypes)
     if isinstance(split_k, (bool, np.bool_)) or not isinstance(split_k, (int, np.integer)):
         raise DtypeError(f"{op}: argument 'split_k' is {split_k!r}, expected a positive int")

@@ -8,14 +8,14 @@ import platform
 import sys
 from collections.abc import Sequence
 
-from . import __version__, bench
-from .api import GPU_OPS, device_available
+from . import __version__, bench, runtime
+from .api import GPU_OPS
 from .checks import CheckRow, run_all
 from .errors import MxrtError
 
 
 def _best_backend() -> str:
-    return "gpu" if device_available() else "numpy"
+    return "gpu" if runtime.device_available() else "numpy"
 
 
 def _table(rows: list[CheckRow]) -> str:

@@ -5,7 +5,7 @@ Arrays come in as numpy, CuPy, or any DLPack producer (torch, JAX) and go out in
 (:mod:`mxrt.api.interop`); the backend choice lives in :mod:`mxrt.api.dispatch`.
 """
 
-from .dispatch import BACKENDS, GPU_OPS, device_available
+from .dispatch import BACKENDS, GPU_OPS
 from .gemm import gemm_mx
 from .interop import convert
 from .layouts import (
@@ -50,7 +50,6 @@ __all__ = [
     "convert",
     "decode",
     "dequantize_mx",
-    "device_available",
     "e8m0_decode",
     "encode",
     "from_masked",

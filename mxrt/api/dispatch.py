@@ -29,11 +29,6 @@ GPU_OPS = (
 )
 
 
-def device_available() -> bool:
-    """True when CuPy imports and sees a GPU (:func:`mxrt.runtime.device_available`, cached there)."""
-    return runtime.device_available()
-
-
 def _no_device(op: str) -> UnsupportedArchError:
     return UnsupportedArchError(
         f"{op}: backend 'gpu' was requested, but CuPy or a GPU is not available on this machine "
@@ -72,10 +67,10 @@ def use_gpu(op: str, backend: object, device_in: bool, unsupported: Callable[[],
     if backend == "auto":
         backend = _env_backend(op)
         if backend == "auto":
-            return device_available() and unsupported() is None
+            return runtime.device_available() and unsupported() is None
     if backend == "numpy":
         return False
-    if not device_available():
+    if not runtime.device_available():
         raise _no_device(op)
     why = unsupported()
     if why is not None:

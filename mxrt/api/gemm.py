@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from .._kinds import dtype_name
 from ..ops import gemm as gemm_ops
-from ..problems.gemm import GemmProblem, gemm_problem
+from ..problems.gemm import gemm_problem
 from ..reference.gemm import gemm_numpy
 from . import interop
 from .dispatch import use_gpu
@@ -83,7 +84,7 @@ def gemm_mx(
     a, caller = interop.import_mx(a, OP, "a")
     b, _ = interop.import_mx(b, OP, "b")
     out_native = interop.import_optional(out, OP, "out")
-    if out_native is not None and interop.BF16 == getattr(out_native, "dtype", None) and caller.device:
+    if caller.device and out_native is not None and dtype_name(out_native.dtype) == "bfloat16":
         out_native = out_native.view("uint16")  # the device kernels write bfloat16 bits
     p = gemm_problem(
         a,
@@ -96,20 +97,11 @@ def gemm_mx(
         b_scale_layout=b_scale_layout,
         op=OP,
     )
-    if use_gpu(OP, backend, p.device, _no_reason):
-        d = gemm_ops.gemm_mx_gpu(p)  # device operands write p.out in place; host ones come back as numpy
-        if out_native is not None and d is not out_native:
-            out_native[...] = d
-    else:
-        d = _numpy(p)
+    # device operands write p.out in place; host operands (either path) come back as a fresh numpy array
+    d = gemm_ops.gemm_mx_gpu(p) if use_gpu(OP, backend, p.device, _no_reason) else gemm_numpy(p)
     if out is not None:
+        if d is not out_native:
+            out_native[...] = d
         return out
-    return interop.export(d, caller, "bfloat16" if p.out_dtype.name == "bfloat16" and p.device else "value")
-
-
-def _numpy(p: GemmProblem) -> Any:
-    d = gemm_numpy(p)
-    if p.out is None:
-        return d
-    p.out[...] = d
-    return p.out
+    bits = p.device and dtype_name(p.out_dtype) == "bfloat16"
+    return interop.export(d, caller, "bfloat16" if bits else "value")

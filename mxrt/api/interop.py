@@ -23,9 +23,10 @@ from typing import Any, NamedTuple
 import ml_dtypes
 import numpy as np
 
-from .._kinds import array_kind
+from .._kinds import array_kind, dtype_name
 from ..errors import DtypeError, UnknownNameError, UnsupportedArchError
 from ..formats import MXArray, MXDual
+from ..formats.mx import FP8_CODE_DTYPES
 from ..layouts import MXGrouped
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
@@ -39,10 +40,6 @@ _TORCH_BYTE_DTYPES = (
     "float8_e8m0fnu",
     "float4_e2m1fn_x2",
 )
-#: element format -> torch dtype name of its codes (formats without a torch dtype stay uint8)
-TORCH_CODE_DTYPES = {"e4m3": "float8_e4m3fn", "e5m2": "float8_e5m2"}
-#: element format -> JAX dtype name of its codes
-JAX_CODE_DTYPES = {"e4m3": "float8_e4m3fn", "e5m2": "float8_e5m2"}
 
 KINDS_OUT = ("numpy", "cupy", "torch", "jax")
 #: ml_dtypes' narrow floats (numpy kind "V"): bytes DLPack carries as uint8 / int16 views
@@ -191,20 +188,21 @@ def import_mx(q: Any, op: str, arg: str) -> tuple[Any, Caller]:
 # ---- out ----------------------------------------------------------------------------------------------------
 
 
+def _is_bf16(a: Any, role: str) -> bool:
+    """bfloat16 values: typed (numpy / CuPy >= 14) or CuPy's uint16 bits (``role="bfloat16"``)."""
+    return role == "bfloat16" or dtype_name(a.dtype) == "bfloat16"
+
+
 def _to_torch(a: Any, role: str) -> Any:
     """A native array as a torch tensor sharing its memory; ``role`` names the typed view to apply."""
     torch = _torch()
-    if isinstance(a, np.ndarray) and a.dtype == BF16:
-        return torch.from_dlpack(a.view(np.int16)).view(torch.bfloat16)
-    if not isinstance(a, np.ndarray) and role == "bfloat16":  # CuPy bf16 bits (uint16) or a CuPy bfloat16
-        return torch.from_dlpack(a.view("int16")).view(torch.bfloat16)
-    if not isinstance(a, np.ndarray) and str(a.dtype) == "bfloat16":
+    if _is_bf16(a, role):  # DLPack importers may not know bfloat16: its bits travel as int16
         return torch.from_dlpack(a.view("int16")).view(torch.bfloat16)
     t = torch.from_dlpack(a)
     if t.dtype == torch.uint8:
         name = None
         if role.startswith("codes:"):
-            name = TORCH_CODE_DTYPES.get(role[6:])
+            name = FP8_CODE_DTYPES.get(role[6:])
         elif role == "scales":
             name = "float8_e8m0fnu"
         if name is not None and hasattr(torch, name):
@@ -217,13 +215,11 @@ def _to_jax(a: Any, role: str) -> Any:
     if jax is None:
         import jax  # the caller asked for JAX
     jnp = jax.numpy
-    bf16 = (isinstance(a, np.ndarray) and a.dtype == BF16) or role == "bfloat16" or str(a.dtype) == "bfloat16"
-    if bf16:
-        bits = jnp.from_dlpack(a.view(np.int16) if isinstance(a, np.ndarray) else a.view("int16"))
-        return jax.lax.bitcast_convert_type(bits, jnp.bfloat16)
+    if _is_bf16(a, role):
+        return jax.lax.bitcast_convert_type(jnp.from_dlpack(a.view("int16")), jnp.bfloat16)
     out = jnp.from_dlpack(a)
-    if out.dtype == jnp.uint8 and role.startswith("codes:") and role[6:] in JAX_CODE_DTYPES:
-        out = jax.lax.bitcast_convert_type(out, getattr(jnp, JAX_CODE_DTYPES[role[6:]]))
+    if out.dtype == jnp.uint8 and role.startswith("codes:") and role[6:] in FP8_CODE_DTYPES:
+        out = jax.lax.bitcast_convert_type(out, getattr(jnp, FP8_CODE_DTYPES[role[6:]]))
     return out
 
 
@@ -257,9 +253,7 @@ def export_mx(q: Any, caller: Caller) -> Any:
     if isinstance(q, MXGrouped):
         return MXGrouped(*(export_mx(f, caller) if isinstance(f, MXArray) else export(f, caller) for f in q))
     if isinstance(q, tuple):
-        return (
-            type(q)(*(export(v, caller) for v in q)) if hasattr(q, "_fields") else tuple(export(v, caller) for v in q)
-        )
+        return tuple(export(v, caller) for v in q)
     return export(q, caller)
 
 

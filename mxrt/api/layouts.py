@@ -23,7 +23,7 @@ from ..ops import layouts as layout_ops
 from ..ops import moe as moe_ops
 from ..reference import metrics
 from . import interop
-from .dispatch import use_gpu
+from .dispatch import host_only, use_gpu
 from .interop import HOST
 
 
@@ -35,22 +35,18 @@ def host_op(fn: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kw: Any) -> Any:
-        caller = HOST
-        conv_args = []
-        for i, a in enumerate(args):
-            v, c = interop.import_array(a, op, names[i] if i < len(names) else f"#{i}")
-            caller = c if caller is HOST else caller
-            conv_args.append(v)
-        conv_kw = {}
-        for k, a in kw.items():
-            v, c = interop.import_array(a, op, k)
-            caller = c if caller is HOST else caller
-            conv_kw[k] = v
-        if caller.device:
-            from .dispatch import host_only
+        callers = []
 
-            host_only(op, "auto", True)
-        return interop.export_mx(fn(*conv_args, **conv_kw), caller)
+        def take(value: Any, name: str) -> Any:
+            native, c = interop.import_array(value, op, name)
+            callers.append(c)
+            return native
+
+        pos = [take(a, names[i] if i < len(names) else f"#{i}") for i, a in enumerate(args)]
+        kws = {k: take(a, k) for k, a in kw.items()}
+        caller = next((c for c in callers if c is not HOST), HOST)  # the first non-numpy array sets the kind
+        host_only(op, "auto", caller.device)
+        return interop.export_mx(fn(*pos, **kws), caller)
 
     return wrapper
 

@@ -93,9 +93,8 @@ def dequantize_mx(q: MXArray, dtype: Any = np.float32) -> Any:
             f"{op}: argument 'q' holds GPU arrays, but dequantize_mx runs on the host (the exact numpy twin); copy "
             "the fields to the host first (mxrt.convert(q, 'numpy') after .get() / .cpu(), or q.data.get())"
         )
-    if not isinstance(native, MXArray):
-        return mx_np.dequantize_mx(native, dtype)  # the twin's typed error
-    return interop.export(mx_np.dequantize_mx(scales_np.without_scale_layout(native), dtype), caller)
+    q = scales_np.without_scale_layout(mx_np.check_mxarray(native, op), op)
+    return interop.export(mx_np.dequantize_mx(q, dtype), caller)
 
 
 def per_token_cast_to_fp8(x: Any, use_ue8m0: bool, gran_k: int = 128, *, backend: str = "auto") -> Any:

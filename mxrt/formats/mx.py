@@ -10,6 +10,7 @@ from typing import Any, NamedTuple, cast
 import ml_dtypes
 import numpy as np
 
+from .._kinds import array_kind
 from ..errors import (
     DtypeError,
     LayoutError,
@@ -99,7 +100,7 @@ class MXArray:
         uint8), scales as ``torch.float8_e8m0fnu`` where torch has it. CuPy (no fp8 dtypes) and other kinds:
         the fields unchanged. Preshuffled ``deepgemm_ue8m0`` scales stay int32 (four scales per word).
         """
-        kind = _field_kind(self.data)
+        kind = array_kind(self.data)
         if kind == "numpy":
             codes = self.codes if self.packed else self.data
             typed = _ML_CODE_DTYPES[self.fmt]
@@ -112,7 +113,7 @@ class MXArray:
 
             torch = sys.modules["torch"]
             codes, scales = self.data, self.scales
-            name = {"e4m3": "float8_e4m3fn", "e5m2": "float8_e5m2"}.get(self.fmt)
+            name = FP8_CODE_DTYPES.get(self.fmt)
             if codes.dtype == torch.uint8 and name is not None:
                 codes = codes.view(getattr(torch, name))
             if scales.dtype == torch.uint8 and hasattr(torch, "float8_e8m0fnu"):
@@ -126,23 +127,20 @@ class MXArray:
         return _device_of(self.data)
 
     def scale_range(self) -> tuple[int, int] | None:
-        """``(lo, hi)``: the smallest and largest finite power-of-two exponent ``b - 127`` among the scales (0xFF
-        NaN blocks and preshuffle padding included as stored), or None when there are no scales. Reads device
-        arrays back (a synchronisation)."""
+        """``(lo, hi)``: the smallest and largest exponent ``b - 127`` among the stored scale bytes other than
+        0xFF (NaN blocks; preshuffle padding counts as stored), or None when there are none. Works on numpy, CuPy
+        and torch fields (device arrays are read back: a synchronisation)."""
         s = self.scales
-        if getattr(s, "size", 0) == 0 or self.scale_layout == "deepgemm_ue8m0":
+        if self.scale_layout == "deepgemm_ue8m0":  # four scales per int32 word
             return None
-        kind = _field_kind(s)
-        if kind == "numpy":
-            b = s.view(np.uint8) if s.dtype != np.uint8 and s.dtype.itemsize == 1 else s
-        elif kind == "torch":
+        if array_kind(s) == "torch":
             import sys
 
-            b = s.view(sys.modules["torch"].uint8)
-        else:
-            b = s
-        finite = b[b != E8M0_NAN] if kind == "numpy" else b
-        if kind == "numpy" and finite.size == 0:
+            s = s.view(sys.modules["torch"].uint8)
+        elif s.dtype != np.uint8:  # e.g. an ml_dtypes float8_e8m0fnu view
+            s = s.view(np.uint8)
+        finite = s[s != E8M0_NAN]
+        if finite.shape[0] == 0:
             return None
         return int(finite.min()) - E8M0_BIAS, int(finite.max()) - E8M0_BIAS
 
@@ -153,7 +151,7 @@ class MXArray:
         except Exception:  # a repr never raises (tampered fields)
             rng = None
         span = f", scales 2^{rng[0]}..2^{rng[1]}" if rng is not None else ""
-        kind = _field_kind(self.data)
+        kind = array_kind(self.data)
         return (
             f"MXArray(fmt={self.fmt!r}, shape={self.shape}, axis={self.axis}, block_size={self.block_size}, "
             f"scale_mode={self.scale_mode!r}{layout}{span}, {kind} on {_device_of(self.data)}, "
@@ -167,6 +165,9 @@ class MXArray:
         return f"<pre>{html.escape(repr(self))}</pre>"
 
 
+#: element format -> the torch / JAX dtype name of its codes (the other formats stay uint8 there)
+FP8_CODE_DTYPES = {"e4m3": "float8_e4m3fn", "e5m2": "float8_e5m2"}
+
 _ML_CODE_DTYPES = {
     "e4m3": ml_dtypes.float8_e4m3fn,
     "e5m2": ml_dtypes.float8_e5m2,
@@ -174,13 +175,6 @@ _ML_CODE_DTYPES = {
     "e3m2": ml_dtypes.float6_e3m2fn,
     "e2m1": ml_dtypes.float4_e2m1fn,
 }
-
-
-def _field_kind(x: Any) -> str:
-    if isinstance(x, np.ndarray):
-        return "numpy"
-    root = type(x).__module__.split(".", 1)[0]
-    return root if root in ("cupy", "torch", "jax", "jaxlib") else type(x).__name__
 
 
 def _device_of(x: Any) -> str:

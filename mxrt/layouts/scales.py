@@ -14,7 +14,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-from ..errors import DtypeError, ShapeError, UnknownLayoutError, UnknownNameError
+from ..errors import DtypeError, MxrtError, ShapeError, UnknownLayoutError, UnknownNameError
 from ._check import align, as_array, check_alloc, check_int
 
 #: Scale layout names accepted by :func:`preshuffle_scales`.
@@ -286,16 +286,12 @@ def with_scale_layout(q: Any, layout: str | None) -> Any:
     return dataclasses.replace(q, scales=preshuffle_scales(q.scales, layout), scale_layout=layout)
 
 
-def without_scale_layout(q: Any) -> Any:
-    """The numpy MXArray ``q`` with row-major scales (its preshuffled scales unshuffled)."""
+def without_scale_layout(q: Any, op: str) -> Any:
+    """The numpy MXArray ``q`` (validated geometry) with row-major scales: its preshuffled scales unshuffled."""
     if q.scale_layout is None:
         return q
-    op = "dequantize_mx"
-    if len(q.shape) != 2 or q.axis != 1:
-        raise ShapeError(
-            f"{op}: q has scale_layout {q.scale_layout!r} but shape {q.shape} blocked along axis {q.axis}; "
-            "preshuffled scales belong to a 2-D array blocked along its last axis"
-        )
-    check_scale_layout(q.scale_layout, op)
-    plain = unshuffle_scales(q.scales, q.scale_layout, q.scale_shape)
+    try:
+        plain = unshuffle_scales(q.scales, q.scale_layout, q.scale_shape)
+    except MxrtError as e:  # name the op that was called and the argument, keep the class and the detail
+        raise type(e)(f"{op}: q.scales does not fit q.scale_layout={q.scale_layout!r}: {e}") from None
     return dataclasses.replace(q, scales=plain, scale_layout=None)

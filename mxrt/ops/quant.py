@@ -224,14 +224,13 @@ def quantize_mx_gpu(x: Any, args: QuantArgs) -> MXArray:
     op = "quantize_mx"
     name = _check_input(op, x)
     f, mode, bs, ax, layout = args.fmt, args.mode, args.block_size, args.axis, args.scale_layout
-    axis = ax
     if bs not in GPU_BLOCK_SIZES:
         raise ShapeError(f"{op}: argument 'block_size' is {bs}, the GPU kernels support {GPU_BLOCK_SIZES}")
     device_in = is_device_array(x)
     if device_in:
         if ax != x.ndim - 1:
             raise LayoutError(
-                f"{op}: argument 'axis' is {axis} for a CuPy array of shape {x.shape}; the GPU kernel blocks along "
+                f"{op}: argument 'axis' is {ax} for a CuPy array of shape {x.shape}; the GPU kernel blocks along "
                 "the last axis (pass cupy.ascontiguousarray(cupy.moveaxis(x, axis, -1)), or use "
                 "quantize_mx_dual for the colwise operand of a 2-D tensor)"
             )

@@ -29,8 +29,10 @@ import ml_dtypes
 import numpy as np
 
 import mxrt
+from mxrt import codes
+from mxrt.ops import kernels, quant_kernels
 from mxrt.ops import quant as q_ops
-from mxrt.runtime import specs
+from mxrt.runtime import kernel_spec
 from mxrt.runtime.compiler import build, compile_options
 from mxrt.runtime.source import stamped_source
 
@@ -142,12 +144,12 @@ def _bf16_input(m: int, k: int, seed: int):
 def rowwise_case(m: int, k: int, fmt: str, layout: str | None):
     """(launch callables over rotating buffer sets, bytes per call) for quantize_mx on bf16 [m, k]."""
     arch = mxrt.runtime.get_arch()
-    spec = specs.select("quantize_mx", arch.target)
-    d = specs.defines(
-        FMT=specs.FMT_CODES[fmt],
-        IN_DTYPE=specs.IN_DTYPE_CODES["bfloat16"],
-        SCALE_LAYOUT=specs.SCALE_LAYOUT_CODES[layout],
-        THREADS=specs.QUANT_ROWWISE_THREADS,
+    spec = kernels.select("quantize_mx", arch.target)
+    d = kernel_spec.defines(
+        FMT=codes.FMT_CODES[fmt],
+        IN_DTYPE=codes.IN_DTYPE_CODES["bfloat16"],
+        SCALE_LAYOUT=codes.SCALE_LAYOUT_CODES[layout],
+        THREADS=quant_kernels.QUANT_ROWWISE_THREADS,
     )
     kernel = build(spec, d, arch)
     code_bytes = m * (-(-k // 2) if fmt == "e2m1" else k)
@@ -160,7 +162,7 @@ def rowwise_case(m: int, k: int, fmt: str, layout: str | None):
         qb = cupy.empty((m, code_bytes // m), cupy.uint8)
         sb = cupy.empty(s_bytes, cupy.uint8)
         flags, cfg = q_ops.rowwise_launch(m, k, "bfloat16", x.data.ptr, qb.data.ptr, fmt)
-        args = (x, qb, sb, np.int32(m), np.int32(k), np.int32(specs.SCALE_MODE_CODES["rceil"]), np.int32(flags))
+        args = (x, qb, sb, np.int32(m), np.int32(k), np.int32(codes.SCALE_MODE_CODES["rceil"]), np.int32(flags))
         launches.append(lambda cfg=cfg, args=args: kernel(cfg.grid, cfg.block, args))
         outputs = outputs or (qb, sb.reshape(m, nb) if layout is None else q_ops.scale_view(sb, layout, m, nb))
     return launches, nbytes, flags, outputs
@@ -169,13 +171,13 @@ def rowwise_case(m: int, k: int, fmt: str, layout: str | None):
 def dual_case(m: int, k: int, fmt: str, layout: str | None, variant: tuple[int, int] | None = None):
     """variant (rows_fast, min_blocks): build with the kernel's tuning knobs set (defaults otherwise)."""
     arch = mxrt.runtime.get_arch()
-    spec = specs.select("quantize_mx_dual", arch.target)
-    d = specs.defines(
+    spec = kernels.select("quantize_mx_dual", arch.target)
+    d = kernel_spec.defines(
         BLOCK_2D=0,
-        FMT=specs.FMT_CODES[fmt],
-        IN_DTYPE=specs.IN_DTYPE_CODES["bfloat16"],
-        SCALE_LAYOUT=specs.SCALE_LAYOUT_CODES[layout],
-        THREADS=specs.QUANT_DUAL_THREADS,
+        FMT=codes.FMT_CODES[fmt],
+        IN_DTYPE=codes.IN_DTYPE_CODES["bfloat16"],
+        SCALE_LAYOUT=codes.SCALE_LAYOUT_CODES[layout],
+        THREADS=quant_kernels.QUANT_DUAL_THREADS,
     )
     rows_fast = q_ops.DUAL_ROWS_FAST
     if variant is None:
@@ -200,7 +202,7 @@ def dual_case(m: int, k: int, fmt: str, layout: str | None, variant: tuple[int, 
         s_row, s_col = cupy.empty(sr, cupy.uint8), cupy.empty(sc, cupy.uint8)
         flags, cfg = q_ops.dual_launch(m, k, "bfloat16", x.data.ptr, q_row.data.ptr, q_col.data.ptr, fmt, rows_fast)
         args = (x, q_row, s_row, q_col, s_col, np.int32(m), np.int32(k))
-        args += (np.int32(specs.SCALE_MODE_CODES["rceil"]), np.int32(flags))
+        args += (np.int32(codes.SCALE_MODE_CODES["rceil"]), np.int32(flags))
         launches.append(lambda cfg=cfg, args=args: kernel(cfg.grid, cfg.block, args))
         outputs = outputs or (q_row, s_row, q_col, s_col)
     return launches, nbytes, flags, outputs

@@ -14,7 +14,8 @@ import pytest
 import mxrt
 from mxrt import _backend
 from mxrt.errors import UnsupportedArchError
-from mxrt.runtime import source, specs
+from mxrt.ops import kernels, quant_kernels
+from mxrt.runtime import kernel_spec, source
 from mxrt.runtime.arch import normalize_target
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -29,11 +30,11 @@ def test_every_extern_c_kernel_has_exactly_one_spec() -> None:
             found.append((sym, path.relative_to(KERNELS).as_posix()))
     assert found, 'no extern "C" kernels found'
     for sym, rel in found:
-        owners = [s for s in specs.ALL_SPECS if s.symbol == sym]
+        owners = [s for s in kernels.ALL_SPECS if s.symbol == sym]
         assert len(owners) == 1, f"{sym} ({rel}) has {len(owners)} specs"
         assert owners[0].file == rel
         assert Path(rel).stem == sym or sym.startswith(Path(rel).stem), "symbol should equal the file stem"
-    assert sorted(s.symbol for s in specs.ALL_SPECS) == sorted(sym for sym, _ in found)
+    assert sorted(s.symbol for s in kernels.ALL_SPECS) == sorted(sym for sym, _ in found)
 
 
 @pytest.mark.parametrize("path", KERNEL_FILES, ids=lambda p: p.name)
@@ -41,7 +42,7 @@ def test_kernel_header_states_the_launch_contract(path: Path) -> None:
     head = path.read_text().splitlines()[:16]
     for key in ("// kernel", "// computes", "// args", "// grid", "// defines", "// requires"):
         assert any(line.startswith(key) for line in head), f"{path.name}: header line {key!r} missing"
-    spec = next(s for s in specs.ALL_SPECS if s.file == path.relative_to(KERNELS).as_posix())
+    spec = next(s for s in kernels.ALL_SPECS if s.file == path.relative_to(KERNELS).as_posix())
     text = path.read_text()
     for name in spec.required:
         assert name in text, f"{path.name}: define {name} of the spec is not mentioned in the source"
@@ -50,7 +51,7 @@ def test_kernel_header_states_the_launch_contract(path: Path) -> None:
 
 
 def test_inlined_source_is_self_contained_and_stamped() -> None:
-    for spec in specs.ALL_SPECS:
+    for spec in kernels.ALL_SPECS:
         text = source.stamped_source(spec.file, "gfx950")
         first = text.splitlines()[0]
         assert re.fullmatch(rf"// mxrt {mxrt.__version__} sha256:[0-9a-f]{{16}} target gfx950 file {spec.file}", first)
@@ -67,11 +68,11 @@ def test_stamp_changes_with_header_text(tmp_path: Path, monkeypatch: pytest.Monk
     monkeypatch.setenv("MXRT_KERNELS_SRC", str(copy))
     source.inlined_source.cache_clear()
     try:
-        before = source.stamped_source(specs.QUANTIZE_MX_ROWWISE.file, "sm_90a").splitlines()[0]
+        before = source.stamped_source(quant_kernels.QUANTIZE_MX_ROWWISE.file, "sm_90a").splitlines()[0]
         with open(copy / "common" / "mx_codecs.h", "a") as fh:
             fh.write("\n// edited\n")
         source.inlined_source.cache_clear()
-        after = source.stamped_source(specs.QUANTIZE_MX_ROWWISE.file, "sm_90a").splitlines()[0]
+        after = source.stamped_source(quant_kernels.QUANTIZE_MX_ROWWISE.file, "sm_90a").splitlines()[0]
     finally:
         source.inlined_source.cache_clear()
     assert before != after
@@ -108,22 +109,21 @@ def test_normalize_target_rejects(bad: str) -> None:
         normalize_target(bad)
 
 
-def test_dispatch_tables(monkeypatch: pytest.MonkeyPatch) -> None:
-    for op, table in specs.DISPATCH.items():
+def test_dispatch_tables() -> None:
+    for op, table in kernels.DISPATCH.items():
         assert "generic" in table, f"{op}: the generic path must exist (any CUDA or ROCm GPU)"
-        for target in specs.KNOWN_TARGETS:
-            assert specs.select(op, target).supports(target)
-    table = {"only_gfx950": {"gfx950": specs.QUANTIZE_MX_DUAL}}
-    monkeypatch.setattr(specs, "DISPATCH", table)
-    assert specs.select("only_gfx950", "gfx950") is specs.QUANTIZE_MX_DUAL
-    assert not specs.op_supports("only_gfx950", "sm_90a")
+        for target in kernel_spec.KNOWN_TARGETS:
+            assert kernels.select(op, target).supports(target)
+    table = {"only_gfx950": {"gfx950": quant_kernels.QUANTIZE_MX_DUAL}}
+    assert kernel_spec.select(table, "only_gfx950", "gfx950") is quant_kernels.QUANTIZE_MX_DUAL
+    assert not kernel_spec.supports(table, "only_gfx950", "sm_90a")
     with pytest.raises(UnsupportedArchError, match=r"supported targets: \['gfx950'\]"):
-        specs.select("only_gfx950", "sm_90a")
+        kernel_spec.select(table, "only_gfx950", "sm_90a")
 
 
 def test_defines_must_match_the_header() -> None:
     with pytest.raises(UnsupportedArchError, match="missing"):
-        specs.QUANTIZE_MX_ROWWISE.check_defines(specs.defines(FMT=0))
+        quant_kernels.QUANTIZE_MX_ROWWISE.check_defines(kernel_spec.defines(FMT=0))
 
 
 def test_gpu_ops_register_and_auto_stays_on_numpy_without_a_device(monkeypatch: pytest.MonkeyPatch) -> None:

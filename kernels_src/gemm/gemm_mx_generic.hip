@@ -25,8 +25,6 @@ MXRT_STATIC_ASSERT(OUT_DTYPE >= 0 && OUT_DTYPE <= 2, "OUT_DTYPE: MXRT_OUT_F32, _
 #define BM 128  // rows of A per tile: thread (ty, tx) owns rows 8*ty + i, i < 8
 #define BN 64   // rows of B (columns of out) per tile: columns 2*tx + (j & 1) + 32*(j >> 1), j < 4
 #define BK 32   // one E8M0 scale block per K step
-#define FLAG_VEC_A 1u
-#define FLAG_VEC_B 2u
 
 struct __attribute__((aligned(16))) gemm_f4 { float x, y, z, w; };
 struct __attribute__((aligned(8))) gemm_f2 { float x, y; };
@@ -143,7 +141,7 @@ extern "C" __global__ void __launch_bounds__(THREADS)
   ld.a_row = m0 + ar < m ? a + (u64)(m0 + ar) * a_row_bytes : nullptr;
   ld.b_row = n0 + br < n ? b + (u64)(n0 + br) * b_row_bytes : nullptr;
   ld.a_k = 16u * ah, ld.b_k = 8u * bq, ld.kbt = kbt, ld.k = k;
-  ld.vec_a = (flags & FLAG_VEC_A) != 0, ld.vec_b = (flags & FLAG_VEC_B) != 0;
+  ld.vec_a = (flags & MXRT_GEMM_FLAG_VEC_A) != 0, ld.vec_b = (flags & MXRT_GEMM_FLAG_VEC_B) != 0;
   const bool a_scaler = tid < BM;
   ld.s_ptr = a_scaler ? sa : sb, ld.s_code = a_scaler ? la : lb, ld.s_shift = a_scaler ? sa_shift : sb_shift;
   ld.s_row = a_scaler ? m0 + tid : n0 + tid - BM, ld.s_rows = a_scaler ? m : n;

@@ -21,7 +21,8 @@
 #error "THREADS, FMT, IN_DTYPE, BLOCK_2D and SCALE_LAYOUT must be defined by the launcher"
 #endif
 MXRT_STATIC_ASSERT(THREADS == 256, "quantize_mx_dual: THREADS must be 256 (8 warps tile 64 rows x 64 words)");
-MXRT_STATIC_ASSERT(SCALE_LAYOUT >= 0 && SCALE_LAYOUT <= 4, "SCALE_LAYOUT: 0..4 (scale_layouts.h)");
+MXRT_STATIC_ASSERT(SCALE_LAYOUT >= MXRT_SCALE_LAYOUT_NONE && SCALE_LAYOUT <= MXRT_SCALE_LAYOUT_DEEPGEMM_UE8M0,
+                   "SCALE_LAYOUT: MXRT_SCALE_LAYOUT_NONE .. _DEEPGEMM_UE8M0 (mx_codes.h)");
 
 // Tuning knobs with defaults (benchmarks/bench_quant.py --dual-variants times the alternatives):
 // DUAL_ROWS_FAST: 1 = grid x walks tile rows (the CTAs that finish a 128-byte q_col line run back to back),

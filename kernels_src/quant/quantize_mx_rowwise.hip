@@ -19,10 +19,8 @@
 #error "THREADS, FMT, IN_DTYPE and SCALE_LAYOUT must be defined by the launcher"
 #endif
 MXRT_STATIC_ASSERT(THREADS % 64 == 0 && THREADS <= 1024, "THREADS: a multiple of the wave size, at most 1024");
-MXRT_STATIC_ASSERT(SCALE_LAYOUT >= 0 && SCALE_LAYOUT <= 4, "SCALE_LAYOUT: 0..4 (scale_layouts.h)");
-
-// Run-time flag of this kernel only (beside MXRT_FLAG_VEC_IN / _VEC_OUT of mx_codecs.h).
-#define MXRT_FLAG_FLAT 8
+MXRT_STATIC_ASSERT(SCALE_LAYOUT >= MXRT_SCALE_LAYOUT_NONE && SCALE_LAYOUT <= MXRT_SCALE_LAYOUT_DEEPGEMM_UE8M0,
+                   "SCALE_LAYOUT: MXRT_SCALE_LAYOUT_NONE .. _DEEPGEMM_UE8M0 (mx_codes.h)");
 
 typedef MxrtFmt<FMT>::type Fmt;
 typedef MxrtScaleLayout<SCALE_LAYOUT> Layout;

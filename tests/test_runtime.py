@@ -147,3 +147,45 @@ def test_runtime_imports_without_cupy() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
+
+
+def test_runtime_imports_nothing_from_ops() -> None:
+    """runtime/ is generic machinery: the op families' specs live in mxrt/ops/*_kernels.py."""
+    import ast
+
+    for path in (ROOT / "mxrt" / "runtime").glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                base = "." * node.level + (f"{node.module}." if node.module else "")
+                names = [base + a.name for a in node.names]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            else:
+                continue
+            for name in names:
+                assert not re.match(r"(\.\.|mxrt\.)(ops)\b", name), f"{path.name} imports {name}"
+
+
+def test_debug_hook_records_launches_nests_and_validates() -> None:
+    from mxrt.runtime import LaunchConfig, debug, launch
+    from mxrt.runtime.alloc import current_debug
+
+    calls = []
+
+    def kernel(grid, block, args, shared_mem=0):
+        calls.append(grid)
+
+    cfg = LaunchConfig((2, 1, 1), (64, 1, 1))
+    launch("op", kernel, cfg, ())  # no session: nothing recorded, no synchronisation
+    with debug(poison=0xA5) as outer:
+        launch("op", kernel, cfg, ())
+        with debug() as inner:  # e.g. around a CUDA-graph capture: no poison, no sync
+            assert current_debug() is inner and inner.poison is None and not inner.sync_after_launch
+            launch("op2", kernel, cfg, ())
+        assert current_debug() is outer
+    assert current_debug() is None and len(calls) == 3
+    assert [x[0] for x in outer.launches] == ["op"] and [x[0] for x in inner.launches] == ["op2"]
+    assert outer.launches[0][2:] == ((2, 1, 1), (64, 1, 1))
+    for bad in (256, -1, True, 1.0):
+        with pytest.raises(mxrt.DtypeError, match="poison"), debug(poison=bad):
+            pass

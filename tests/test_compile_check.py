@@ -11,6 +11,8 @@ from mxrt import cli
 from mxrt.ops import kernels, quant_kernels
 from mxrt.runtime import compile_check, kernel_spec
 
+# offline builds for three targets: ~50 s; CI still runs it
+pytestmark = pytest.mark.slow
 TARGETS = ("gfx942", "gfx950", "sm_90a")
 
 

@@ -29,6 +29,8 @@ from mxrt.ops import gemm_amd, gemm_amd_kernels
 from mxrt.reference import emulate
 from mxrt.reference.gemm import GEMM_FORMAT_PAIRS, gemm_problem
 
+# host SIMT emulation of the AMD GEMMs (tests/support/simt_amd_host.cpp): ~25 s; CI still runs it
+pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[1]
 TARGETS = {"gfx950": 950, "gfx942": 942}
 FMT = {f: codes.FMT_CODES[f] for f in ("e4m3", "e5m2", "e2m1")}  # the formats the host MFMA emulates

@@ -24,6 +24,8 @@ from mxrt import codes
 from mxrt.ops import quant as ops_quant
 from mxrt.ops import quant_kernels
 
+# host SIMT emulation of the quant kernels (tests/support/simt_host.cpp): ~40 s on 2 cores; CI still runs it
+pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[1]
 POISON = 0xA5
 DTYPES = {"f32": np.float32, "f16": np.float16, "bf16": ml_dtypes.bfloat16}

@@ -6,11 +6,12 @@
 //          (split_k == 1) out [m,n] of OUT_DTYPE. ATOMIC=1: atomic adds into out [m,n] (fp32 atomicAdd, packed
 //          bf16x2 / f16x2 atomics), which the op zeroes first.
 // args     const u8* a [m, row bytes] | const u8* sa (scale storage of layout la) | const u8* b [n, row bytes] |
-//          const u8* sb (layout lb) | void* out | u32 m, u32 n, u32 k, u32 split_k | u32 la, u32 lb (layout codes,
-//          scale_layouts.h) | u32 sa_shift, u32 sb_shift (log2 bytes per stored scale: 0, or 2 for uint32 turbo16x4)
-//          | u32 flags (1: a rows 16-byte aligned, 2: b rows 16-byte aligned)
+//          const u8* sb (layout lb) | void* out | u32 m, u32 n, u32 k, u32 split_k | u32 la, u32 lb (layout codes
+//          MXRT_SCALE_LAYOUT_NONE .. _DEEPGEMM_UE8M0) | u32 sa_shift, u32 sb_shift (log2 bytes per stored scale: 0, or
+//          2 for uint32 turbo16x4) | u32 flags (MXRT_GEMM_FLAG_VEC_A / _VEC_B: a / b rows 16-byte aligned)
 // grid     (ceil(n/64), ceil(m/128), split_k)   block (THREADS,1,1)   smem 24.8 KB static
-// defines  THREADS, FMT_A, FMT_B, OUT_DTYPE, ATOMIC                              set by mxrt/ops/gemm_generic.py
+// defines  THREADS, FMT_A, FMT_B (MXRT_FMT_*), OUT_DTYPE (MXRT_OUT_*), ATOMIC       set by mxrt/ops/gemm_generic.py
+//          (variants: mxrt/ops/gemm_kernels.py; every code from mx_codes.h)
 // requires THREADS == 256; ceil(m/128), split_k <= 65535; scale storage offsets < 2^32; ATOMIC with a 16-bit
 //          OUT_DTYPE: out 4-byte aligned and m*n even (every packed word inside out)  checked by gemm_generic.py
 #include "../common/mx_gemm.h"

@@ -10,7 +10,8 @@
 // grid     (ceil(k/TILE_K), ceil(m/64), 1), swapped when DUAL_ROWS_FAST; TILE_K = 128 (16-bit) or 64 (fp32)
 //          block (256,1,1)
 //          smem 64 * PITCH * 4 + 8 * 4 bytes (static, PITCH = 65 or 66 words)
-// defines  THREADS (= 256), FMT, IN_DTYPE, BLOCK_2D, SCALE_LAYOUT                  set by mxrt/ops/quant.py
+// defines  THREADS (= 256), FMT (MXRT_FMT_*), IN_DTYPE (MXRT_IN_*), BLOCK_2D, SCALE_LAYOUT (MXRT_SCALE_LAYOUT_*)
+//                                                 set by mxrt/ops/quant.py (variants: mxrt/ops/quant_kernels.py)
 // requires m*k < 2^31, scale storages < 2^31 bytes; ceil(m/64) <= 65535; flag VEC_IN: x 16-byte aligned,
 //          k*sizeof(IN) % 16 == 0; flags VEC_OUT / VEC_OUT_COL: q_row / q_col 16-byte aligned with row
 //          bytes % 16 == 0                                                          checked by mxrt/ops/quant.py

@@ -157,7 +157,6 @@ def _supports(target: str):
 
 def _run(target: str):
     def run(dg: DeviceGemm) -> None:
-
         from ..runtime.compiler import build
 
         p = dg.p

@@ -184,7 +184,6 @@ def supports(dg: DeviceGemm) -> str | None:
 
 
 def _expand_e2m1(codes: Any, rows: int, k: int, kp: int, arch: Any) -> Any:
-
     out = alloc.empty((rows, kp), np.uint8)
     if rows == 0 or kp == 0:
         return out

@@ -56,6 +56,7 @@ def info_lines() -> list[str]:
 def device_lines(compile_times: bool = False) -> list[str]:
     """The device, its Arch, and with ``compile_times`` the cold / warm build time of every GPU op's kernel."""
     from . import runtime
+    from .ops import kernels
 
     if not runtime.device_available():
         lines = ["device     none (cupy or a GPU is missing)"]
@@ -68,11 +69,11 @@ def device_lines(compile_times: bool = False) -> list[str]:
         f"wave {arch.wave_size}, {arch.num_cus} CUs/SMs, {arch.smem_per_block} B shared/block)"
     ]
     if compile_times:
-        for op in sorted(runtime.DISPATCH):
-            if not runtime.op_supports(op, arch.target):
+        for op in sorted(kernels.DISPATCH):
+            if not kernels.op_supports(op, arch.target):
                 lines.append(f"compile    {op}: no kernel for {arch.target}")
                 continue
-            spec = runtime.select(op, arch.target)
+            spec = kernels.select(op, arch.target)
             cold, warm = runtime.compile_times(spec, spec.variants[0], arch)
             lines.append(f"compile    {spec.symbol} {dict(spec.variants[0])}: cold {cold:.3f} s, warm {warm:.3f} s")
     return lines
@@ -84,6 +85,7 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 
 def cmd_compile_check(args: argparse.Namespace) -> int:
+    from .ops import ALL_SPECS
     from .runtime.arch import normalize_target
     from .runtime.compile_check import run_compile_check, summarize, tools_missing
 
@@ -98,7 +100,7 @@ def cmd_compile_check(args: argparse.Namespace) -> int:
             print(f'mxrt compile-check: cannot build for {t}: {why}; install the extra: pip install ".[compilecheck]"',
                   file=sys.stderr)  # fmt: skip
             return 2
-    reports = run_compile_check(targets, jobs=args.jobs)
+    reports = run_compile_check(targets, ALL_SPECS, jobs=args.jobs)
     rows = summarize(reports)
     head = ("kernel", "target", "builds", "failed", "registers", "spills", "scratch", "lds", "mma")
     cells = [head] + [

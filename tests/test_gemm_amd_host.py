@@ -23,16 +23,17 @@ import pytest
 from test_device_codecs import _compiler
 
 import mxrt
-from mxrt import reference
+from mxrt import codes, reference
 from mxrt.checks.gemm import calc_diff_limit
-from mxrt.ops import gemm_amd
+from mxrt.ops import gemm_amd, gemm_amd_kernels
 from mxrt.problems import GEMM_FORMAT_PAIRS, gemm_problem
 from mxrt.reference import emulate
-from mxrt.runtime import specs
 
+# host SIMT emulation of the AMD GEMMs (tests/support/simt_amd_host.cpp): ~25 s; CI still runs it
+pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[1]
 TARGETS = {"gfx950": 950, "gfx942": 942}
-FMT = {"e4m3": 0, "e5m2": 1, "e2m1": 4}
+FMT = {f: codes.FMT_CODES[f] for f in ("e4m3", "e5m2", "e2m1")}  # the formats the host MFMA emulates
 OUT = {"float32": np.float32, "bfloat16": ml_dtypes.bfloat16, "float16": np.float16}
 _LIBS: dict[int, ctypes.CDLL] = {}
 
@@ -282,9 +283,9 @@ def test_gemm_preshuffled_scales(build_dir, target, layouts, pair):
     lib = _lib(build_dir, TARGETS[target])
     x, w, qa, qb = _operands(70, 130, 300, *pair, seed=zlib.crc32(repr((target, layouts, pair)).encode()))
     out, pl, _ = run_host(lib, target, qa, qb, layouts=layouts, u32=(False, layouts[1] == "turbo16x4"))
-    codes = {None: 0, "aiter32x8": 1, "turbo16x4": 2}
-    assert pl.scalars[4] == codes[layouts[0]]
-    assert pl.scalars[5] == (3 if layouts[1] == "turbo16x4" else codes[layouts[1]])
+    assert pl.scalars[4] == codes.SCALE_LAYOUT_CODES[layouts[0]]
+    u32 = codes.SCALE_LAYOUT_TURBO16X4_U32
+    assert pl.scalars[5] == (u32 if layouts[1] == "turbo16x4" else codes.SCALE_LAYOUT_CODES[layouts[1]])
     check(out, qa, qb, x, w, "float32")
 
 
@@ -368,4 +369,4 @@ def test_nan_scale_propagates_to_its_rows_only(build_dir, target):
 
 
 def test_fmt_pairs_match_the_reference_list():
-    assert specs.GEMM_AMD_FMT_PAIRS == tuple((FMT[a], FMT[b]) for a, b in GEMM_FORMAT_PAIRS)
+    assert gemm_amd_kernels.GEMM_AMD_FMT_PAIRS == tuple((FMT[a], FMT[b]) for a, b in GEMM_FORMAT_PAIRS)

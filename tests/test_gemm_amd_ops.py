@@ -9,9 +9,8 @@ import numpy as np
 import pytest
 
 import mxrt
-from mxrt.ops import gemm_amd, gemm_paths
+from mxrt.ops import gemm_amd, gemm_amd_kernels, gemm_paths, kernels
 from mxrt.problems import GEMM_FORMAT_PAIRS, gemm_problem
-from mxrt.runtime import specs
 
 
 def _buf(ptr: int, dtype=np.uint8):
@@ -163,7 +162,7 @@ def test_size_limits_are_checked_without_allocating():
 
 
 def test_specs_mirror_the_kernel_headers():
-    for spec in (specs.GEMM_MX_GFX950, specs.GEMM_MX_GFX942):
-        assert spec in specs.ALL_SPECS and len(spec.variants) == 14
-    assert specs.GEMM_MX_GFX950.expected_mma("gfx950") == ("v_mfma_scale_f32_16x16x128_f8f6f4",)
-    assert specs.GEMM_MX_GFX942.targets == ("gfx942",)
+    for spec in (gemm_amd_kernels.GEMM_MX_GFX950, gemm_amd_kernels.GEMM_MX_GFX942):
+        assert spec in kernels.ALL_SPECS and len(spec.variants) == 14
+    assert gemm_amd_kernels.GEMM_MX_GFX950.expected_mma("gfx950") == ("v_mfma_scale_f32_16x16x128_f8f6f4",)
+    assert gemm_amd_kernels.GEMM_MX_GFX942.targets == ("gfx942",)

@@ -22,7 +22,6 @@ pytestmark = pytest.mark.gpu
 cupy = pytest.importorskip("cupy")
 
 from mxrt.ops import gemm as gemm_op  # noqa: E402
-from mxrt.ops import gemm_generic, gemm_sm90, gemm_splitk  # noqa: E402
 from mxrt.ops.gemm_paths import gemm_paths  # noqa: E402
 from mxrt.runtime import device_available, get_arch  # noqa: E402
 
@@ -32,33 +31,19 @@ PATHS = [p.name for p in gemm_paths(get_arch().target)] if device_available() el
 LAYOUTS = (None, *mxrt.SCALE_LAYOUTS)
 
 
-_REAL_LAUNCH, _REAL_WORKSPACE = gemm_generic.launch, gemm_splitk.workspace
-#: modules whose kernel launches the tests synchronise and check one by one
-_LAUNCHERS = (gemm_generic, gemm_sm90, gemm_splitk)
-
-
 def poison(shape, dtype):
+    """A caller's ``out`` buffer of 0xFF bytes (NaN)."""
     x = cupy.empty(shape, dtype)
     x.view(cupy.uint8).fill(POISON)
     return x
 
 
 @pytest.fixture(autouse=True)
-def poisoned(monkeypatch: pytest.MonkeyPatch):
-    """Outputs start as 0xFF bytes (NaN), workspaces too; every launch is synchronised and checked."""
-    monkeypatch.setattr(gemm_op, "_empty", poison)
-    monkeypatch.setattr(
-        gemm_splitk,
-        "workspace",
-        lambda shape, zero: _REAL_WORKSPACE(shape, zero) if zero else poison(shape, cupy.float32),
-    )
-
-    def checked_launch(*args, **kw):
-        _REAL_LAUNCH(*args, **kw)
-        cupy.cuda.runtime.deviceSynchronize()
-
-    for module in _LAUNCHERS:
-        monkeypatch.setattr(module, "launch", checked_launch)
+def poisoned():
+    """Outputs start as 0xFF bytes (NaN), workspaces too; every launch is synchronised and checked (the runtime's
+    test hook)."""
+    with mxrt.runtime.debug(poison=POISON, sync_after_launch=True) as session:
+        yield session
 
 
 def use_path(monkeypatch: pytest.MonkeyPatch, path: str, p_args: tuple, **kw) -> None:
@@ -264,27 +249,26 @@ def test_auto_backend_runs_device_inputs_on_the_gpu():
 
 @pytest.mark.parametrize("shape", [(0, 5, 64), (5, 0, 64), (6, 5, 0), (0, 0, 0)], ids=str)
 @pytest.mark.parametrize("out_dtype", GEMM_OUT_DTYPES)
-def test_empty_dims_launch_nothing(monkeypatch, shape, out_dtype):
+def test_empty_dims_launch_nothing(poisoned, shape, out_dtype):
     m, n, k = shape
-    launches = []
-    for module in _LAUNCHERS:
-        monkeypatch.setattr(module, "launch", lambda *a, **kw: launches.append(a))
     a = (cupy.zeros((m, k), cupy.uint8), cupy.full((m, -(-k // 32)), 127, cupy.uint8), "e4m3")
     b = (cupy.zeros((n, k), cupy.uint8), cupy.full((n, -(-k // 32)), 127, cupy.uint8), "e4m3")
     got = mxrt.gemm_mx(a, b, out_dtype=out_dtype, split_k=1)
-    assert got.shape == (m, n) and not launches
+    assert got.shape == (m, n) and not poisoned.launches, poisoned.launches
     assert not host_result(got, out_dtype).any()
 
 
-def test_cuda_graph_capture_never_syncs(monkeypatch):
+def test_cuda_graph_capture_never_syncs():
     """The whole op (the device's default path: deterministic split-K with its workspace and reduce, and atomic
     split-K with its zeroing) is captured on a blocking stream: any host synchronisation would invalidate the
     capture. tests/test_gemm_sm90.py captures the sm90 path on fresh buffers without a warm-up on them."""
     if get_arch().vendor != "nvidia":
         pytest.skip("the capture test uses CUDA stream capture")
-    for module in _LAUNCHERS:  # no per-launch synchronisation here
-        monkeypatch.setattr(module, "launch", _REAL_LAUNCH)
-    monkeypatch.setattr(gemm_splitk, "workspace", _REAL_WORKSPACE)
+    with mxrt.runtime.debug():  # real allocations, no per-launch synchronisation inside the capture
+        _capture_and_replay()
+
+
+def _capture_and_replay():
     m, n, k = 96, 80, 640
     _, _, qa1, qb1 = operands(m, n, k, "e4m3", "e4m3", seed=21)
     _, _, qa2, qb2 = operands(m, n, k, "e4m3", "e4m3", seed=22)

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import mxrt
-from mxrt.runtime import specs
+from mxrt.ops import kernels
 
 pytestmark = pytest.mark.gpu
 cupy = pytest.importorskip("cupy")
@@ -37,26 +37,15 @@ DUAL_SHAPES = [(1, 1, 1), (3, 40, 70), (2, 33, 31), (4, 64, 256), (2, 100, 130)]
 
 
 @pytest.fixture
-def poisoned(monkeypatch: pytest.MonkeyPatch):
-    """Outputs start as 0xA5 bytes and every launch is synchronised and checked."""
-    from mxrt.ops import grouped
-
-    monkeypatch.setattr(
-        grouped, "_empty", lambda shape, dtype=None: cupy.full(shape, POISON, dtype=dtype or cupy.uint8)
-    )
-    real_launch = grouped.launch
-
-    def checked_launch(*args, **kw):
-        real_launch(*args, **kw)
-        cupy.cuda.get_current_stream().synchronize()
-        cupy.cuda.runtime.deviceSynchronize()
-
-    monkeypatch.setattr(grouped, "launch", checked_launch)
+def poisoned():
+    """Outputs start as 0xA5 bytes and every launch is synchronised and checked (the runtime's test hook)."""
+    with mxrt.runtime.debug(poison=POISON, sync_after_launch=True) as session:
+        yield session
 
 
 def _skip_unless_supported(op: str) -> None:
     target = mxrt.runtime.get_arch().target
-    if not specs.op_supports(op, target):
+    if not kernels.op_supports(op, target):
         pytest.skip(f"{op}: no kernel for {target} in the dispatch table")
 
 

@@ -7,14 +7,12 @@ with the host.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pytest
 
 import mxrt
+from mxrt.ops import kernels
 from mxrt.ops import moe as moe_ops
-from mxrt.runtime import specs
 
 pytestmark = pytest.mark.gpu
 cupy = pytest.importorskip("cupy")
@@ -23,25 +21,17 @@ POISON = 0xA5
 
 
 @pytest.fixture(autouse=True)
-def poisoned_outputs(monkeypatch: pytest.MonkeyPatch):
-    def poisoned(shape):
-        return cupy.full((math.prod(shape) * 4,), POISON, dtype=cupy.uint8).view(cupy.int32).reshape(shape)
-
-    monkeypatch.setattr(moe_ops, "_empty", poisoned)
-    real_launch = moe_ops.launch
-
-    def checked_launch(*args, **kw):
-        real_launch(*args, **kw)
-        cupy.cuda.get_current_stream().synchronize()
-        cupy.cuda.runtime.deviceSynchronize()
-
-    monkeypatch.setattr(moe_ops, "launch", checked_launch)
+def poisoned_outputs():
+    """Outputs and the workspace start as 0xA5 bytes and every launch is synchronised and checked (the runtime's
+    test hook)."""
+    with mxrt.runtime.debug(poison=POISON, sync_after_launch=True):
+        yield
 
 
 @pytest.fixture(autouse=True)
 def _supported():
     target = mxrt.runtime.get_arch().target
-    if not specs.op_supports("moe_align_block_size", target):
+    if not kernels.op_supports("moe_align_block_size", target):
         pytest.skip(f"moe_align_block_size: no kernel for {target} in the dispatch table")
 
 
@@ -153,10 +143,14 @@ def test_device_errors() -> None:
 
 
 @pytest.mark.parametrize("tokens", [64, 9000])  # the one-CTA and the multi-CTA path
-def test_cuda_graph_capture(tokens: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.undo()  # real allocations and launches: a synchronisation inside the capture would raise
+def test_cuda_graph_capture(tokens: int) -> None:
     if not hasattr(cupy.cuda.Stream, "begin_capture"):
         pytest.skip("this CuPy has no stream capture")
+    with mxrt.runtime.debug():  # real allocations, no per-launch synchronisation: it would invalidate the capture
+        _capture_and_replay(tokens)
+
+
+def _capture_and_replay(tokens: int) -> None:
     rng = np.random.default_rng(tokens)
     ids_h = rng.integers(0, 128, (tokens, 8)).astype(np.int32)
     emap_h = rng.integers(-1, 128, 128).astype(np.int32)

@@ -13,7 +13,8 @@ from support.inputs import layout_storage as np_layout_storage
 from support.inputs import make_input
 
 import mxrt
-from mxrt.runtime import specs
+from mxrt.ops import kernels
+from mxrt.runtime import kernel_spec
 
 pytestmark = pytest.mark.gpu
 cupy = pytest.importorskip("cupy")
@@ -28,24 +29,15 @@ POISON = 0xA5
 
 
 @pytest.fixture(autouse=True)
-def poisoned_outputs(monkeypatch: pytest.MonkeyPatch):
-    """Outputs start as 0xA5 and every launch is synchronised and checked."""
-    from mxrt.ops import quant
-
-    monkeypatch.setattr(quant, "_empty", lambda shape: cupy.full(shape, POISON, dtype=cupy.uint8))
-    real_launch = quant.launch
-
-    def checked_launch(*args, **kw):
-        real_launch(*args, **kw)
-        cupy.cuda.get_current_stream().synchronize()  # raises on an asynchronous fault
-        cupy.cuda.runtime.deviceSynchronize()
-
-    monkeypatch.setattr(quant, "launch", checked_launch)
+def poisoned_outputs():
+    """Outputs start as 0xA5 and every launch is synchronised and checked (the runtime's test hook)."""
+    with mxrt.runtime.debug(poison=POISON, sync_after_launch=True):
+        yield
 
 
 def _skip_unless_supported(op: str) -> None:
     target = mxrt.runtime.get_arch().target
-    if not specs.op_supports(op, target):
+    if not kernels.op_supports(op, target):
         pytest.skip(f"{op}: no kernel for {target} in the dispatch table")
 
 
@@ -176,8 +168,8 @@ def test_empty(shape: tuple[int, int]) -> None:
 def test_compile_cache_and_arch() -> None:
     arch = mxrt.runtime.get_arch()
     assert arch is mxrt.runtime.get_arch()
-    assert arch.target in specs.KNOWN_TARGETS or arch.target.startswith(("sm_", "gfx"))
-    spec = specs.select("quantize_mx", arch.target)
+    assert arch.target in kernel_spec.KNOWN_TARGETS or arch.target.startswith(("sm_", "gfx"))
+    spec = kernels.select("quantize_mx", arch.target)
     k1 = mxrt.runtime.build(spec, spec.variants[0], arch)
     assert mxrt.runtime.build(spec, spec.variants[0], arch) is k1
 

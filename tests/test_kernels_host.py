@@ -20,9 +20,12 @@ from support.inputs import layout_storage, make_input
 from test_device_codecs import _compiler
 
 import mxrt
+from mxrt import codes
 from mxrt.ops import quant as ops_quant
-from mxrt.runtime import specs
+from mxrt.ops import quant_kernels
 
+# host SIMT emulation of the quant kernels (tests/support/simt_host.cpp): ~40 s on 2 cores; CI still runs it
+pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[1]
 POISON = 0xA5
 DTYPES = {"f32": np.float32, "f16": np.float16, "bf16": ml_dtypes.bfloat16}
@@ -98,17 +101,17 @@ def run_rowwise(build_dir, x, fmt, mode, layout=None, ftz=False, order=0, x_offs
         build_dir,
         0,
         ftz,
-        FMT=specs.FMT_CODES[fmt],
-        IN_DTYPE=specs.IN_DTYPE_CODES[name],
-        SCALE_LAYOUT=specs.SCALE_LAYOUT_CODES[layout],
-        THREADS=specs.QUANT_ROWWISE_THREADS,
+        FMT=codes.FMT_CODES[fmt],
+        IN_DTYPE=codes.IN_DTYPE_CODES[name],
+        SCALE_LAYOUT=codes.SCALE_LAYOUT_CODES[layout],
+        THREADS=quant_kernels.QUANT_ROWWISE_THREADS,
     )
     xb = _aligned_copy(x, x_offset)
     q = _poisoned((m, -(-k // 2) if fmt == "e2m1" else k))
     nb = -(-k // 32)
     s = _scale_buf(layout, m, nb)
     flags, cfg = ops_quant.rowwise_launch(m, k, name, xb.ctypes.data, q.ctypes.data, fmt)
-    mode_code = specs.SCALE_MODE_CODES[mode]
+    mode_code = codes.SCALE_MODE_CODES[mode]
     rc = lib.simt_run(_p(xb), _p(q), _p(s), None, None, m, k, mode_code, flags, cfg.grid[0], 1, order)
     assert rc == 0, lib.simt_error().decode()
     return q, ops_quant.scale_view(s, layout, m, nb), flags
@@ -125,10 +128,10 @@ def run_dual(build_dir, x, fmt, mode, block_2d=False, layout=None, ftz=False, or
         ftz,
         **knobs,
         BLOCK_2D=int(block_2d),
-        FMT=specs.FMT_CODES[fmt],
-        IN_DTYPE=specs.IN_DTYPE_CODES[name],
-        SCALE_LAYOUT=specs.SCALE_LAYOUT_CODES[layout],
-        THREADS=specs.QUANT_DUAL_THREADS,
+        FMT=codes.FMT_CODES[fmt],
+        IN_DTYPE=codes.IN_DTYPE_CODES[name],
+        SCALE_LAYOUT=codes.SCALE_LAYOUT_CODES[layout],
+        THREADS=quant_kernels.QUANT_DUAL_THREADS,
     )
     xb = _aligned_copy(x, x_offset)
     packed = fmt == "e2m1"
@@ -137,7 +140,7 @@ def run_dual(build_dir, x, fmt, mode, block_2d=False, layout=None, ftz=False, or
     s_row, s_col = _scale_buf(layout, m, -(-k // 32)), _scale_buf(layout, k, -(-m // 32))
     flags, cfg = ops_quant.dual_launch(m, k, name, xb.ctypes.data, q_row.ctypes.data, q_col.ctypes.data, fmt, rows_fast)
     rc = lib.simt_run(
-        _p(xb), _p(q_row), _p(s_row), _p(q_col), _p(s_col), m, k, specs.SCALE_MODE_CODES[mode], flags,
+        _p(xb), _p(q_row), _p(s_row), _p(q_col), _p(s_col), m, k, codes.SCALE_MODE_CODES[mode], flags,
         cfg.grid[0], cfg.grid[1], order,
     )  # fmt: skip
     assert rc == 0, lib.simt_error().decode()
@@ -169,8 +172,8 @@ def test_rowwise_kernel_bitexact(build_dir, fmt, dtype):
 
 def test_rowwise_paths_both_taken(build_dir):
     x = make_input((4, 64), "random", np.float32, 0)
-    assert run_rowwise(build_dir, x, "e4m3", "rceil")[2] & specs.FLAG_FLAT
-    assert not run_rowwise(build_dir, x, "e4m3", "rceil", x_offset=4)[2] & specs.FLAG_FLAT
+    assert run_rowwise(build_dir, x, "e4m3", "rceil")[2] & codes.FLAG_FLAT
+    assert not run_rowwise(build_dir, x, "e4m3", "rceil", x_offset=4)[2] & codes.FLAG_FLAT
 
 
 @pytest.mark.parametrize("ftz", [False, True], ids=["ieee", "ftz"])

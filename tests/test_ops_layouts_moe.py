@@ -7,11 +7,12 @@ import numpy as np
 import pytest
 
 import mxrt
+from mxrt import codes
 from mxrt.checks import all_cases
 from mxrt.checks import gpu as gpu_checks
+from mxrt.ops import kernels, layout_kernels, moe_kernels
 from mxrt.ops import layouts as layout_ops
 from mxrt.ops import moe as moe_ops
-from mxrt.runtime import specs
 
 
 class FakeDeviceArray:
@@ -27,8 +28,8 @@ class FakeDeviceArray:
 def test_ops_register_and_dispatch() -> None:
     assert {"preshuffle_scales", "unshuffle_scales", "moe_align_block_size"} <= set(mxrt.GPU_OPS)
     for op in ("preshuffle_scales", "unshuffle_scales", "moe_align_block_size"):
-        assert specs.op_supports(op, "gfx942") and specs.op_supports(op, "sm_90a")
-    assert {s.symbol for s in specs.ALL_SPECS} >= {
+        assert kernels.op_supports(op, "gfx942") and kernels.op_supports(op, "sm_90a")
+    assert {s.symbol for s in kernels.ALL_SPECS} >= {
         "preshuffle_scales",
         "unshuffle_scales",
         "moe_align_block_size",
@@ -36,9 +37,9 @@ def test_ops_register_and_dispatch() -> None:
         "moe_align_block_size_scan",
         "moe_align_block_size_scatter",
     }
-    wide = {dict(d)["LAYOUT"] for d in specs.PRESHUFFLE_SCALES.variants if dict(d)["WIDE"]}
-    assert wide == {specs.PRESHUFFLE_LAYOUT_CODES["turbo16x4"]}
-    assert set(specs.PRESHUFFLE_LAYOUT_CODES) == set(mxrt.SCALE_LAYOUTS)
+    wide = {dict(d)["LAYOUT"] for d in layout_kernels.PRESHUFFLE_SCALES.variants if dict(d)["WIDE"]}
+    assert wide == {codes.SCALE_LAYOUT_CODES["turbo16x4"]}
+    assert set(codes.SCALE_LAYOUT_CODES) - {None} == set(mxrt.SCALE_LAYOUTS)
 
 
 def test_auto_stays_on_numpy_without_a_device(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -63,13 +64,13 @@ def test_moe_plan(numel: int, num_experts: int) -> None:
     small = numel <= moe_ops.SMALL_NUMEL and num_experts <= moe_ops.SMALL_MAX_EXPERTS
     assert p.small == small
     for cfg in p.configs:
-        assert cfg.block == (specs.MOE_THREADS, 1, 1)
-        assert cfg.shared_mem + 2 * specs.MOE_THREADS * 4 <= 48 * 1024  # CUDA's default dynamic limit
+        assert cfg.block == (moe_kernels.MOE_THREADS, 1, 1)
+        assert cfg.shared_mem + 2 * moe_kernels.MOE_THREADS * 4 <= 48 * 1024  # CUDA's default dynamic limit
         cfg.check("moe_align_block_size")
     if small:
         assert p.configs[0].grid == (1, 1, 1) and p.configs[0].shared_mem == (3 * num_experts + 1) * 4
         return
-    assert 1 <= p.num_ctas <= moe_ops.MAX_CTAS and p.chunk % specs.MOE_THREADS == 0
+    assert 1 <= p.num_ctas <= moe_ops.MAX_CTAS and p.chunk % moe_kernels.MOE_THREADS == 0
     assert p.num_ctas * p.chunk >= numel and (p.num_ctas - 1) * p.chunk < max(numel, 1)
     assert numel + p.chunk < 2**32  # the kernels' u32 chunk bounds
     assert p.num_ctas * num_experts <= moe_ops.MAX_HIST_WORDS

@@ -444,9 +444,8 @@ FNS = [
     Fn("dequantize_mx", mxrt.dequantize_mx, dict(q=Q, dtype=np.float32), dict(q="mxarray", dtype="dtype")),
     Fn("dequantize_mx", mxrt.dequantize_mx, dict(q=Q4, dtype="bfloat16"), dict(q="mxarray")),
     Fn("dequantize_mx", lambda q: q.dequantize(), dict(q=Q), dict(q="mxarray"), skip=METHOD),
-    # codes reads data only: a scale layout's name is checked by the ops that read the scales (layouts layer)
-    Fn("MXArray.codes", _codes, dict(q=Q4), dict(q="mxarray"), skip=(*METHOD, "scale_layout_unknown")),
-    Fn("MXArray.codes", _codes, dict(q=Q), dict(q="mxarray"), skip=(*METHOD, "scale_layout_unknown")),
+    Fn("MXArray.codes", _codes, dict(q=Q4), dict(q="mxarray"), skip=METHOD),
+    Fn("MXArray.codes", _codes, dict(q=Q), dict(q="mxarray"), skip=METHOD),
     Fn("convert", mxrt.convert, dict(x=X, kind="numpy"), dict(x="array", kind="name")),
     # scale_shape reads the geometry fields only (shape, axis, block_size)
     Fn("MXArray.scale_shape", _scale_shape, dict(q=Q), dict(q="mxarray"), skip=(*METHOD, *NOT_GEOMETRY)),

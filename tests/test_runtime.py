@@ -13,7 +13,8 @@ import pytest
 
 import mxrt
 from mxrt.errors import UnsupportedArchError
-from mxrt.runtime import source, specs
+from mxrt.ops import kernels, quant_kernels
+from mxrt.runtime import kernel_spec, source
 from mxrt.runtime.arch import normalize_target
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -28,11 +29,11 @@ def test_every_extern_c_kernel_has_exactly_one_spec() -> None:
             found.append((sym, path.relative_to(KERNELS).as_posix()))
     assert found, 'no extern "C" kernels found'
     for sym, rel in found:
-        owners = [s for s in specs.ALL_SPECS if s.symbol == sym]
+        owners = [s for s in kernels.ALL_SPECS if s.symbol == sym]
         assert len(owners) == 1, f"{sym} ({rel}) has {len(owners)} specs"
         assert owners[0].file == rel
         assert Path(rel).stem == sym or sym.startswith(Path(rel).stem), "symbol should equal the file stem"
-    assert sorted(s.symbol for s in specs.ALL_SPECS) == sorted(sym for sym, _ in found)
+    assert sorted(s.symbol for s in kernels.ALL_SPECS) == sorted(sym for sym, _ in found)
 
 
 @pytest.mark.parametrize("path", KERNEL_FILES, ids=lambda p: p.name)
@@ -40,7 +41,7 @@ def test_kernel_header_states_the_launch_contract(path: Path) -> None:
     head = path.read_text().splitlines()[:16]
     for key in ("// kernel", "// computes", "// args", "// grid", "// defines", "// requires"):
         assert any(line.startswith(key) for line in head), f"{path.name}: header line {key!r} missing"
-    spec = next(s for s in specs.ALL_SPECS if s.file == path.relative_to(KERNELS).as_posix())
+    spec = next(s for s in kernels.ALL_SPECS if s.file == path.relative_to(KERNELS).as_posix())
     text = path.read_text()
     for name in spec.required:
         assert name in text, f"{path.name}: define {name} of the spec is not mentioned in the source"
@@ -49,7 +50,7 @@ def test_kernel_header_states_the_launch_contract(path: Path) -> None:
 
 
 def test_inlined_source_is_self_contained_and_stamped() -> None:
-    for spec in specs.ALL_SPECS:
+    for spec in kernels.ALL_SPECS:
         text = source.stamped_source(spec.file, "gfx950")
         first = text.splitlines()[0]
         assert re.fullmatch(rf"// mxrt {mxrt.__version__} sha256:[0-9a-f]{{16}} target gfx950 file {spec.file}", first)
@@ -66,11 +67,11 @@ def test_stamp_changes_with_header_text(tmp_path: Path, monkeypatch: pytest.Monk
     monkeypatch.setenv("MXRT_KERNELS_SRC", str(copy))
     source.inlined_source.cache_clear()
     try:
-        before = source.stamped_source(specs.QUANTIZE_MX_ROWWISE.file, "sm_90a").splitlines()[0]
+        before = source.stamped_source(quant_kernels.QUANTIZE_MX_ROWWISE.file, "sm_90a").splitlines()[0]
         with open(copy / "common" / "mx_codecs.h", "a") as fh:
             fh.write("\n// edited\n")
         source.inlined_source.cache_clear()
-        after = source.stamped_source(specs.QUANTIZE_MX_ROWWISE.file, "sm_90a").splitlines()[0]
+        after = source.stamped_source(quant_kernels.QUANTIZE_MX_ROWWISE.file, "sm_90a").splitlines()[0]
     finally:
         source.inlined_source.cache_clear()
     assert before != after
@@ -107,22 +108,21 @@ def test_normalize_target_rejects(bad: str) -> None:
         normalize_target(bad)
 
 
-def test_dispatch_tables(monkeypatch: pytest.MonkeyPatch) -> None:
-    for op, table in specs.DISPATCH.items():
+def test_dispatch_tables() -> None:
+    for op, table in kernels.DISPATCH.items():
         assert "generic" in table, f"{op}: the generic path must exist (any CUDA or ROCm GPU)"
-        for target in specs.KNOWN_TARGETS:
-            assert specs.select(op, target).supports(target)
-    table = {"only_gfx950": {"gfx950": specs.QUANTIZE_MX_DUAL}}
-    monkeypatch.setattr(specs, "DISPATCH", table)
-    assert specs.select("only_gfx950", "gfx950") is specs.QUANTIZE_MX_DUAL
-    assert not specs.op_supports("only_gfx950", "sm_90a")
+        for target in kernel_spec.KNOWN_TARGETS:
+            assert kernels.select(op, target).supports(target)
+    table = {"only_gfx950": {"gfx950": quant_kernels.QUANTIZE_MX_DUAL}}
+    assert kernel_spec.select(table, "only_gfx950", "gfx950") is quant_kernels.QUANTIZE_MX_DUAL
+    assert not kernel_spec.supports(table, "only_gfx950", "sm_90a")
     with pytest.raises(UnsupportedArchError, match=r"supported targets: \['gfx950'\]"):
-        specs.select("only_gfx950", "sm_90a")
+        kernel_spec.select(table, "only_gfx950", "sm_90a")
 
 
 def test_defines_must_match_the_header() -> None:
     with pytest.raises(UnsupportedArchError, match="missing"):
-        specs.QUANTIZE_MX_ROWWISE.check_defines(specs.defines(FMT=0))
+        quant_kernels.QUANTIZE_MX_ROWWISE.check_defines(kernel_spec.defines(FMT=0))
 
 
 def test_gpu_ops_register_and_auto_stays_on_numpy_without_a_device(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -145,3 +145,45 @@ def test_runtime_imports_without_cupy() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
+
+
+def test_runtime_imports_nothing_from_ops() -> None:
+    """runtime/ is generic machinery: the op families' specs live in mxrt/ops/*_kernels.py."""
+    import ast
+
+    for path in (ROOT / "mxrt" / "runtime").glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                base = "." * node.level + (f"{node.module}." if node.module else "")
+                names = [base + a.name for a in node.names]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            else:
+                continue
+            for name in names:
+                assert not re.match(r"(\.\.|mxrt\.)(ops)\b", name), f"{path.name} imports {name}"
+
+
+def test_debug_hook_records_launches_nests_and_validates() -> None:
+    from mxrt.runtime import LaunchConfig, debug, launch
+    from mxrt.runtime.alloc import current_debug
+
+    calls = []
+
+    def kernel(grid, block, args, shared_mem=0):
+        calls.append(grid)
+
+    cfg = LaunchConfig((2, 1, 1), (64, 1, 1))
+    launch("op", kernel, cfg, ())  # no session: nothing recorded, no synchronisation
+    with debug(poison=0xA5) as outer:
+        launch("op", kernel, cfg, ())
+        with debug() as inner:  # e.g. around a CUDA-graph capture: no poison, no sync
+            assert current_debug() is inner and inner.poison is None and not inner.sync_after_launch
+            launch("op2", kernel, cfg, ())
+        assert current_debug() is outer
+    assert current_debug() is None and len(calls) == 3
+    assert [x[0] for x in outer.launches] == ["op"] and [x[0] for x in inner.launches] == ["op2"]
+    assert outer.launches[0][2:] == ((2, 1, 1), (64, 1, 1))
+    for bad in (256, -1, True, 1.0):
+        with pytest.raises(mxrt.DtypeError, match="poison"), debug(poison=bad):
+            pass

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from _hostcc import build_host_lib, host_compiler
 
+from mxrt.codes import SCALE_LAYOUT_CODES
 from mxrt.layouts import SCALE_LAYOUTS, scale_index, scale_layout_shape
-from mxrt.runtime.specs import PRESHUFFLE_LAYOUT_CODES
 
 ROOT = Path(__file__).resolve().parents[1]
 SHAPES = [(1, 1), (7, 3), (255, 9), (256, 8), (1000, 57), (300, 130)]
@@ -39,7 +39,7 @@ def test_device_maps_match_scale_index(lib, layout: str, shape: tuple[int, int])
     r, c = (a.ravel().astype(np.uint32) for a in np.indices((sm, sn)))
     o, r2, c2 = (np.empty(r.size, np.uint32) for _ in range(3))
     lib.host_scale_maps(
-        ctypes.c_int(PRESHUFFLE_LAYOUT_CODES[layout]),
+        ctypes.c_int(SCALE_LAYOUT_CODES[layout]),
         *(_ptr(a) for a in (r, c, o, r2, c2)),
         ctypes.c_long(r.size),
         ctypes.c_uint(sm),

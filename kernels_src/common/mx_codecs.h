@@ -8,31 +8,11 @@
 //     exactly, and the element code is read off that pair with one integer round-to-nearest-even.
 #pragma once
 #include "prelude.h"
-
-// Element formats: FMT values, mirrored by mxrt/runtime/specs.py (FMT_CODES).
-#define MXRT_FMT_E4M3 0
-#define MXRT_FMT_E5M2 1
-#define MXRT_FMT_E2M3 2
-#define MXRT_FMT_E3M2 3
-#define MXRT_FMT_E2M1 4
-
-// Scale rules: the kernels' run-time `scale_mode` argument, mirrored by mxrt/runtime/specs.py (SCALE_MODE_CODES).
-// A run-time value, not a define: it is read once per block, and it divides the number of builds by four.
-#define MXRT_SCALE_FLOOR 0
-#define MXRT_SCALE_CEIL 1
-#define MXRT_SCALE_EVEN 2
-#define MXRT_SCALE_RCEIL 3
-
-// Run-time `flags` bits of the quant kernels: the Python launcher checked 16-byte alignment of the input rows
-// (VEC_IN), of the rowwise code rows (VEC_OUT) and of the colwise code rows (VEC_OUT_COL).
-#define MXRT_FLAG_VEC_IN 1
-#define MXRT_FLAG_VEC_OUT 2
-#define MXRT_FLAG_VEC_OUT_COL 4
-
-// Input dtypes: IN_DTYPE values, mirrored by mxrt/runtime/specs.py (IN_DTYPE_CODES).
-#define MXRT_IN_F32 0
-#define MXRT_IN_BF16 1
-#define MXRT_IN_F16 2
+// Every code a kernel receives (MXRT_FMT_*, MXRT_SCALE_* scale rules, MXRT_IN_*, MXRT_OUT_*, MXRT_SCALE_LAYOUT_*,
+// MXRT_FLAG_*, ...), generated from mxrt/codes.py. The scale rule is a run-time value, not a define: it is read
+// once per block, and it divides the number of builds by four. The flags bits say the Python launcher checked
+// 16-byte alignment of the input rows (VEC_IN), of the rowwise code rows (VEC_OUT), of the colwise ones (VEC_OUT_COL).
+#include "mx_codes.h"
 
 // One struct per element format. MAX_MANT * 2^(EMAX - MBITS) is the largest finite value.
 //                                   bits  MBITS BIAS EMAX MAX_CODE SIGN_BIT NAN_CODE MAX_MANT LOG2_MAX_MANT

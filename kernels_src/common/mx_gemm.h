@@ -11,10 +11,7 @@
 #pragma once
 #include "mx_codecs.h"
 
-// Output dtypes (define OUT_DTYPE), mirrored by mxrt/runtime/specs.py (GEMM_OUT_DTYPE_CODES).
-#define MXRT_OUT_F32 0
-#define MXRT_OUT_BF16 1
-#define MXRT_OUT_F16 2
+// Output dtypes (define OUT_DTYPE): MXRT_OUT_* of mx_codes.h (mxrt/codes.py GEMM_OUT_DTYPE_CODES).
 
 MXRT_DEVICE float mxrt_f32_from_bits(u32 b) { return __builtin_bit_cast(float, b); }
 MXRT_DEVICE u32 mxrt_bits_from_f32(float f) { return __builtin_bit_cast(u32, f); }

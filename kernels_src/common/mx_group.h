@@ -4,8 +4,9 @@
 #pragma once
 #include "mx_block.h"
 
-// Most groups a launch may have (the offsets live in static shared memory). Mirrored by mxrt/ops/grouped.py.
-#define MXG_MAX_GROUPS 1024
+// Most groups a launch may have (the offsets live in static shared memory): MXRT_MAX_GROUPS of mx_codes.h
+// (mxrt/codes.py GROUPED_MAX_GROUPS, which mxrt/ops/grouped.py checks).
+#define MXG_MAX_GROUPS MXRT_MAX_GROUPS
 // Scale byte of a block holding only padding (Primus-Turbo grouped convention, MX_REFERENCE.md 2.3).
 #define MXG_PAD_SCALE 127u
 

@@ -3,7 +3,7 @@
 // twin is mxrt.layouts.preshuffle_scales). The storage is the padded matrix (sm, sn) = scale_layout_shape,
 // sm * sn bytes; every padding byte is written by the kernel (127 = scale 1.0), so the buffer is fully defined.
 //
-//   layout (SCALE_LAYOUT)  pads to    offset of S[r, c]
+//   layout (MXRT_SCALE_LAYOUT_*)  pads to    offset of S[r, c]
 //   0 none                 -          r * cols + c
 //   1 aiter32x8            256 x 8    (r/32)*(sn/8)*256 + (c/8)*256 + (c%4)*64 + (r%16)*4 + ((c/4)%2)*2 + (r/16)%2
 //   2 turbo16x4            16 x 4     (r/16)*16*sn + (c/4)*64 + (c%4)*16 + r%16
@@ -11,12 +11,9 @@
 //   4 deepgemm_ue8m0       4 x 4      4*((c/4)*sm + r) + c%4  (int32 words, 4 scales along c each, MN-major)
 #pragma once
 #include "prelude.h"
+// the layout codes MXRT_SCALE_LAYOUT_* (mxrt/codes.py SCALE_LAYOUT_CODES)
+#include "mx_codes.h"
 
-#define MXRT_SCALE_LAYOUT_NONE 0
-#define MXRT_SCALE_LAYOUT_AITER32X8 1
-#define MXRT_SCALE_LAYOUT_TURBO16X4 2
-#define MXRT_SCALE_LAYOUT_CUBLAS128X4 3
-#define MXRT_SCALE_LAYOUT_DEEPGEMM_UE8M0 4
 #define MXRT_SCALE_PAD 127u
 
 template <int L> struct MxrtScaleTile;

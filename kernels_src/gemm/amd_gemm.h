@@ -24,22 +24,13 @@
 #define MXRT_GEMM_THREADS 256
 #define MXRT_GEMM_LDS_PAD 16
 
-// Run-time `mode` argument (mxrt/ops/gemm_amd.py MODE_*).
-#define MXRT_GEMM_MODE_STORE 0      // out = acc
-#define MXRT_GEMM_MODE_WORKSPACE 1  // ws[split] = acc, the last CTA of a tile sums ws[0..split_k) in order
-#define MXRT_GEMM_MODE_ATOMIC 2     // out += acc (fp32 atomics; packed bf16x2 / f16x2 for 16-bit outputs)
-
-// Run-time `out_dtype` argument (mxrt/ops/gemm_amd.py OUT_CODES): the MXRT_OUT_* codes of mx_gemm.h.
-
-// Run-time scale layout codes `a_layout` / `b_layout` (mxrt/ops/gemm_amd.py SCALE_LAYOUT_CODES).
-#define MXRT_GEMM_SL_ROWMAJOR 0  // [rows, kb] bytes
-#define MXRT_GEMM_SL_AITER32X8 1 // mxrt.layouts "aiter32x8" bytes
-#define MXRT_GEMM_SL_TURBO16X4 2 // "turbo16x4" bytes
-#define MXRT_GEMM_SL_TURBO16X4_U32 3  // "turbo16x4" zero-extended to uint32 (dtype=np.uint32)
-
-// Run-time `flags` bits: 16-byte aligned rows (base and row pitch) of A / B codes (the Python side checks).
-#define MXRT_GEMM_FLAG_VEC_A 1
-#define MXRT_GEMM_FLAG_VEC_B 2
+// Run-time codes, all from mx_codes.h (mxrt/codes.py):
+//   mode                  MXRT_GEMM_MODE_STORE (out = acc), _WORKSPACE (ws[split] = acc, the last CTA of a tile sums
+//                         ws[0..split_k) in order), _ATOMIC (out += acc: fp32 atomics; packed bf16x2 / f16x2)
+//   out_dtype             MXRT_OUT_*
+//   a_layout / b_layout   MXRT_SCALE_LAYOUT_NONE ([rows, kb] bytes), _AITER32X8, _TURBO16X4 (bytes), _TURBO16X4_U32
+//                         (turbo16x4 zero-extended to uint32, dtype=np.uint32)
+//   flags                 MXRT_GEMM_FLAG_VEC_A / _VEC_B: 16-byte aligned rows (base and pitch) of A / B codes
 
 #if defined(MXRT_HOST_SIMT)
 typedef int mxrt_v8i __attribute__((vector_size(32)));
@@ -139,11 +130,11 @@ struct MxrtScaleAddr {
 
 MXRT_DEVICE MxrtScaleAddr mxrt_gemm_scale_addr(i32 layout, u32 kb_total) {
   MxrtScaleAddr a;
-  if (layout == MXRT_GEMM_SL_AITER32X8) {
+  if (layout == MXRT_SCALE_LAYOUT_AITER32X8) {
     const u32 sn = (kb_total + 7u) / 8u * 8u;
     a = {(sn / 8u) * 256u, 1u, 4u, 256u, 2u, 64u};
-  } else if (layout == MXRT_GEMM_SL_TURBO16X4 || layout == MXRT_GEMM_SL_TURBO16X4_U32) {
-    const u32 sn = (kb_total + 3u) / 4u * 4u, w = layout == MXRT_GEMM_SL_TURBO16X4_U32 ? 4u : 1u;
+  } else if (layout == MXRT_SCALE_LAYOUT_TURBO16X4 || layout == MXRT_SCALE_LAYOUT_TURBO16X4_U32) {
+    const u32 sn = (kb_total + 3u) / 4u * 4u, w = layout == MXRT_SCALE_LAYOUT_TURBO16X4_U32 ? 4u : 1u;
     a = {32u * sn * w, 16u * sn * w, w, 128u * w, 64u * w, 16u * w};
   } else {
     a = {32u * kb_total, 16u * kb_total, kb_total, 8u, 4u, 1u};

@@ -4,7 +4,7 @@
 // args     const u8* q4 [rows,ceil(k/2)] (packed, even j in the low nibble) | u8* q8 [rows,kp] | int rows, int k,
 //          int kp
 // grid     (min(ceil(rows*kp/16/THREADS), 65535),1,1)   block (THREADS,1,1)   smem 0   (grid-stride loop)
-// defines  THREADS                                                                set by mxrt/ops/gemm_sm90.py
+// defines  THREADS                                  set by mxrt/ops/gemm_sm90.py (specs: mxrt/ops/gemm_sm90_kernels.py)
 // requires kp % 16 == 0, kp >= k, q8 16-byte aligned, rows*kp < 2^35 (u32 chunk index) checked by gemm_sm90.py
 #include "../common/mx_warp.h"
 

@@ -6,11 +6,12 @@
 //          (split_k == 1) out [m,n] of OUT_DTYPE. ATOMIC=1: atomic adds into out [m,n] (fp32 atomicAdd, packed
 //          bf16x2 / f16x2 atomics), which the op zeroes first.
 // args     const u8* a [m, row bytes] | const u8* sa (scale storage of layout la) | const u8* b [n, row bytes] |
-//          const u8* sb (layout lb) | void* out | u32 m, u32 n, u32 k, u32 split_k | u32 la, u32 lb (layout codes,
-//          scale_layouts.h) | u32 sa_shift, u32 sb_shift (log2 bytes per stored scale: 0, or 2 for uint32 turbo16x4)
-//          | u32 flags (1: a rows 16-byte aligned, 2: b rows 16-byte aligned)
+//          const u8* sb (layout lb) | void* out | u32 m, u32 n, u32 k, u32 split_k | u32 la, u32 lb (layout codes
+//          MXRT_SCALE_LAYOUT_NONE .. _DEEPGEMM_UE8M0) | u32 sa_shift, u32 sb_shift (log2 bytes per stored scale: 0, or
+//          2 for uint32 turbo16x4) | u32 flags (MXRT_GEMM_FLAG_VEC_A / _VEC_B: a / b rows 16-byte aligned)
 // grid     (ceil(n/64), ceil(m/128), split_k)   block (THREADS,1,1)   smem 24.8 KB static
-// defines  THREADS, FMT_A, FMT_B, OUT_DTYPE, ATOMIC                              set by mxrt/ops/gemm_generic.py
+// defines  THREADS, FMT_A, FMT_B (MXRT_FMT_*), OUT_DTYPE (MXRT_OUT_*), ATOMIC       set by mxrt/ops/gemm_generic.py
+//          (variants: mxrt/ops/gemm_kernels.py; every code from mx_codes.h)
 // requires THREADS == 256; ceil(m/128), split_k <= 65535; scale storage offsets < 2^32; ATOMIC with a 16-bit
 //          OUT_DTYPE: out 4-byte aligned and m*n even (every packed word inside out)  checked by gemm_generic.py
 #include "../common/mx_gemm.h"
@@ -25,8 +26,6 @@ MXRT_STATIC_ASSERT(OUT_DTYPE >= 0 && OUT_DTYPE <= 2, "OUT_DTYPE: MXRT_OUT_F32, _
 #define BM 128  // rows of A per tile: thread (ty, tx) owns rows 8*ty + i, i < 8
 #define BN 64   // rows of B (columns of out) per tile: columns 2*tx + (j & 1) + 32*(j >> 1), j < 4
 #define BK 32   // one E8M0 scale block per K step
-#define FLAG_VEC_A 1u
-#define FLAG_VEC_B 2u
 
 struct __attribute__((aligned(16))) gemm_f4 { float x, y, z, w; };
 struct __attribute__((aligned(8))) gemm_f2 { float x, y; };
@@ -143,7 +142,7 @@ extern "C" __global__ void __launch_bounds__(THREADS)
   ld.a_row = m0 + ar < m ? a + (u64)(m0 + ar) * a_row_bytes : nullptr;
   ld.b_row = n0 + br < n ? b + (u64)(n0 + br) * b_row_bytes : nullptr;
   ld.a_k = 16u * ah, ld.b_k = 8u * bq, ld.kbt = kbt, ld.k = k;
-  ld.vec_a = (flags & FLAG_VEC_A) != 0, ld.vec_b = (flags & FLAG_VEC_B) != 0;
+  ld.vec_a = (flags & MXRT_GEMM_FLAG_VEC_A) != 0, ld.vec_b = (flags & MXRT_GEMM_FLAG_VEC_B) != 0;
   const bool a_scaler = tid < BM;
   ld.s_ptr = a_scaler ? sa : sb, ld.s_code = a_scaler ? la : lb, ld.s_shift = a_scaler ? sa_shift : sb_shift;
   ld.s_row = a_scaler ? m0 + tid : n0 + tid - BM, ld.s_rows = a_scaler ? m : n;

@@ -3,10 +3,12 @@
 //          v_mfma_f32_16x16x32_{fp8,bf8}_{fp8,bf8}: one MFMA covers exactly one 32-wide scale block, so each
 //          block's partial product starts from zero and is promoted: acc += partial * 2^(sa-127) * 2^(sb-127)
 // args     const u8* a [m,k|ceil(k/2)] | const u8* b [n,k|ceil(k/2)] | const u8* sa | const u8* sb (scale layouts:
-//          a_layout / b_layout, amd_gemm.h MXRT_GEMM_SL_*) | void* out [m,n] out_dtype | float* ws [split_k,m,n] |
-//          u32* counters [tiles] | int m, n, k, split_k, a_layout, b_layout, out_dtype, mode, flags
+//          a_layout / b_layout, mx_codes.h MXRT_SCALE_LAYOUT_*) | void* out [m,n] out_dtype | float* ws [split_k,m,n] |
+//          u32* counters [tiles] | int m, n, k, split_k, a_layout, b_layout, out_dtype (MXRT_OUT_*), mode
+//          (MXRT_GEMM_MODE_*), flags (MXRT_GEMM_FLAG_VEC_A / _VEC_B); every code from mx_codes.h
 // grid     (ceil(n/128), ceil(m/128), split_k)   block (256,1,1)   smem 0 (static LDS: 45,060 B)
-// defines  A_FMT, B_FMT (mx_codecs.h MXRT_FMT_*), EDGE (0: interior-only shapes), THREADS = 256   (gemm_amd.py)
+// defines  A_FMT, B_FMT (MXRT_FMT_*), EDGE (0: interior-only shapes), THREADS = 256   set by mxrt/ops/gemm_amd.py
+//          (variants: mxrt/ops/gemm_amd_kernels.py)
 // requires gfx942; m, n, k >= 1; split_k <= ceil(k/32); flags VEC_* only for 16-byte aligned code rows;
 //          MODE_ATOMIC on 16-bit outputs: n even, out 4-byte aligned (checked by the Python side)
 //

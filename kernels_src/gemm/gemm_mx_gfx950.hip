@@ -2,10 +2,12 @@
 // computes out[i,j] = sum_k dequant(a)[i,k] * dequant(b)[j,k] (NT MX GEMM, one E8M0 scale per 32 along K) with
 //          v_mfma_scale_f32_16x16x128_f8f6f4: the instruction applies both per-32 scales itself
 // args     const u8* a [m,k|ceil(k/2)] | const u8* b [n,k|ceil(k/2)] | const u8* sa | const u8* sb (scale layouts:
-//          a_layout / b_layout, amd_gemm.h MXRT_GEMM_SL_*) | void* out [m,n] out_dtype | float* ws [split_k,m,n] |
-//          u32* counters [tiles] | int m, n, k, split_k, a_layout, b_layout, out_dtype, mode, flags
+//          a_layout / b_layout, mx_codes.h MXRT_SCALE_LAYOUT_*) | void* out [m,n] out_dtype | float* ws [split_k,m,n] |
+//          u32* counters [tiles] | int m, n, k, split_k, a_layout, b_layout, out_dtype (MXRT_OUT_*), mode
+//          (MXRT_GEMM_MODE_*), flags (MXRT_GEMM_FLAG_VEC_A / _VEC_B); every code from mx_codes.h
 // grid     (ceil(n/128), ceil(m/128), split_k)   block (256,1,1)   smem 0 (static LDS: 73,732 B; 40,964 for e2m1 x e2m1)
-// defines  A_FMT, B_FMT (mx_codecs.h MXRT_FMT_*), EDGE (0: interior-only shapes), THREADS = 256   (gemm_amd.py)
+// defines  A_FMT, B_FMT (MXRT_FMT_*), EDGE (0: interior-only shapes), THREADS = 256   set by mxrt/ops/gemm_amd.py
+//          (variants: mxrt/ops/gemm_amd_kernels.py)
 // requires gfx950; m, n, k >= 1; split_k <= ceil(k/32); flags VEC_* only for 16-byte aligned code rows;
 //          MODE_ATOMIC on 16-bit outputs: n even, out 4-byte aligned (checked by the Python side)
 //
@@ -168,8 +170,8 @@ extern "C" __global__ void __launch_bounds__(THREADS) gemm_mx_gfx950(const u8* a
                           (flags & MXRT_GEMM_FLAG_VEC_B) != 0, B4, mxrt_gemm_scale_addr(b_layout, kb_total)};
   const u32 tid = MXRT_TID_X, wave = tid / 64u, lane = mxrt_lane();
   const u32 wm = wave / 2u, wn = wave % 2u;  // wave tile rows [64 wm, +64) of A, [64 wn, +64) of B
-  const bool fast_a = a_layout == MXRT_GEMM_SL_AITER32X8 && t.kb0 % 4u == 0u;
-  const bool fast_b = b_layout == MXRT_GEMM_SL_AITER32X8 && t.kb0 % 4u == 0u;
+  const bool fast_a = a_layout == MXRT_SCALE_LAYOUT_AITER32X8 && t.kb0 % 4u == 0u;
+  const bool fast_b = b_layout == MXRT_SCALE_LAYOUT_AITER32X8 && t.kb0 % 4u == 0u;
   const u32 steps = (t.k1 - t.k0 + MXRT_GEMM_KSTEP - 1u) / MXRT_GEMM_KSTEP;
 
   mxrt_v4f acc[4][4];

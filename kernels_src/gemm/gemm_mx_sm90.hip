@@ -9,8 +9,9 @@
 // grid     (ceil(m/BM) * ceil(n/BN),1,split_k)   block (THREADS,1,1) = 128 per consumer warpgroup (no producer)
 //          smem STAGES * (BM*128 + BN*128 + 16*BM + 16*(BN/4+4)) + 16*STAGES + 1024 bytes (dynamic); BM 256: 2 warp-
 //          groups x 2 m64 row halves sharing the B factors; BM 64/128/192: 1/2/3 x 64 rows; BN 256: 2 column halves
-// defines  A_FMT, B_FMT (0 e4m3, 1 e5m2), OUT_DTYPE (0 f32, 1 bf16, 2 f16), ATOMIC, BM, BN, STAGES, DBUF (1: two
+// defines  A_FMT, B_FMT (MXRT_FMT_E4M3 or _E5M2), OUT_DTYPE (MXRT_OUT_*), ATOMIC, BM, BN, STAGES, DBUF (1: two
 //          partials in flight per warpgroup), DIAG (0; 1, 2: inexact timing diagnostics)   set by mxrt/ops/gemm_sm90.py
+//          (variants and tile constants: mxrt/ops/gemm_sm90_kernels.py)
 // requires sm_90a; k % 16 == 0, code bases 16-byte aligned (TMA); m, n, ceil(k/32) * max(m, n) < 2^31; 1 <= split_k
 //          <= min(65535, ceil(k/32)); ATOMIC, 16-bit out: out 4-byte aligned, m*n even   checked by gemm_sm90.py
 #include "../common/mx_gemm.h"
@@ -29,9 +30,12 @@ MXRT_STATIC_ASSERT(DIAG >= 0 && DIAG <= 2, "DIAG: 0 exact; 1, 2 timing diagnosti
 MXRT_STATIC_ASSERT(STAGES * (BM * 128 + BN * 128 + 4 * BM * 4 + 4 * 4 * (BN / 4 + 4) * 4) + 16 * STAGES + 1024 <=
                        232448,
                    "STAGES x stage bytes beyond the 227 KB of shared memory of a block");
-MXRT_STATIC_ASSERT(A_FMT == 0 || A_FMT == 1, "A_FMT: 0 (e4m3) or 1 (e5m2); e2m1 is expanded to e4m3 first");
-MXRT_STATIC_ASSERT(B_FMT == 0 || B_FMT == 1, "B_FMT: 0 (e4m3) or 1 (e5m2); e2m1 is expanded to e4m3 first");
-MXRT_STATIC_ASSERT(OUT_DTYPE >= 0 && OUT_DTYPE <= 2, "OUT_DTYPE: 0 f32, 1 bf16, 2 f16");
+MXRT_STATIC_ASSERT(A_FMT == MXRT_FMT_E4M3 || A_FMT == MXRT_FMT_E5M2,
+                   "A_FMT: e4m3 or e5m2; e2m1 is expanded to e4m3 first");
+MXRT_STATIC_ASSERT(B_FMT == MXRT_FMT_E4M3 || B_FMT == MXRT_FMT_E5M2,
+                   "B_FMT: e4m3 or e5m2; e2m1 is expanded to e4m3 first");
+MXRT_STATIC_ASSERT(OUT_DTYPE == MXRT_OUT_F32 || OUT_DTYPE == MXRT_OUT_BF16 || OUT_DTYPE == MXRT_OUT_F16,
+                   "OUT_DTYPE: MXRT_OUT_F32, _BF16 or _F16");
 MXRT_STATIC_ASSERT(STAGES >= 3 && STAGES <= 6, "STAGES: 3..6 (stage kt + STAGES - 2 is filled in iteration kt)");
 
 #if defined(MXRT_CUDA)
@@ -49,12 +53,12 @@ MXRT_STATIC_ASSERT(STAGES >= 3 && STAGES <= 6, "STAGES: 3..6 (stage kt + STAGES 
 #define TILE_B (BN * BK)    // 16 or 32 KB
 #define GROUP_M 8       // tile rasterization: 8 row tiles sweep the column tiles together (L2 reuse of B)
 
-#if A_FMT == 0
+#if A_FMT == MXRT_FMT_E4M3
 #define WG_ATYPE "e4m3"
 #else
 #define WG_ATYPE "e5m2"
 #endif
-#if B_FMT == 0
+#if B_FMT == MXRT_FMT_E4M3
 #define WG_BTYPE "e4m3"
 #else
 #define WG_BTYPE "e5m2"
@@ -178,7 +182,7 @@ MXRT_DEVICE void promote_regs(float (&acc)[64], float (&p)[64], float fa0, float
 }
 
 MXRT_DEVICE void store_pair(void* out, u64 idx, float v0, float v1, bool pair, bool second) {
-#if ATOMIC && OUT_DTYPE == 0
+#if ATOMIC && OUT_DTYPE == MXRT_OUT_F32
   float* o = reinterpret_cast<float*>(out) + idx;
   mxrt_atomic_add_f32(o, v0);
   if (second) mxrt_atomic_add_f32(o + 1, v1);
@@ -192,7 +196,7 @@ MXRT_DEVICE void store_pair(void* out, u64 idx, float v0, float v1, bool pair, b
     mxrt_atomic_add_16<OUT_DTYPE>(o, v0);
     if (second) mxrt_atomic_add_16<OUT_DTYPE>(o + 1, v1);
   }
-#elif OUT_DTYPE == 0
+#elif OUT_DTYPE == MXRT_OUT_F32
   float* o = reinterpret_cast<float*>(out) + idx;
   if (pair) {
     f32x2 v;
@@ -207,7 +211,7 @@ MXRT_DEVICE void store_pair(void* out, u64 idx, float v0, float v1, bool pair, b
   u16* o = reinterpret_cast<u16*>(out) + idx;
   if (pair) {
     u32 packed;
-#if OUT_DTYPE == 1
+#if OUT_DTYPE == MXRT_OUT_BF16
     asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(packed) : "f"(v1), "f"(v0));
 #else
     asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(packed) : "f"(v1), "f"(v0));
@@ -215,7 +219,7 @@ MXRT_DEVICE void store_pair(void* out, u64 idx, float v0, float v1, bool pair, b
     *reinterpret_cast<u32*>(o) = packed;
   } else {
     u16 h0, h1;
-#if OUT_DTYPE == 1
+#if OUT_DTYPE == MXRT_OUT_BF16
     asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h0) : "f"(v0));
     asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h1) : "f"(v1));
 #else
@@ -273,7 +277,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
   const void* tb = &tmb;
 #if !ATOMIC
   // deterministic split-K: split z writes slice z of the fp32 workspace [split_k, m, n]
-  out = reinterpret_cast<u8*>(out) + (u64)z * (u32)m * (u32)n * (OUT_DTYPE == 0 ? 4u : 2u);
+  out = reinterpret_cast<u8*>(out) + (u64)z * (u32)m * (u32)n * (OUT_DTYPE == MXRT_OUT_F32 ? 4u : 2u);
 #endif
 
   if (tid == 0) {

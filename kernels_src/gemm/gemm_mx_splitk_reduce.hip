@@ -3,8 +3,8 @@
 //          result is bitwise identical across runs (deterministic split-K); convert = fp32 copy or RNE to bf16/fp16
 // args     const float* ws [split_k, mn] | void* out [mn] of OUT_DTYPE | u64 mn | u32 split_k
 // grid     (min(ceil(mn/THREADS), 65535*8),1,1)   block (THREADS,1,1)   smem 0   (grid-stride loop)
-// defines  THREADS, OUT_DTYPE                                                    set by mxrt/ops/gemm_generic.py
-// requires split_k >= 1; ws and out hold split_k*mn and mn elements                checked by gemm_generic.py
+// defines  THREADS, OUT_DTYPE (MXRT_OUT_*)            set by mxrt/ops/gemm_splitk.py (specs: mxrt/ops/gemm_kernels.py)
+// requires split_k >= 1; ws and out hold split_k*mn and mn elements                checked by gemm_splitk.py
 #include "../common/mx_gemm.h"
 
 #if !defined(THREADS) || !defined(OUT_DTYPE)

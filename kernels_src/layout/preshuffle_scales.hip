@@ -6,7 +6,8 @@
 //          void* out (u8 [sm*sn]; WIDE: u32 [sm*sn], zero-extended) | int rows, int cols, int sm, int sn |
 //          long long s_row, long long s_col | int pad
 // grid     (ceil(sm*sn/4 / THREADS),1,1)   block (THREADS,1,1)   smem 0
-// defines  LAYOUT (MXRT_SCALE_*), WIDE (0 or 1, turbo16x4 only), THREADS              set by mxrt/ops/layouts.py
+// defines  LAYOUT (MXRT_SCALE_LAYOUT_*, 1..4), WIDE (0 or 1, turbo16x4 only), THREADS
+//                                                 set by mxrt/ops/layouts.py from mxrt/ops/layout_kernels.py
 // requires sm*sn < 2^31; sm, sn multiples of the layout's tile (so sm*sn % 4 == 0); out 16-byte aligned (a fresh
 //          CuPy allocation)                                                            checked by mxrt/ops/layouts.py
 #include "scale_maps.h"
@@ -14,8 +15,10 @@
 #if !defined(LAYOUT) || !defined(WIDE) || !defined(THREADS)
 #error "LAYOUT, WIDE and THREADS must be defined by the launcher"
 #endif
-MXRT_STATIC_ASSERT(LAYOUT >= 0 && LAYOUT <= 3, "LAYOUT: one of MXRT_SCALE_*");
-MXRT_STATIC_ASSERT(WIDE == 0 || LAYOUT == MXRT_SCALE_TURBO16X4, "WIDE: the uint32 form exists for turbo16x4 only");
+MXRT_STATIC_ASSERT(LAYOUT >= MXRT_SCALE_LAYOUT_AITER32X8 && LAYOUT <= MXRT_SCALE_LAYOUT_DEEPGEMM_UE8M0,
+                   "LAYOUT: a preshuffled MXRT_SCALE_LAYOUT_* (1..4)");
+MXRT_STATIC_ASSERT(WIDE == 0 || LAYOUT == MXRT_SCALE_LAYOUT_TURBO16X4,
+                   "WIDE: the uint32 form exists for turbo16x4 only");
 MXRT_STATIC_ASSERT(THREADS % 64 == 0 && THREADS <= 1024, "THREADS: a multiple of the wave size, at most 1024");
 
 MXRT_DEVICE u32 mxrt_padded_scale(const u8* s, u32 r, u32 c, u32 rows, u32 cols, i64 s_row, i64 s_col, u32 pad) {

@@ -6,24 +6,27 @@
 // maps against mxrt.layouts.scale_index.
 #pragma once
 #include "../common/prelude.h"
+#include "../common/mx_codes.h"
 
-#define MXRT_SCALE_AITER32X8 0       // aiter shuffle_scale / e8m0_shuffle, tile 256 x 8
-#define MXRT_SCALE_TURBO16X4 1       // Primus-Turbo preshuffle_scale_16x4, tile 16 x 4
-#define MXRT_SCALE_CUBLAS128X4 2     // cuBLAS / TE / torchao to_blocked, tile 128 x 4
-#define MXRT_SCALE_DEEPGEMM_UE8M0 3  // DeepGEMM packed UE8M0, MN-major int32 storage [sn/4, sm], tile 4 x 4
+// L: a preshuffled layout code of mx_codes.h (mxrt/codes.py SCALE_LAYOUT_CODES), 1..4:
+//   MXRT_SCALE_LAYOUT_AITER32X8        aiter shuffle_scale / e8m0_shuffle, tile 256 x 8
+//   MXRT_SCALE_LAYOUT_TURBO16X4        Primus-Turbo preshuffle_scale_16x4, tile 16 x 4
+//   MXRT_SCALE_LAYOUT_CUBLAS128X4      cuBLAS / TE / torchao to_blocked, tile 128 x 4
+//   MXRT_SCALE_LAYOUT_DEEPGEMM_UE8M0   DeepGEMM packed UE8M0, MN-major int32 storage [sn/4, sm], tile 4 x 4
 
 // Byte offset of S[r, c] in the storage.
 template <int L>
 MXRT_DEVICE u32 mxrt_scale_offset(u32 r, u32 c, u32 sm, u32 sn) {
-  if (L == MXRT_SCALE_AITER32X8) {
+  MXRT_STATIC_ASSERT(L >= MXRT_SCALE_LAYOUT_AITER32X8 && L <= MXRT_SCALE_LAYOUT_DEEPGEMM_UE8M0, "L: layout code 1..4");
+  if (L == MXRT_SCALE_LAYOUT_AITER32X8) {
     // S viewed as [sm/32, 2, 16, sn/8, 2, 4] (i0..i5), permuted (0, 3, 5, 2, 4, 1)
     const u32 i0 = r / 32, i1 = (r / 16) % 2, i2 = r % 16;
     const u32 i3 = c / 8, i4 = (c / 4) % 2, i5 = c % 4;
     return i0 * (sn / 8) * 256 + i3 * 256 + i5 * 64 + i2 * 4 + i4 * 2 + i1;
-  } else if (L == MXRT_SCALE_TURBO16X4) {
+  } else if (L == MXRT_SCALE_LAYOUT_TURBO16X4) {
     // 16 x 4 tiles, each column-major, tiles along K inside a 16-row band
     return (r / 16) * 16 * sn + (c / 4) * 64 + (c % 4) * 16 + r % 16;
-  } else if (L == MXRT_SCALE_CUBLAS128X4) {
+  } else if (L == MXRT_SCALE_LAYOUT_CUBLAS128X4) {
     // 512-byte tiles of 128 x 4, row-block-major; inside a tile (r%32)*16 + ((r%128)/32)*4 + c%4
     return ((r / 128) * (sn / 4) + c / 4) * 512 + (r % 32) * 16 + ((r % 128) / 32) * 4 + c % 4;
   } else {
@@ -35,18 +38,19 @@ MXRT_DEVICE u32 mxrt_scale_offset(u32 r, u32 c, u32 sm, u32 sn) {
 // (r, c) of the scale stored at byte offset o.
 template <int L>
 MXRT_DEVICE void mxrt_scale_coords(u32 o, u32 sm, u32 sn, u32* r, u32* c) {
-  if (L == MXRT_SCALE_AITER32X8) {
+  MXRT_STATIC_ASSERT(L >= MXRT_SCALE_LAYOUT_AITER32X8 && L <= MXRT_SCALE_LAYOUT_DEEPGEMM_UE8M0, "L: layout code 1..4");
+  if (L == MXRT_SCALE_LAYOUT_AITER32X8) {
     const u32 band = (sn / 8) * 256;
     const u32 i0 = o / band, t = o % band;
     const u32 i3 = t / 256, u = t % 256;
     const u32 i5 = u / 64, i2 = (u % 64) / 4, i4 = (u % 4) / 2, i1 = u % 2;
     *r = 32 * i0 + 16 * i1 + i2;
     *c = 8 * i3 + 4 * i4 + i5;
-  } else if (L == MXRT_SCALE_TURBO16X4) {
+  } else if (L == MXRT_SCALE_LAYOUT_TURBO16X4) {
     const u32 rb = o / (16 * sn), t = o % (16 * sn);
     *r = 16 * rb + t % 16;
     *c = 4 * (t / 64) + (t % 64) / 16;
-  } else if (L == MXRT_SCALE_CUBLAS128X4) {
+  } else if (L == MXRT_SCALE_LAYOUT_CUBLAS128X4) {
     const u32 tile = o / 512, w = o % 512;
     *r = 128 * (tile / (sn / 4)) + 32 * ((w % 16) / 4) + w / 16;
     *c = 4 * (tile % (sn / 4)) + w % 4;

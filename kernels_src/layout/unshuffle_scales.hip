@@ -5,15 +5,18 @@
 //          [rows, sn/4], element (r, t) at p + r*p_row + t*p_col bytes) | u8* s [rows, cols] |
 //          int rows, int cols, int sm, int sn | long long p_row, long long p_col (deepgemm_ue8m0 only)
 // grid     (ceil(rows*cols / THREADS),1,1)   block (THREADS,1,1)   smem 0
-// defines  LAYOUT (MXRT_SCALE_*), WIDE (0 or 1, turbo16x4 only), THREADS              set by mxrt/ops/layouts.py
+// defines  LAYOUT (MXRT_SCALE_LAYOUT_*, 1..4), WIDE (0 or 1, turbo16x4 only), THREADS
+//                                                 set by mxrt/ops/layouts.py from mxrt/ops/layout_kernels.py
 // requires sm*sn < 2^31; p C-contiguous except for deepgemm_ue8m0 (any strides)      checked by mxrt/ops/layouts.py
 #include "scale_maps.h"
 
 #if !defined(LAYOUT) || !defined(WIDE) || !defined(THREADS)
 #error "LAYOUT, WIDE and THREADS must be defined by the launcher"
 #endif
-MXRT_STATIC_ASSERT(LAYOUT >= 0 && LAYOUT <= 3, "LAYOUT: one of MXRT_SCALE_*");
-MXRT_STATIC_ASSERT(WIDE == 0 || LAYOUT == MXRT_SCALE_TURBO16X4, "WIDE: the uint32 form exists for turbo16x4 only");
+MXRT_STATIC_ASSERT(LAYOUT >= MXRT_SCALE_LAYOUT_AITER32X8 && LAYOUT <= MXRT_SCALE_LAYOUT_DEEPGEMM_UE8M0,
+                   "LAYOUT: a preshuffled MXRT_SCALE_LAYOUT_* (1..4)");
+MXRT_STATIC_ASSERT(WIDE == 0 || LAYOUT == MXRT_SCALE_LAYOUT_TURBO16X4,
+                   "WIDE: the uint32 form exists for turbo16x4 only");
 MXRT_STATIC_ASSERT(THREADS % 64 == 0 && THREADS <= 1024, "THREADS: a multiple of the wave size, at most 1024");
 
 extern "C" __global__ void __launch_bounds__(THREADS)
@@ -23,7 +26,7 @@ extern "C" __global__ void __launch_bounds__(THREADS)
   if (g >= (u32)rows * (u32)cols) return;
   const u32 r = g / (u32)cols, c = g % (u32)cols;
   u8 v;
-  if (LAYOUT == MXRT_SCALE_DEEPGEMM_UE8M0) {
+  if (LAYOUT == MXRT_SCALE_LAYOUT_DEEPGEMM_UE8M0) {
     v = p[(i64)r * p_row + (i64)(c / 4) * p_col + c % 4];  // little-endian: byte j of P[r, t] is S[r, 4t + j]
   } else if (WIDE) {
     v = (u8)((const u32*)p)[mxrt_scale_offset<LAYOUT>(r, c, (u32)sm, (u32)sn)];

@@ -7,7 +7,7 @@
 //          i32* post [1] | const void* emap [E] (emap_bytes 4 or 8; 0: no map) | int numel, int E, int bs, int cap,
 //          int emap_bytes
 // grid     (1,1,1)   block (THREADS,1,1)   smem (3E+1)*4 bytes dynamic + 2*THREADS*4 static
-// defines  THREADS, ID_BYTES (4 or 8)                                                  set by mxrt/ops/moe.py
+// defines  THREADS, ID_BYTES (4 or 8)           set by mxrt/ops/moe.py (variants: mxrt/ops/moe_kernels.py)
 // requires cap = numel + E*(bs-1) (or rounded up to bs) <= 2^31-1; (3E+1)*4 bytes of shared memory fit
 //                                                                                        checked by mxrt/ops/moe.py
 #include "moe_align.h"

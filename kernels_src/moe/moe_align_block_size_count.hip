@@ -3,7 +3,7 @@
 //          moe_align_block_size, step 1 of 3); ids >= E (unsigned) are not counted
 // args     const void* ids [numel] (ID_BYTES each) | i32* hist [num_ctas*E] | int numel, int E, int chunk
 // grid     (num_ctas,1,1)   block (THREADS,1,1)   smem E*4 bytes dynamic
-// defines  THREADS, ID_BYTES (4 or 8)                                                  set by mxrt/ops/moe.py
+// defines  THREADS, ID_BYTES (4 or 8)           set by mxrt/ops/moe.py (variants: mxrt/ops/moe_kernels.py)
 // requires num_ctas*chunk >= numel; numel + chunk < 2^32; E*4 bytes of shared memory fit
 //                                                                                        checked by mxrt/ops/moe.py
 #include "moe_align.h"

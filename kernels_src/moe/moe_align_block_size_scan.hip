@@ -4,7 +4,8 @@
 //          (multi-CTA moe_align_block_size, step 2 of 3)
 // args     i32* ws (hist [num_ctas*E] | cnt [E] | cum [E+1]) | i32* post [1] | int E, int num_ctas, int bs
 // grid     (1,1,1)   block (THREADS,1,1)   smem THREADS*4 bytes static
-// defines  THREADS, ID_BYTES (unused here; one define set for the family)              set by mxrt/ops/moe.py
+// defines  THREADS, ID_BYTES (unused here; one define set for the family)
+//                                                 set by mxrt/ops/moe.py (variants: mxrt/ops/moe_kernels.py)
 // requires the capacity numel + E*(bs-1) <= 2^31-1                                      checked by mxrt/ops/moe.py
 #include "moe_align.h"
 

@@ -6,7 +6,7 @@
 //          const i32* ws (hist | cnt | cum of the scan kernel) | const void* emap [E] (emap_bytes 4 or 8; 0: no
 //          map) | int numel, int E, int bs, int cap, int chunk, int num_ctas, int emap_bytes
 // grid     (num_ctas,1,1)   block (THREADS,1,1)   smem E*4 bytes dynamic + THREADS*4 static
-// defines  THREADS, ID_BYTES (4 or 8)                                                  set by mxrt/ops/moe.py
+// defines  THREADS, ID_BYTES (4 or 8)           set by mxrt/ops/moe.py (variants: mxrt/ops/moe_kernels.py)
 // requires the count and scan kernels ran on ws with the same num_ctas, chunk; cap <= 2^31-1
 //                                                                                        checked by mxrt/ops/moe.py
 #include "moe_align.h"

@@ -10,7 +10,8 @@
 // grid     (ceil(k/TILE_K), ceil(m/64), 1), swapped when DUAL_ROWS_FAST; TILE_K = 128 (16-bit) or 64 (fp32)
 //          block (256,1,1)
 //          smem 64 * PITCH * 4 + 8 * 4 bytes (static, PITCH = 65 or 66 words)
-// defines  THREADS (= 256), FMT, IN_DTYPE, BLOCK_2D, SCALE_LAYOUT                  set by mxrt/ops/quant.py
+// defines  THREADS (= 256), FMT (MXRT_FMT_*), IN_DTYPE (MXRT_IN_*), BLOCK_2D, SCALE_LAYOUT (MXRT_SCALE_LAYOUT_*)
+//                                                 set by mxrt/ops/quant.py (variants: mxrt/ops/quant_kernels.py)
 // requires m*k < 2^31, scale storages < 2^31 bytes; ceil(m/64) <= 65535; flag VEC_IN: x 16-byte aligned,
 //          k*sizeof(IN) % 16 == 0; flags VEC_OUT / VEC_OUT_COL: q_row / q_col 16-byte aligned with row
 //          bytes % 16 == 0                                                          checked by mxrt/ops/quant.py
@@ -21,7 +22,8 @@
 #error "THREADS, FMT, IN_DTYPE, BLOCK_2D and SCALE_LAYOUT must be defined by the launcher"
 #endif
 MXRT_STATIC_ASSERT(THREADS == 256, "quantize_mx_dual: THREADS must be 256 (8 warps tile 64 rows x 64 words)");
-MXRT_STATIC_ASSERT(SCALE_LAYOUT >= 0 && SCALE_LAYOUT <= 4, "SCALE_LAYOUT: 0..4 (scale_layouts.h)");
+MXRT_STATIC_ASSERT(SCALE_LAYOUT >= MXRT_SCALE_LAYOUT_NONE && SCALE_LAYOUT <= MXRT_SCALE_LAYOUT_DEEPGEMM_UE8M0,
+                   "SCALE_LAYOUT: MXRT_SCALE_LAYOUT_NONE .. _DEEPGEMM_UE8M0 (mx_codes.h)");
 
 // Tuning knobs with defaults (benchmarks/bench_quant.py --dual-variants times the alternatives):
 // DUAL_ROWS_FAST: 1 = grid x walks tile rows (the CTAs that finish a 128-byte q_col line run back to back),

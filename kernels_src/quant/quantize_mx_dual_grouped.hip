@@ -6,7 +6,8 @@
 //          u8* q_col [G,k,n_pad] (e2m1: n_pad/2) | u8* s_col [G,k,n_pad/32] | int n, int k, int k_pad,
 //          int n_pad | int scale_mode (MXRT_SCALE_*) | int flags (MXRT_FLAG_VEC_IN, _VEC_OUT, _VEC_OUT_COL)
 // grid     (ceil(k_pad/128), n_pad/32, G)   block (256,1,1)   smem 32*129*4 + 4*32*4 bytes (static)
-// defines  THREADS (= 256), FMT, IN_DTYPE, BLOCK_2D                            set by mxrt/ops/grouped.py
+// defines  THREADS (= 256), FMT (MXRT_FMT_*), IN_DTYPE (MXRT_IN_*), BLOCK_2D     set by mxrt/ops/grouped.py
+//          (variants: mxrt/ops/grouped_kernels.py)
 // requires k_pad, n_pad multiples of 32; G*n*k_pad, G*k*n_pad, G*n*k < 2^31; n_pad/32 <= 65535, G <= 65535;
 //          VEC_IN: w 16-byte aligned, k*sizeof(IN) % 16 == 0; VEC_OUT(_COL): outputs 16-byte aligned with row
 //          bytes % 16 == 0                                                      checked by mxrt/ops/grouped.py

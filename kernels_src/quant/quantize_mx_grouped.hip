@@ -9,10 +9,11 @@
 // grid     (num_ctas,1,1), a grid-stride loop over m_ub * ceil(k/32) * 4 quarter blocks, UNROLL per thread and
 //          step   block (THREADS,1,1)
 //          smem 2*(MXG_MAX_GROUPS+1)*4 bytes (static)
-// defines  THREADS, FMT, IN_DTYPE, UNROLL (1 or 2: quarter blocks in flight per thread)  set by mxrt/ops/grouped.py
-// requires G <= 1024; total_m*k < 2^31; m_ub*ceil(k/32)*4 < 2^31; offsets <= m_ub (the offsets kernel's cut);
-//          VEC_IN: x 16-byte aligned, k*sizeof(IN) % 16 == 0; VEC_OUT: q 16-byte aligned, row bytes % 16 == 0
-//                                                                               checked by mxrt/ops/grouped.py
+// defines  THREADS, FMT (MXRT_FMT_*), IN_DTYPE (MXRT_IN_*), UNROLL (1 or 2: quarter blocks in flight per thread)
+//                                            set by mxrt/ops/grouped.py (variants: mxrt/ops/grouped_kernels.py)
+// requires G <= MXRT_MAX_GROUPS (1024); total_m*k < 2^31; m_ub*ceil(k/32)*4 < 2^31; offsets <= m_ub (the offsets
+//          kernel's cut); VEC_IN: x 16-byte aligned, k*sizeof(IN) % 16 == 0; VEC_OUT: q 16-byte aligned,
+//          row bytes % 16 == 0                                                  checked by mxrt/ops/grouped.py
 #include "../common/mx_group.h"
 
 #if !defined(THREADS) || !defined(FMT) || !defined(IN_DTYPE) || !defined(UNROLL)

@@ -9,7 +9,8 @@
 //          int col_align, int lens_i64, int nout
 // grid     (1,1,1)   block (THREADS,1,1)   smem 2*THREADS*8 bytes (static)
 // defines  THREADS (= 256)                                                     set by mxrt/ops/grouped.py
-// requires G <= 1024 (= 4 * THREADS); align, col_align >= 1; padded totals < 2^31   checked by mxrt/ops/grouped.py
+// requires G <= MXRT_MAX_GROUPS (1024 = 4 * THREADS); align, col_align >= 1; padded totals < 2^31
+//                                                                               checked by mxrt/ops/grouped.py
 #include "../common/mx_group.h"
 
 #if !defined(THREADS)

@@ -5,14 +5,15 @@
 // args     const IN* x [total_m,k] | const i64* offs [3,G+1] (offs, offs_pad_row, offs_pad_col) |
 //          u8* q_row [m_ub,k] (e2m1: [m_ub,ceil(k/2)]) | u8* s_row [m_ub,ceil(k/32)] | u8* q_col [k,m_col_ub]
 //          (e2m1: [k,m_col_ub/2]) | u8* s_col [k,m_col_ub/32] | int num_groups, int m_ub, int m_col_ub, int k |
-//          int scale_mode | int flags (MXRT_FLAG_VEC_IN, _VEC_OUT, _VEC_OUT_COL) | int n_tail
+//          int scale_mode (MXRT_SCALE_*) | int flags (MXRT_FLAG_VEC_IN, _VEC_OUT, _VEC_OUT_COL) | int n_tail
 // grid     (ceil(k/128), m_col_ub/32 + n_tail, 1): y < m_col_ub/32 is a 32-row tile of the colwise layout; the
 //          n_tail CTAs above write the rowwise tail [offs_pad_row[G], m_ub) in a grid-stride loop
 //          block (256,1,1)   smem 32*129*4 + 3*(MXG_MAX_GROUPS+1)*4 bytes (static)
-// defines  THREADS (= 256), FMT, IN_DTYPE                                      set by mxrt/ops/grouped.py
-// requires G <= 1024; col_align % 32 == 0 and col_align % align == 0 (a group's rowwise rows lie inside its
-//          colwise tiles); total_m*k, m_ub*k, m_col_ub*k < 2^31; offsets from quantize_mx_grouped_offsets
-//                                                                               checked by mxrt/ops/grouped.py
+// defines  THREADS (= 256), FMT (MXRT_FMT_*), IN_DTYPE (MXRT_IN_*)               set by mxrt/ops/grouped.py
+//          (variants: mxrt/ops/grouped_kernels.py)
+// requires G <= MXRT_MAX_GROUPS (1024); col_align % 32 == 0 and col_align % align == 0 (a group's rowwise rows
+//          lie inside its colwise tiles); total_m*k, m_ub*k, m_col_ub*k < 2^31; offsets from
+//          quantize_mx_grouped_offsets                                          checked by mxrt/ops/grouped.py
 #include "../common/mx_group.h"
 
 #if !defined(THREADS) || !defined(FMT) || !defined(IN_DTYPE)

@@ -8,7 +8,8 @@
 //          int flags (MXRT_FLAG_VEC_IN, MXRT_FLAG_VEC_OUT, MXRT_FLAG_FLAT)
 // grid     FLAT: (ceil(m*k / (THREADS * 4 * 16 / sizeof(IN))),1,1)   else (ceil(m*ceil(k/32)/THREADS),1,1)
 //          block (THREADS,1,1)   smem 0   (any grid writes the whole padding: grid-stride loop)
-// defines  THREADS, FMT, IN_DTYPE, SCALE_LAYOUT                                    set by mxrt/ops/quant.py
+// defines  THREADS, FMT (MXRT_FMT_*), IN_DTYPE (MXRT_IN_*), SCALE_LAYOUT (MXRT_SCALE_LAYOUT_*, mx_codes.h)
+//                                                 set by mxrt/ops/quant.py (variants: mxrt/ops/quant_kernels.py)
 // requires m*k < 2^31, scale storage < 2^31 bytes; flag VEC_IN: x 16-byte aligned, k*sizeof(IN) % 16 == 0;
 //          flag VEC_OUT: q 16-byte aligned, row bytes % 16 == 0; flag FLAT: k % 32 == 0, x and q 16-byte aligned
 //                                                                                  checked by mxrt/ops/quant.py
@@ -19,10 +20,8 @@
 #error "THREADS, FMT, IN_DTYPE and SCALE_LAYOUT must be defined by the launcher"
 #endif
 MXRT_STATIC_ASSERT(THREADS % 64 == 0 && THREADS <= 1024, "THREADS: a multiple of the wave size, at most 1024");
-MXRT_STATIC_ASSERT(SCALE_LAYOUT >= 0 && SCALE_LAYOUT <= 4, "SCALE_LAYOUT: 0..4 (scale_layouts.h)");
-
-// Run-time flag of this kernel only (beside MXRT_FLAG_VEC_IN / _VEC_OUT of mx_codecs.h).
-#define MXRT_FLAG_FLAT 8
+MXRT_STATIC_ASSERT(SCALE_LAYOUT >= MXRT_SCALE_LAYOUT_NONE && SCALE_LAYOUT <= MXRT_SCALE_LAYOUT_DEEPGEMM_UE8M0,
+                   "SCALE_LAYOUT: MXRT_SCALE_LAYOUT_NONE .. _DEEPGEMM_UE8M0 (mx_codes.h)");
 
 typedef MxrtFmt<FMT>::type Fmt;
 typedef MxrtScaleLayout<SCALE_LAYOUT> Layout;

@@ -7,7 +7,6 @@ Flow of every op: arrays in (:mod:`mxrt.api.interop`, zero-copy) -> validation o
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import numpy as np
@@ -48,14 +47,11 @@ def quantize_mx(
     if not caller.device:
         x = _host_input(x, op)
         mx_np.check_x_rank(x, op)
-    args = mx_np.quantize_args(op, x.ndim, fmt, block_size, axis, scale_mode, None)
-    layout = scales_np.check_fused_layout(scale_layout, x.ndim, args.axis, op)
-    if layout is not None:
-        args = dataclasses.replace(args, scale_layout=layout)
+    args = mx_np.quantize_args(op, x.ndim, fmt, block_size, axis, scale_mode, scale_layout)
     if use_gpu(op, backend, caller.device, lambda: quant_ops.quantize_unsupported(x, args)):
         q = quant_ops.quantize_mx_gpu(x, args)
     else:
-        q = scales_np.with_scale_layout(mx_np.quantize_with(x, args), layout)
+        q = scales_np.with_scale_layout(mx_np.quantize_with(x, args), args.scale_layout)
     return interop.export_mx(q, caller)
 
 
@@ -73,10 +69,8 @@ def quantize_mx_dual(
     x, caller = interop.import_array(x, op, "x")
     if not caller.device:
         x = _host_input(x, op)
-    args = mx_np.dual_args(op, tuple(x.shape), fmt, scale_mode, block_size, block_2d, None)
-    layout = scales_np.check_fused_layout(scale_layout, 2, 1, op)
-    if layout is not None:
-        args = dataclasses.replace(args, scale_layout=layout)
+    args = mx_np.dual_args(op, tuple(x.shape), fmt, scale_mode, block_size, block_2d, scale_layout)
+    layout = args.scale_layout
     if use_gpu(op, backend, caller.device, lambda: quant_ops.quantize_unsupported(x, args)):
         d = quant_ops.quantize_mx_dual_gpu(x, args)
     else:

@@ -97,17 +97,20 @@ def rowwise_case(m: int, k: int, fmt: str, layout: str | None, l2: int) -> tuple
     import cupy
 
     import mxrt
+    from mxrt import codes
     from mxrt.ops import quant as q_ops
-    from mxrt.runtime import specs
+    from mxrt.ops import quant_kernels
+    from mxrt.ops.kernels import select
     from mxrt.runtime.compiler import build
+    from mxrt.runtime.kernel_spec import defines
 
     arch = mxrt.runtime.get_arch()
-    spec = specs.select("quantize_mx", arch.target)
-    d = specs.defines(
-        FMT=specs.FMT_CODES[fmt],
-        IN_DTYPE=specs.IN_DTYPE_CODES["bfloat16"],
-        SCALE_LAYOUT=specs.SCALE_LAYOUT_CODES[layout],
-        THREADS=specs.QUANT_ROWWISE_THREADS,
+    spec = select("quantize_mx", arch.target)
+    d = defines(
+        FMT=codes.FMT_CODES[fmt],
+        IN_DTYPE=codes.IN_DTYPE_CODES["bfloat16"],
+        SCALE_LAYOUT=codes.SCALE_LAYOUT_CODES[layout],
+        THREADS=quant_kernels.QUANT_ROWWISE_THREADS,
     )
     kernel = build(spec, d, arch)
     code_bytes = m * (-(-k // 2) if fmt == "e2m1" else k)
@@ -122,7 +125,7 @@ def rowwise_case(m: int, k: int, fmt: str, layout: str | None, l2: int) -> tuple
         qb = cupy.empty((m, code_bytes // m), cupy.uint8)
         sb = cupy.empty(s_bytes, cupy.uint8)
         flags, cfg = q_ops.rowwise_launch(m, k, "bfloat16", x.data.ptr, qb.data.ptr, fmt)
-        args = (x, qb, sb, np.int32(m), np.int32(k), np.int32(specs.SCALE_MODE_CODES["rceil"]), np.int32(flags))
+        args = (x, qb, sb, np.int32(m), np.int32(k), np.int32(codes.SCALE_MODE_CODES["rceil"]), np.int32(flags))
         launches.append(lambda cfg=cfg, args=args: kernel(cfg.grid, cfg.block, args))
         outputs = outputs or (qb, sb.reshape(m, nb) if layout is None else q_ops.scale_view(sb, layout, m, nb))
     return launches, nbytes, flags, outputs, "graph of kernel launches"
@@ -135,19 +138,22 @@ def dual_case(
     import cupy
 
     import mxrt
+    from mxrt import codes
     from mxrt.ops import quant as q_ops
-    from mxrt.runtime import specs
+    from mxrt.ops import quant_kernels
+    from mxrt.ops.kernels import select
     from mxrt.runtime.compiler import build, compile_options
+    from mxrt.runtime.kernel_spec import defines
     from mxrt.runtime.source import stamped_source
 
     arch = mxrt.runtime.get_arch()
-    spec = specs.select("quantize_mx_dual", arch.target)
-    d = specs.defines(
+    spec = select("quantize_mx_dual", arch.target)
+    d = defines(
         BLOCK_2D=0,
-        FMT=specs.FMT_CODES[fmt],
-        IN_DTYPE=specs.IN_DTYPE_CODES["bfloat16"],
-        SCALE_LAYOUT=specs.SCALE_LAYOUT_CODES[layout],
-        THREADS=specs.QUANT_DUAL_THREADS,
+        FMT=codes.FMT_CODES[fmt],
+        IN_DTYPE=codes.IN_DTYPE_CODES["bfloat16"],
+        SCALE_LAYOUT=codes.SCALE_LAYOUT_CODES[layout],
+        THREADS=quant_kernels.QUANT_DUAL_THREADS,
     )
     rows_fast = q_ops.DUAL_ROWS_FAST
     if variant is None:
@@ -174,7 +180,7 @@ def dual_case(
         s_row, s_col = cupy.empty(sr, cupy.uint8), cupy.empty(sc, cupy.uint8)
         flags, cfg = q_ops.dual_launch(m, k, "bfloat16", x.data.ptr, q_row.data.ptr, q_col.data.ptr, fmt, rows_fast)
         args = (x, q_row, s_row, q_col, s_col, np.int32(m), np.int32(k))
-        args += (np.int32(specs.SCALE_MODE_CODES["rceil"]), np.int32(flags))
+        args += (np.int32(codes.SCALE_MODE_CODES["rceil"]), np.int32(flags))
         launches.append(lambda cfg=cfg, args=args: kernel(cfg.grid, cfg.block, args))
         outputs = outputs or (q_row, s_row, q_col, s_col)
     return launches, nbytes, flags, outputs, "graph of kernel launches"

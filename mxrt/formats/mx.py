@@ -11,6 +11,7 @@ import ml_dtypes
 import numpy as np
 
 from .._kinds import array_kind
+from ..codes import SCALE_LAYOUT_CODES
 from ..errors import (
     DtypeError,
     LayoutError,
@@ -216,15 +217,33 @@ class QuantArgs:
 def quantize_args(
     op: str, ndim: int, fmt: object, block_size: object, axis: object, scale_mode: object, scale_layout: object
 ) -> QuantArgs:
-    """Validate the options of ``quantize_mx`` for an ``ndim``-D input, in the house order. ``scale_layout`` must
-    already be validated (:func:`mxrt.layouts.check_fused_layout`, the layer above) or None."""
+    """Validate the options of ``quantize_mx`` for an ``ndim``-D input, in the house order."""
     f = get_format(fmt, op)
     mode = get_scale_mode(scale_mode, op)
     bs = check_block_size(block_size, op)
     if ndim == 0:
         raise ShapeError(f"{op}: argument 'x' is 0-d, expected an array with at least one axis")
     ax = check_axis(axis, ndim, op)
-    return QuantArgs(f, mode, bs, ax, scale_layout)
+    return QuantArgs(f, mode, bs, ax, check_fused_layout(scale_layout, ndim, ax, op))
+
+
+def check_fused_layout(scale_layout: object, ndim: int, axis: int, op: str) -> str | None:
+    """Validate ``scale_layout`` (None or a scale layout name, :data:`mxrt.codes.SCALE_LAYOUT_CODES`) for an
+    ``ndim`` input blocked along ``axis`` (non-negative): layouts are defined for 2-D scale matrices blocked along
+    the last axis."""
+    if scale_layout is None:
+        return None
+    if not isinstance(scale_layout, str) or scale_layout not in SCALE_LAYOUT_CODES:
+        names = [n for n in SCALE_LAYOUT_CODES if n is not None]
+        raise UnknownLayoutError(
+            f"{op}: argument 'scale_layout' is {scale_layout!r}, an unknown layout; expected None or one of {names}"
+        )
+    if ndim != 2 or axis != 1:
+        raise ShapeError(
+            f"{op}: argument 'scale_layout' is {scale_layout!r} for a {ndim}-D input blocked along axis {axis}; "
+            "preshuffled scales need a 2-D x blocked along its last axis"
+        )
+    return scale_layout
 
 
 def check_block_size(block_size: object, op: str, arg: str = "block_size") -> int:
@@ -287,9 +306,12 @@ def check_mxarray(q: object, op: str, arg: str = "q") -> MXArray:
     if fmt not in FORMATS:
         raise UnknownNameError(f"{op}: {arg}.fmt is {fmt!r}, an unknown format; expected one of {sorted(FORMATS)}")
     layout = q.scale_layout
-    if layout is not None:  # the name itself is checked by the layouts layer that reads it (unshuffle_scales)
-        if not isinstance(layout, str):
-            raise UnknownLayoutError(f"{op}: {arg}.scale_layout is {layout!r}, expected None or a layout name")
+    if layout is not None:
+        if not isinstance(layout, str) or layout not in SCALE_LAYOUT_CODES:
+            names = [n for n in SCALE_LAYOUT_CODES if n is not None]
+            raise UnknownLayoutError(
+                f"{op}: {arg}.scale_layout is {layout!r}, an unknown layout; expected None or one of {names}"
+            )
         if len(shape) != 2 or axis != 1:
             raise ShapeError(
                 f"{op}: {arg} has scale_layout {layout!r} but shape {shape} blocked along axis {axis}; "
@@ -480,8 +502,7 @@ def dequantize_mx(q: MXArray, dtype: Any = np.float32) -> np.ndarray:
 def check_dual_args(
     op: str, shape: tuple[int, ...], fmt: Any, scale_mode: Any, block_size: Any, block_2d: Any, scale_layout: Any
 ) -> tuple[ElemFormat, ScaleMode, int, str | None]:
-    """Validate the arguments of ``quantize_mx_dual`` (numpy twin and GPU op alike) in the house order;
-    ``scale_layout`` is validated by the caller (:func:`mxrt.layouts.check_fused_layout`) or None."""
+    """Validate the arguments of ``quantize_mx_dual`` (numpy twin and GPU op alike) in the house order."""
     if len(shape) != 2:
         raise ShapeError(f"{op}: argument 'x' has shape {tuple(shape)}, expected a 2-D [m, k] array")
     f = get_format(fmt, op)
@@ -489,7 +510,7 @@ def check_dual_args(
     bs = check_block_size(block_size, op)
     if not isinstance(block_2d, (bool, np.bool_)):
         raise DtypeError(f"{op}: argument 'block_2d' is {block_2d!r}, expected a bool")
-    return f, mode, bs, scale_layout
+    return f, mode, bs, check_fused_layout(scale_layout, 2, 1, op)
 
 
 def dual_args(

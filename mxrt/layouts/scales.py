@@ -14,11 +14,12 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
+from ..codes import SCALE_LAYOUT_CODES
 from ..errors import DtypeError, MxrtError, ShapeError, UnknownLayoutError, UnknownNameError
 from ._check import align, as_array, check_alloc, check_int
 
 #: Scale layout names accepted by :func:`preshuffle_scales`.
-SCALE_LAYOUTS = ("aiter32x8", "turbo16x4", "cublas128x4", "deepgemm_ue8m0")
+SCALE_LAYOUTS = tuple(name for name in SCALE_LAYOUT_CODES if name is not None)
 
 # (row tile, col tile) each layout pads to
 _TILES = {"aiter32x8": (256, 8), "turbo16x4": (16, 4), "cublas128x4": (128, 4), "deepgemm_ue8m0": (4, 4)}
@@ -259,24 +260,6 @@ def scale_index(layout: str, row: Any, col: Any, shape: tuple[int, int]) -> np.n
     if layout == "cublas128x4":
         return ((r // 128) * (sn // 4) + c // 4) * 512 + (r % 32) * 16 + ((r % 128) // 32) * 4 + c % 4
     return 4 * ((c // 4) * sm + r) + c % 4
-
-
-def check_fused_layout(scale_layout: object, ndim: int, axis: int, op: str) -> str | None:
-    """Validate ``scale_layout`` (None or a :data:`SCALE_LAYOUTS` name) for an ``ndim`` input blocked along
-    ``axis`` (non-negative): layouts are defined for 2-D scale matrices blocked along the last axis."""
-    if scale_layout is None:
-        return None
-    if not isinstance(scale_layout, str) or scale_layout not in SCALE_LAYOUTS:
-        raise UnknownLayoutError(
-            f"{op}: argument 'scale_layout' is {scale_layout!r}, an unknown layout; expected None or one of "
-            f"{list(SCALE_LAYOUTS)}"
-        )
-    if ndim != 2 or axis != 1:
-        raise ShapeError(
-            f"{op}: argument 'scale_layout' is {scale_layout!r} for a {ndim}-D input blocked along axis {axis}; "
-            "preshuffled scales need a 2-D x blocked along its last axis"
-        )
-    return scale_layout
 
 
 def with_scale_layout(q: Any, layout: str | None) -> Any:

@@ -23,6 +23,7 @@ import numpy as np
 
 from .._kinds import dtype_name
 from ..problems.gemm import GemmProblem
+from ..runtime import alloc
 from ..runtime.arch import get_arch
 from .gemm_paths import DeviceGemm, select_gemm_path
 
@@ -32,10 +33,8 @@ DEVICE_OUT_DTYPES = {"float32": "float32", "float16": "float16", "bfloat16": "ui
 
 
 def _empty(shape: tuple[int, ...], dtype: str) -> Any:
-    """Output allocation (the GPU tests replace it to poison outputs)."""
-    import cupy
-
-    return cupy.empty(shape, dtype=dtype)
+    """Output allocation (poisoned inside mxrt.runtime.debug(poison=...))."""
+    return alloc.empty(shape, dtype)
 
 
 def _upload(x: Any) -> Any:

@@ -18,23 +18,27 @@ from typing import Any
 
 import numpy as np
 
+from .. import codes
 from ..problems.gemm import GemmProblem
-from ..runtime import specs
+from ..runtime import alloc
+from ..runtime.kernel_spec import Defines, KernelSpec, defines
 from ..runtime.launch import MAX_GRID_YZ, LaunchConfig, launch
+from . import gemm_amd_kernels
 from .gemm_paths import DeviceGemm, GemmPath, register_gemm_path
 
 BLOCK_M = BLOCK_N = 128
-MODE_STORE, MODE_WORKSPACE, MODE_ATOMIC = 0, 1, 2
-FLAG_VEC_A, FLAG_VEC_B = 1, 2
-#: out_dtype codes (amd_gemm.h MXRT_GEMM_OUT_*, the same as the other GEMM kernels')
-OUT_CODES = specs.GEMM_OUT_DTYPE_CODES
-#: scale layout codes (amd_gemm.h MXRT_GEMM_SL_*); turbo16x4 stored as uint32 is code 3
-SCALE_LAYOUT_CODES = {None: 0, "aiter32x8": 1, "turbo16x4": 2}
-SL_TURBO16X4_U32 = 3
-_FMT = {"e4m3": 0, "e5m2": 1, "e2m1": 4}
+# run-time codes of the kernels: mxrt/codes.py (MXRT_GEMM_MODE_*, MXRT_GEMM_FLAG_*, MXRT_OUT_* of mx_codes.h)
+MODE_STORE, MODE_WORKSPACE, MODE_ATOMIC = codes.GEMM_MODE_STORE, codes.GEMM_MODE_WORKSPACE, codes.GEMM_MODE_ATOMIC
+FLAG_VEC_A, FLAG_VEC_B = codes.GEMM_FLAG_VEC_A, codes.GEMM_FLAG_VEC_B
+OUT_CODES = codes.GEMM_OUT_DTYPE_CODES
+#: the scale layouts the kernels read (codes: mxrt.codes.SCALE_LAYOUT_CODES); turbo16x4 stored as uint32 is
+#: mxrt.codes.SCALE_LAYOUT_TURBO16X4_U32
+_SCALE_LAYOUTS = (None, "aiter32x8", "turbo16x4")
+SL_TURBO16X4_U32 = codes.SCALE_LAYOUT_TURBO16X4_U32
+_FMTS = ("e4m3", "e5m2", "e2m1")
 _LIMIT = 2**31  # code buffers are read through 32-bit buffer offsets (past 2^31: the out-of-bounds sentinel)
 
-_KERNELS = {"gfx950": specs.GEMM_MX_GFX950, "gfx942": specs.GEMM_MX_GFX942}
+_KERNELS = {"gfx950": gemm_amd_kernels.GEMM_MX_GFX950, "gfx942": gemm_amd_kernels.GEMM_MX_GFX942}
 #: K elements per pipeline stage (gfx942's 64 KB of LDS holds two stages of 64)
 KSTEP = {"gfx950": 128, "gfx942": 64}
 
@@ -43,8 +47,8 @@ KSTEP = {"gfx950": 128, "gfx942": 64}
 class AmdGemmPlan:
     """What one launch needs besides the buffers: the build, the grid and the kernel's run-time arguments."""
 
-    spec: specs.KernelSpec
-    defines: specs.Defines
+    spec: KernelSpec
+    defines: Defines
     config: LaunchConfig
     scalars: tuple[int, ...]  # m, n, k, split_k, a_layout, b_layout, out_dtype, mode, flags
     mode: int
@@ -64,18 +68,18 @@ def _row_bytes(fmt: str, k: int) -> int:
 
 
 def _scale_code(layout: str | None, scales: Any) -> int | None:
-    if layout not in SCALE_LAYOUT_CODES:
+    if layout not in _SCALE_LAYOUTS:
         return None
     if layout == "turbo16x4" and np.dtype(scales.dtype) == np.uint32:
         return SL_TURBO16X4_U32
-    return SCALE_LAYOUT_CODES[layout]
+    return codes.SCALE_LAYOUT_CODES[layout]
 
 
 def unsupported(target: str, p: GemmProblem, a_codes: Any, b_codes: Any, a_scales: Any, b_scales: Any, out: Any):
     """Why the ``target`` kernel cannot run this problem (a short reason), or None."""
     if target not in _KERNELS:
         return f"no AMD MFMA GEMM kernel for target {target!r}"
-    if p.a_fmt not in _FMT or p.b_fmt not in _FMT:
+    if p.a_fmt not in _FMTS or p.b_fmt not in _FMTS:
         return f"formats ({p.a_fmt}, {p.b_fmt}) are not e4m3 / e5m2 / e2m1"
     for name, layout, s in (("a", p.a_scale_layout, a_scales), ("b", p.b_scale_layout, b_scales)):
         if _scale_code(layout, s) is None:
@@ -130,10 +134,13 @@ def plan(target: str, p: GemmProblem, a_codes: Any, b_codes: Any, a_scales: Any,
     )
     return AmdGemmPlan(
         spec=spec,
-        defines=specs.defines(
-            A_FMT=_FMT[p.a_fmt], B_FMT=_FMT[p.b_fmt], EDGE=0 if interior else 1, THREADS=specs.GEMM_AMD_THREADS
+        defines=defines(
+            A_FMT=codes.FMT_CODES[p.a_fmt],
+            B_FMT=codes.FMT_CODES[p.b_fmt],
+            EDGE=0 if interior else 1,
+            THREADS=gemm_amd_kernels.GEMM_AMD_THREADS,
         ),
-        config=LaunchConfig(grid=(tiles_n, tiles_m, p.split_k), block=(specs.GEMM_AMD_THREADS, 1, 1)),
+        config=LaunchConfig(grid=(tiles_n, tiles_m, p.split_k), block=(gemm_amd_kernels.GEMM_AMD_THREADS, 1, 1)),
         scalars=scalars,
         mode=mode,
         workspace=p.split_k * p.m * p.n if mode == MODE_WORKSPACE else 0,
@@ -150,8 +157,6 @@ def _supports(target: str):
 
 def _run(target: str):
     def run(dg: DeviceGemm) -> None:
-        import cupy
-
         from ..runtime.compiler import build
 
         p = dg.p
@@ -161,8 +166,8 @@ def _run(target: str):
         pl = plan(target, p, dg.a_codes, dg.b_codes, dg.a_scales, dg.b_scales, dg.out)
         kernel = build(pl.spec, pl.defines, dg.arch)
         # workspace and counters live until the kernel has run: CuPy frees them back to its stream-ordered pool
-        ws = cupy.empty(pl.workspace, cupy.float32) if pl.workspace else None
-        counters = cupy.zeros(pl.counters, cupy.uint32) if pl.counters else None
+        ws = alloc.empty(pl.workspace, np.float32) if pl.workspace else None
+        counters = alloc.zeros(pl.counters, np.uint32) if pl.counters else None
         if pl.mode == MODE_ATOMIC:
             dg.out.fill(0)
         scalars = tuple(np.int32(v) for v in pl.scalars)

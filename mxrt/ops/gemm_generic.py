@@ -10,18 +10,20 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import codes
 from .._kinds import dtype_name
 from ..errors import ShapeError
 from ..layouts import scale_layout_shape
 from ..problems.gemm import GEMM_FORMAT_PAIRS
-from ..runtime import specs
 from ..runtime.compiler import build
+from ..runtime.kernel_spec import defines
 from ..runtime.launch import MAX_GRID_YZ, LaunchConfig, launch
+from . import gemm_kernels
 from .gemm_paths import DeviceGemm, GemmPath, register_gemm_path
 from .gemm_splitk import run_split_k
 
 _U32 = 2**32
-_FLAG_VEC_A, _FLAG_VEC_B = 1, 2
+_FLAG_VEC_A, _FLAG_VEC_B = codes.GEMM_FLAG_VEC_A, codes.GEMM_FLAG_VEC_B
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -41,7 +43,7 @@ def check_limits(dg: DeviceGemm) -> None:
     op = p.op
     if p.k >= _U32 - 64:
         raise ShapeError(f"{op}: k = {p.k}, expected k < 2^32 - 64 (32-bit K indices in gemm_mx_generic)")
-    bm, _ = specs.GEMM_GENERIC_TILE
+    bm, _ = gemm_kernels.GEMM_GENERIC_TILE
     if _cdiv(p.m, bm) > MAX_GRID_YZ:
         raise ShapeError(f"{op}: m = {p.m} needs {_cdiv(p.m, bm)} row tiles of {bm}, at most {MAX_GRID_YZ} (grid y)")
     if p.split_k > MAX_GRID_YZ:
@@ -58,7 +60,7 @@ def check_limits(dg: DeviceGemm) -> None:
 
 def _scale_args(layout: str | None, scales) -> tuple[np.uint32, np.uint32]:
     shift = 2 if layout == "turbo16x4" and dtype_name(scales.dtype) == "uint32" else 0
-    return np.uint32(specs.SCALE_LAYOUT_CODES[layout]), np.uint32(shift)
+    return np.uint32(codes.SCALE_LAYOUT_CODES[layout]), np.uint32(shift)
 
 
 def _row_bytes(fmt: str, k: int) -> int:
@@ -67,15 +69,15 @@ def _row_bytes(fmt: str, k: int) -> int:
 
 def _launch_gemm(dg: DeviceGemm, dst, out_code: int, atomic: bool) -> None:
     p = dg.p
-    bm, bn = specs.GEMM_GENERIC_TILE
-    d = specs.defines(
+    bm, bn = gemm_kernels.GEMM_GENERIC_TILE
+    d = defines(
         ATOMIC=int(atomic),
-        FMT_A=specs.FMT_CODES[p.a_fmt],
-        FMT_B=specs.FMT_CODES[p.b_fmt],
+        FMT_A=codes.FMT_CODES[p.a_fmt],
+        FMT_B=codes.FMT_CODES[p.b_fmt],
         OUT_DTYPE=out_code,
-        THREADS=specs.GEMM_GENERIC_THREADS,
+        THREADS=gemm_kernels.GEMM_GENERIC_THREADS,
     )
-    kernel = build(specs.GEMM_MX_GENERIC, d, dg.arch)
+    kernel = build(gemm_kernels.GEMM_MX_GENERIC, d, dg.arch)
     flags = 0
     if dg.a_codes.data.ptr % 16 == 0 and _row_bytes(p.a_fmt, p.k) % 16 == 0:
         flags |= _FLAG_VEC_A
@@ -83,7 +85,9 @@ def _launch_gemm(dg: DeviceGemm, dst, out_code: int, atomic: bool) -> None:
         flags |= _FLAG_VEC_B
     la, sa_shift = _scale_args(p.a_scale_layout, dg.a_scales)
     lb, sb_shift = _scale_args(p.b_scale_layout, dg.b_scales)
-    cfg = LaunchConfig(grid=(_cdiv(p.n, bn), _cdiv(p.m, bm), p.split_k), block=(specs.GEMM_GENERIC_THREADS, 1, 1))
+    cfg = LaunchConfig(
+        grid=(_cdiv(p.n, bn), _cdiv(p.m, bm), p.split_k), block=(gemm_kernels.GEMM_GENERIC_THREADS, 1, 1)
+    )
     u32 = np.uint32
     args = (dg.a_codes, dg.a_scales, dg.b_codes, dg.b_scales, dst, u32(p.m), u32(p.n), u32(p.k), u32(p.split_k))
     launch(p.op, kernel, cfg, (*args, la, lb, sa_shift, sb_shift, u32(flags)))

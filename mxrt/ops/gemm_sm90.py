@@ -32,9 +32,12 @@ from typing import Any
 import numpy as np
 
 from .._kinds import dtype_name
-from ..runtime import specs
+from ..codes import GEMM_OUT_DTYPE_CODES
+from ..runtime import alloc
 from ..runtime.compiler import build
+from ..runtime.kernel_spec import defines
 from ..runtime.launch import MAX_GRID_YZ, LaunchConfig, launch
+from . import gemm_sm90_kernels
 from .gemm_paths import DeviceGemm, GemmPath, register_gemm_path
 from .gemm_splitk import F32, run_split_k
 
@@ -161,13 +164,13 @@ def supports(dg: DeviceGemm) -> str | None:
         return f"split_k = {p.split_k}, at most {MAX_GRID_YZ} (grid z)"
     if p.a_scale_layout is not None or p.b_scale_layout is not None:
         return "preshuffled scale layouts (this path reads row-major [rows, ceil(k/32)] scales)"
-    if dtype_name(p.out_dtype) not in specs.GEMM_OUT_DTYPE_CODES:
+    if dtype_name(p.out_dtype) not in GEMM_OUT_DTYPE_CODES:
         return f"out dtype {dtype_name(p.out_dtype)}"
     if dtype_name(p.out_dtype) == "float32" and not p.a_fmt == p.b_fmt == "e2m1":
         # measured on an H100: the fp8 tensor cores' k32 partials carry ~2-5e-5 relative error (NOTES.md);
         # e2m1 x e2m1 partials are exact (few significant bits), so fp32 output stays here for MXFP4
         return "float32 output with an fp8 operand (the fp8 wgmma partials miss the 1e-5 relative bar)"
-    if p.a_fmt not in specs.SM90_FMT_CODES or p.b_fmt not in specs.SM90_FMT_CODES:
+    if p.a_fmt not in gemm_sm90_kernels.SM90_FMT_CODES or p.b_fmt not in gemm_sm90_kernels.SM90_FMT_CODES:
         return f"formats ({p.a_fmt}, {p.b_fmt})"
     if _padded_k(dg) % 16:
         return f"k = {p.k}: an fp8 operand needs k % 16 == 0 (TMA row strides are 16-byte multiples)"
@@ -182,15 +185,13 @@ def supports(dg: DeviceGemm) -> str | None:
 
 
 def _expand_e2m1(codes: Any, rows: int, k: int, kp: int, arch: Any) -> Any:
-    import cupy
-
-    out = cupy.empty((rows, kp), dtype=cupy.uint8)
+    out = alloc.empty((rows, kp), np.uint8)
     if rows == 0 or kp == 0:
         return out
-    kernel = build(specs.E2M1_TO_E4M3, specs.defines(THREADS=specs.E2M1_TO_E4M3_THREADS), arch)
+    kernel = build(gemm_sm90_kernels.E2M1_TO_E4M3, defines(THREADS=gemm_sm90_kernels.E2M1_TO_E4M3_THREADS), arch)
     chunks = rows * kp // 16
-    grid = max(1, min(-(-chunks // specs.E2M1_TO_E4M3_THREADS), 65535))
-    cfg = LaunchConfig((grid, 1, 1), (specs.E2M1_TO_E4M3_THREADS, 1, 1))
+    grid = max(1, min(-(-chunks // gemm_sm90_kernels.E2M1_TO_E4M3_THREADS), 65535))
+    cfg = LaunchConfig((grid, 1, 1), (gemm_sm90_kernels.E2M1_TO_E4M3_THREADS, 1, 1))
     launch("gemm_mx", kernel, cfg, (codes, out, np.int32(rows), np.int32(k), np.int32(kp)))
     return out
 
@@ -210,7 +211,9 @@ class Sm90Config:
 
 
 #: 256 x 128, two warpgroups of two m64 row halves sharing the B factors: the fastest at large M (RESULTS.md)
-LARGE = Sm90Config(specs.SM90_STAGES, specs.SM90_DBUF, specs.SM90_BM, specs.SM90_BN)
+LARGE = Sm90Config(
+    gemm_sm90_kernels.SM90_STAGES, gemm_sm90_kernels.SM90_DBUF, gemm_sm90_kernels.SM90_BM, gemm_sm90_kernels.SM90_BN
+)
 #: 128 x 128, two partials in flight: fp32 results (the 256 x 128 fp32 epilogue spilled) and 64 < m <= 128
 MEDIUM = Sm90Config(6, 1, 128, 128)
 #: 64 x 128, one warpgroup, two partials in flight, two CTAs per SM: m <= 64 (decode), where the weight read
@@ -237,7 +240,7 @@ def _kernel(d: Any, arch: Any, c: Sm90Config) -> tuple[Any, int]:
     key = (d, arch)
     hit = _KERNELS.get(key)
     if hit is None:
-        kernel = build(specs.GEMM_MX_SM90, d, arch)
+        kernel = build(gemm_sm90_kernels.GEMM_MX_SM90, d, arch)
         smem = smem_bytes(c.bm, c.bn, c.stages)
         if kernel.max_dynamic_shared_size_bytes < smem:
             kernel.max_dynamic_shared_size_bytes = smem
@@ -249,10 +252,10 @@ def _launch(dg: DeviceGemm, a: Any, b: Any, kp: int, dst: Any, out_code: int, at
     p = dg.p
     c = plan(p.m, out_code == F32)
     c = Sm90Config(*(tune.get(f, getattr(c, f)) for f in ("stages", "dbuf", "bm", "bn")))
-    d = specs.defines(
-        A_FMT=specs.SM90_FMT_CODES[p.a_fmt],
+    d = defines(
+        A_FMT=gemm_sm90_kernels.SM90_FMT_CODES[p.a_fmt],
         ATOMIC=int(atomic),
-        B_FMT=specs.SM90_FMT_CODES[p.b_fmt],
+        B_FMT=gemm_sm90_kernels.SM90_FMT_CODES[p.b_fmt],
         BM=c.bm,
         BN=c.bn,
         DBUF=c.dbuf,

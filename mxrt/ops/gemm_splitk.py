@@ -10,7 +10,7 @@ kernel (kernels_src/gemm/gemm_mx_splitk_reduce.hip) that finishes two of them.
   fp32 atomics instead, converted by the reduce kernel.
 
 A path supplies ``launch_gemm(dst, out_code, atomic)``: one launch of its kernel over every split, writing ``dst``
-(``dg.out``, or an fp32 workspace) in output dtype code ``out_code`` (specs.GEMM_OUT_DTYPE_CODES), adding
+(``dg.out``, or an fp32 workspace) in output dtype code ``out_code`` (codes.GEMM_OUT_DTYPE_CODES), adding
 atomically when ``atomic``.
 
 Under CUDA-graph capture the workspace comes from CuPy's pool during the capture: the captured graph refers to it
@@ -25,28 +25,29 @@ from typing import Any
 
 import numpy as np
 
+from .. import codes
 from .._kinds import dtype_name
-from ..runtime import specs
+from ..runtime import alloc
 from ..runtime.compiler import build
+from ..runtime.kernel_spec import defines
 from ..runtime.launch import LaunchConfig, launch
+from . import gemm_kernels
 from .gemm_paths import DeviceGemm
 
 _REDUCE_MAX_BLOCKS = 65535 * 8
-F32 = specs.GEMM_OUT_DTYPE_CODES["float32"]
+F32 = codes.GEMM_OUT_DTYPE_CODES["float32"]
 
 
 def workspace(shape: tuple[int, ...], zero: bool) -> Any:
-    """An fp32 workspace from CuPy's pool (the GPU tests replace it to poison workspaces)."""
-    import cupy
-
-    return cupy.zeros(shape, cupy.float32) if zero else cupy.empty(shape, cupy.float32)
+    """An fp32 workspace from CuPy's pool (poisoned inside mxrt.runtime.debug(poison=...) unless ``zero``)."""
+    return alloc.zeros(shape, np.float32) if zero else alloc.empty(shape, np.float32)
 
 
 def launch_reduce(dg: DeviceGemm, ws: Any, splits: int, out_code: int) -> None:
     """``dg.out = convert(ws[0] + ... + ws[splits - 1])``, summed in split order."""
     mn = dg.p.m * dg.p.n
-    threads = specs.GEMM_REDUCE_THREADS
-    kernel = build(specs.GEMM_MX_SPLITK_REDUCE, specs.defines(OUT_DTYPE=out_code, THREADS=threads), dg.arch)
+    threads = gemm_kernels.GEMM_REDUCE_THREADS
+    kernel = build(gemm_kernels.GEMM_MX_SPLITK_REDUCE, defines(OUT_DTYPE=out_code, THREADS=threads), dg.arch)
     cfg = LaunchConfig(grid=(min(-(-mn // threads), _REDUCE_MAX_BLOCKS), 1, 1), block=(threads, 1, 1))
     launch(dg.p.op, kernel, cfg, (ws, dg.out, np.uint64(mn), np.uint32(splits)))
 
@@ -54,7 +55,7 @@ def launch_reduce(dg: DeviceGemm, ws: Any, splits: int, out_code: int) -> None:
 def run_split_k(dg: DeviceGemm, launch_gemm: Callable[[Any, int, bool], None]) -> None:
     """Run ``dg`` with the accumulation mode of its problem (module docstring); no host synchronisation."""
     p = dg.p
-    out_code = specs.GEMM_OUT_DTYPE_CODES[dtype_name(p.out_dtype)]
+    out_code = codes.GEMM_OUT_DTYPE_CODES[dtype_name(p.out_dtype)]
     if p.split_k == 1:
         launch_gemm(dg.out, out_code, False)
     elif p.deterministic:

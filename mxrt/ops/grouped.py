@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import codes
 from .._kinds import is_device_array
 from ..errors import DtypeError, LayoutError, ShapeError
 from ..formats.codecs import get_format
@@ -40,26 +41,27 @@ from ..layouts.grouped_quant import (
     dual_grouped_shapes,
 )
 from ..layouts.groups import padded_rows_upper_bound
-from ..runtime import specs
+from ..runtime import alloc
 from ..runtime.arch import get_arch
 from ..runtime.compiler import build
+from ..runtime.kernel_spec import defines
 from ..runtime.launch import MAX_GRID_YZ, LaunchConfig, launch
+from . import grouped_kernels
+from .kernels import select
 from .quant import GPU_BLOCK_SIZES, _aligned, _check_device_layout, _check_input, _itemsize, _upload
 
 _INDEX_LIMIT = 2**31
 #: CTAs per SM/CU of the grid-stride rowwise kernel.
 _ROWWISE_CTAS_PER_CU = 16
-#: Quarter blocks in flight per thread of the rowwise kernel (define UNROLL, specs.QUANT_GROUPED_UNROLLS). Both
-#: builds are bit-exact on H100; 1 was 1-4 points of copy bandwidth faster there (2 needs 48-60 registers).
+#: Quarter blocks in flight per thread of the rowwise kernel (define UNROLL, grouped_kernels.QUANT_GROUPED_UNROLLS).
+#: Both builds are bit-exact on H100; 1 was 1-4 points of copy bandwidth faster there (2 needs 48-60 registers).
 ROWWISE_UNROLL = 1
 _DEVICE_LENS_DTYPES = ("int32", "int64")
 
 
 def _empty(shape: tuple[int, ...], dtype: Any = None) -> Any:
-    """Output allocation (the GPU tests replace it to poison outputs)."""
-    import cupy
-
-    return cupy.empty(shape, dtype=cupy.uint8 if dtype is None else dtype)
+    """Output allocation (poisoned inside mxrt.runtime.debug(poison=...))."""
+    return alloc.empty(shape, np.uint8 if dtype is None else dtype)
 
 
 def _limit(op: str, what: str, value: int) -> None:
@@ -89,8 +91,8 @@ def _device_lens(op: str, group_lens: Any) -> Any:
 
 
 def _grouped_unsupported_reason(align: int, colwise: bool, col_align: int, num_groups: int) -> str | None:
-    if num_groups > specs.GROUPED_MAX_GROUPS:
-        return f"argument 'group_lens' has {num_groups} groups, the GPU kernels take at most {specs.GROUPED_MAX_GROUPS}"
+    if num_groups > codes.GROUPED_MAX_GROUPS:
+        return f"argument 'group_lens' has {num_groups} groups, the GPU kernels take at most {codes.GROUPED_MAX_GROUPS}"
     if colwise and col_align % align:
         return (
             f"argument 'col_align' is {col_align}, the fused GPU kernel needs a multiple of align = {align} "
@@ -158,28 +160,28 @@ def quantize_mx_grouped_gpu(
     if colwise:
         q_col, s_col = _empty((k, mc_ub // 2 if packed else mc_ub)), _empty((k, mc_ub // 32))
     arch = get_arch()
-    threads = specs.QUANT_GROUPED_THREADS
-    d_off = specs.defines(THREADS=threads)
-    kernel = build(specs.select("quantize_mx_grouped_offsets", arch.target), d_off, arch)
+    threads = grouped_kernels.QUANT_GROUPED_THREADS
+    d_off = defines(THREADS=threads)
+    kernel = build(select("quantize_mx_grouped_offsets", arch.target), d_off, arch)
     args = (lens_d, offs, np.int32(num_groups), np.int32(total), np.int32(a), np.int32(ca))
     args += (np.int32(lens_d.dtype == cupy.int64), np.int32(offs.shape[0]))
     launch(op, kernel, LaunchConfig(grid=(1, 1, 1), block=(threads, 1, 1)), args)
-    d = specs.defines(FMT=specs.FMT_CODES[f.name], IN_DTYPE=specs.IN_DTYPE_CODES[name], THREADS=threads)
-    vec_in = specs.FLAG_VEC_IN if _aligned(xd.data.ptr, k * _itemsize(name)) else 0
-    mode_code = np.int32(specs.SCALE_MODE_CODES[mode.value])
+    d = defines(FMT=codes.FMT_CODES[f.name], IN_DTYPE=codes.IN_DTYPE_CODES[name], THREADS=threads)
+    vec_in = codes.FLAG_VEC_IN if _aligned(xd.data.ptr, k * _itemsize(name)) else 0
+    mode_code = np.int32(codes.SCALE_MODE_CODES[mode.value])
     if m_ub and k:
-        flags = vec_in | (specs.FLAG_VEC_OUT if _aligned(q.data.ptr, row_bytes) else 0)
+        flags = vec_in | (codes.FLAG_VEC_OUT if _aligned(q.data.ptr, row_bytes) else 0)
         if not colwise:
-            d_row = specs.defines(**dict(d), UNROLL=ROWWISE_UNROLL)
-            kernel = build(specs.select("quantize_mx_grouped", arch.target), d_row, arch)
+            d_row = defines(**dict(d), UNROLL=ROWWISE_UNROLL)
+            kernel = build(select("quantize_mx_grouped", arch.target), d_row, arch)
             items = m_ub * nb * 4
             ctas = max(1, min(-(-items // (threads * ROWWISE_UNROLL)), arch.num_cus * _ROWWISE_CTAS_PER_CU))
             args = (xd, offs, q, s, np.int32(num_groups), np.int32(m_ub), np.int32(k), mode_code, np.int32(flags))
             args += (np.int32(ctas),)
             launch(op, kernel, LaunchConfig(grid=(ctas, 1, 1), block=(threads, 1, 1)), args)
         else:
-            flags |= specs.FLAG_VEC_OUT_COL if _aligned(q_col.data.ptr, q_col.shape[1]) else 0
-            kernel = build(specs.select("quantize_mx_grouped_rowcol", arch.target), d, arch)
+            flags |= codes.FLAG_VEC_OUT_COL if _aligned(q_col.data.ptr, q_col.shape[1]) else 0
+            kernel = build(select("quantize_mx_grouped_rowcol", arch.target), d, arch)
             args = (xd, offs, q, s, q_col, s_col, np.int32(num_groups), np.int32(m_ub), np.int32(mc_ub), np.int32(k))
             args += (mode_code, np.int32(flags), np.int32(n_tail))
             launch(op, kernel, LaunchConfig(grid=(-(-k // 128), grid_y, 1), block=(threads, 1, 1)), args)
@@ -249,21 +251,21 @@ def quantize_mx_dual_grouped_gpu(
     q_col, s_col = _empty((g, k, cb)), _empty((g, k, n_pad // 32))
     if g and n and k:  # otherwise every output is empty (n_pad = 0 or k_pad = 0)
         arch = get_arch()
-        d = specs.defines(
+        d = defines(
             BLOCK_2D=int(bool(block_2d)),
-            FMT=specs.FMT_CODES[f.name],
-            IN_DTYPE=specs.IN_DTYPE_CODES[name],
-            THREADS=specs.QUANT_GROUPED_THREADS,
+            FMT=codes.FMT_CODES[f.name],
+            IN_DTYPE=codes.IN_DTYPE_CODES[name],
+            THREADS=grouped_kernels.QUANT_GROUPED_THREADS,
         )
         flags = (
-            (specs.FLAG_VEC_IN if _aligned(wd.data.ptr, k * _itemsize(name)) else 0)
-            | (specs.FLAG_VEC_OUT if _aligned(q_row.data.ptr, rb) else 0)
-            | (specs.FLAG_VEC_OUT_COL if _aligned(q_col.data.ptr, cb) else 0)
+            (codes.FLAG_VEC_IN if _aligned(wd.data.ptr, k * _itemsize(name)) else 0)
+            | (codes.FLAG_VEC_OUT if _aligned(q_row.data.ptr, rb) else 0)
+            | (codes.FLAG_VEC_OUT_COL if _aligned(q_col.data.ptr, cb) else 0)
         )
-        kernel = build(specs.select(op, arch.target), d, arch)
+        kernel = build(select(op, arch.target), d, arch)
         args = (wd, q_row, s_row, q_col, s_col, np.int32(n), np.int32(k), np.int32(k_pad), np.int32(n_pad))
-        args += (np.int32(specs.SCALE_MODE_CODES[mode.value]), np.int32(flags))
-        cfg = LaunchConfig(grid=(-(-k_pad // 128), n_pad // 32, g), block=(specs.QUANT_GROUPED_THREADS, 1, 1))
+        args += (np.int32(codes.SCALE_MODE_CODES[mode.value]), np.int32(flags))
+        cfg = LaunchConfig(grid=(-(-k_pad // 128), n_pad // 32, g), block=(grouped_kernels.QUANT_GROUPED_THREADS, 1, 1))
         launch(op, kernel, cfg, args)
     if not device_in:
         q_row, s_row, q_col, s_col = (a.get() for a in (q_row, s_row, q_col, s_col))

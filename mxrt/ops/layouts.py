@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import codes
 from .._kinds import is_device_array
 from ..errors import DtypeError, LayoutError, ShapeError
 from ..layouts.scales import (
@@ -25,19 +26,20 @@ from ..layouts.scales import (
     check_unshuffle_shape,
     scale_layout_shape,
 )
-from ..runtime import specs
+from ..runtime import alloc
 from ..runtime.arch import get_arch
 from ..runtime.compiler import build
+from ..runtime.kernel_spec import defines
 from ..runtime.launch import LaunchConfig, launch
+from . import layout_kernels
+from .kernels import select
 
 _INDEX_LIMIT = 2**31  # the kernels address the storage with 32-bit offsets
 
 
 def _empty(shape: tuple[int, ...], dtype: Any) -> Any:
-    """Output allocation (the GPU tests replace it to poison outputs)."""
-    import cupy
-
-    return cupy.empty(shape, dtype=dtype)
+    """Output allocation (poisoned inside mxrt.runtime.debug(poison=...))."""
+    return alloc.empty(shape, dtype)
 
 
 def _check_limit(op: str, layout: str, sm: int, sn: int) -> None:
@@ -50,14 +52,14 @@ def _check_limit(op: str, layout: str, sm: int, sn: int) -> None:
 
 def layout_config(n_threads: int) -> LaunchConfig:
     """One thread per work item, ``LAYOUT_THREADS`` per block."""
-    threads = specs.LAYOUT_THREADS
+    threads = layout_kernels.LAYOUT_THREADS
     return LaunchConfig(grid=(max(1, -(-n_threads // threads)), 1, 1), block=(threads, 1, 1))
 
 
 def _kernel(op: str, layout: str, wide: bool) -> Any:
     arch = get_arch()
-    d = specs.defines(LAYOUT=specs.PRESHUFFLE_LAYOUT_CODES[layout], WIDE=int(wide), THREADS=specs.LAYOUT_THREADS)
-    return build(specs.select(op, arch.target), d, arch)
+    d = defines(LAYOUT=codes.SCALE_LAYOUT_CODES[layout], WIDE=int(wide), THREADS=layout_kernels.LAYOUT_THREADS)
+    return build(select(op, arch.target), d, arch)
 
 
 # ---- preshuffle_scales ---------------------------------------------------------------------------------------
@@ -101,7 +103,7 @@ def preshuffle_scales_gpu(s: Any, layout: str, *, pad_value: int = 127, dtype: A
 
 
 def preshuffle_unsupported(s: Any, layout: Any = None, **_: Any) -> str | None:
-    if is_device_array(s) or not isinstance(layout, str) or layout not in specs.PRESHUFFLE_LAYOUT_CODES:
+    if is_device_array(s) or not isinstance(layout, str) or layout not in codes.SCALE_LAYOUT_CODES:
         return None  # device inputs and bad arguments get their typed error from the GPU op
     shape = np.shape(s)
     if len(shape) == 2:

@@ -23,10 +23,12 @@ from .._kinds import is_device_array
 from ..errors import DtypeError, LayoutError, ShapeError
 from ..layouts._check import cdiv, check_int32_limit
 from ..layouts.moe import _check_ids, check_expert_map, moe_align_capacity
-from ..runtime import specs
+from ..runtime import alloc
 from ..runtime.arch import get_arch
 from ..runtime.compiler import build
+from ..runtime.kernel_spec import defines
 from ..runtime.launch import LaunchConfig, launch
+from . import moe_kernels
 
 #: numel up to which the one-CTA kernel runs.
 SMALL_NUMEL = 4096
@@ -57,7 +59,7 @@ class MoeAlignPlan:
 
 def plan_moe_align(numel: int, num_experts: int) -> MoeAlignPlan:
     """The launch plan for ``numel`` ids and ``num_experts`` experts (``num_experts <= MAX_EXPERTS``)."""
-    t = specs.MOE_THREADS
+    t = moe_kernels.MOE_THREADS
     e = num_experts
     if numel <= SMALL_NUMEL and e <= SMALL_MAX_EXPERTS:
         cfg = LaunchConfig(grid=(1, 1, 1), block=(t, 1, 1), shared_mem=(3 * e + 1) * 4)
@@ -72,10 +74,8 @@ def plan_moe_align(numel: int, num_experts: int) -> MoeAlignPlan:
 
 
 def _empty(shape: tuple[int, ...]) -> Any:
-    """int32 output allocation (the GPU tests replace it to poison outputs)."""
-    import cupy
-
-    return cupy.empty(shape, dtype=cupy.int32)
+    """int32 output allocation (poisoned inside mxrt.runtime.debug(poison=...))."""
+    return alloc.empty(shape, np.int32)
 
 
 def _device_ids(op: str, ids: Any) -> int:
@@ -186,20 +186,20 @@ def run_moe_align(
     """Launch the plan for validated device arguments (outputs allocated by the caller)."""
     op = "moe_align_block_size"
     arch = get_arch()
-    d = specs.defines(ID_BYTES=id_bytes, THREADS=specs.MOE_THREADS)
+    d = defines(ID_BYTES=id_bytes, THREADS=moe_kernels.MOE_THREADS)
     p = plan_moe_align(numel, num_experts)
     emap_arg = emap if emap is not None else post  # never read when map_bytes == 0
     e, bs, i32 = num_experts, block_size, np.int32
     if p.small:
-        kernel = build(specs.MOE_ALIGN_BLOCK_SIZE, d, arch)
+        kernel = build(moe_kernels.MOE_ALIGN_BLOCK_SIZE, d, arch)
         args = (ids, sorted_ids, expert_ids, post, emap_arg, i32(numel), i32(e), i32(bs), i32(cap), i32(map_bytes))
         launch(op, kernel, p.configs[0], args)
         return
     ws = _empty((p.workspace_words,))
     count, scan, scatter = p.configs
-    k_count = build(specs.MOE_ALIGN_BLOCK_SIZE_COUNT, d, arch)
-    k_scan = build(specs.MOE_ALIGN_BLOCK_SIZE_SCAN, d, arch)
-    k_scatter = build(specs.MOE_ALIGN_BLOCK_SIZE_SCATTER, d, arch)
+    k_count = build(moe_kernels.MOE_ALIGN_BLOCK_SIZE_COUNT, d, arch)
+    k_scan = build(moe_kernels.MOE_ALIGN_BLOCK_SIZE_SCAN, d, arch)
+    k_scatter = build(moe_kernels.MOE_ALIGN_BLOCK_SIZE_SCATTER, d, arch)
     launch(op, k_count, count, (ids, ws, i32(numel), i32(e), i32(p.chunk)))
     launch(op, k_scan, scan, (ws, post, i32(e), i32(p.num_ctas), i32(bs)))
     args = (ids, sorted_ids, expert_ids, ws, emap_arg, i32(numel), i32(e), i32(bs), i32(cap), i32(p.chunk))

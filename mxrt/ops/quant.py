@@ -18,14 +18,18 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
+from .. import codes
 from .._kinds import is_device_array
 from ..errors import DtypeError, LayoutError, ShapeError
 from ..formats.mx import MXArray, MXDual, QuantArgs
 from ..layouts.scales import scale_layout_shape
-from ..runtime import specs
+from ..runtime import alloc
 from ..runtime.arch import get_arch
 from ..runtime.compiler import build
+from ..runtime.kernel_spec import defines
 from ..runtime.launch import LaunchConfig, launch
+from . import quant_kernels
+from .kernels import select
 
 GPU_BLOCK_SIZES = (32,)
 _INDEX_LIMIT = 2**31  # kernels index elements with 32-bit unsigned offsets; keep m*k below 2^31
@@ -36,7 +40,7 @@ def _check_input(op: str, x: Any) -> str:
     """The kernel input dtype name of ``x`` (float32, float16, bfloat16; numpy float64 too), or DtypeError."""
     name = str(getattr(x, "dtype", type(x).__name__))
     if is_device_array(x):
-        if name not in specs.IN_DTYPE_CODES:
+        if name not in codes.IN_DTYPE_CODES:
             raise DtypeError(
                 f"{op}: argument 'x' is a CuPy array of dtype {name}, expected float32, float16 or bfloat16 "
                 "(float64 has no kernel: x.astype(cupy.float32) rounds it as the reference does)"
@@ -62,10 +66,8 @@ def _upload(x: np.ndarray) -> Any:
 
 
 def _empty(shape: tuple[int, ...]) -> Any:
-    """Output allocation (the GPU tests replace it to poison outputs)."""
-    import cupy
-
-    return cupy.empty(shape, dtype=cupy.uint8)
+    """Output allocation (poisoned inside mxrt.runtime.debug(poison=...))."""
+    return alloc.empty(shape, np.uint8)
 
 
 def _itemsize(name: str) -> int:
@@ -98,7 +100,7 @@ def _check_limits(op: str, m: int, k: int) -> None:
 
 
 def _layout_code(layout: str | None) -> int:
-    return specs.SCALE_LAYOUT_CODES[layout]
+    return codes.SCALE_LAYOUT_CODES[layout]
 
 
 def _check_scale_storage(op: str, layout: str | None, rows: int, cols: int) -> None:
@@ -148,16 +150,16 @@ def rowwise_launch(m: int, k: int, name: str, x_ptr: int, q_ptr: int, fmt_name: 
     FLAT (k % 32 == 0, x and q 16-byte aligned): a warp takes 32 * ROWWISE_UNROLL consecutive 16-byte chunks.
     Otherwise one thread per 32-element block.
     """
-    threads = specs.QUANT_ROWWISE_THREADS
+    threads = quant_kernels.QUANT_ROWWISE_THREADS
     itemsize = _itemsize(name)
     row_bytes = -(-k // 2) if fmt_name == "e2m1" else k
-    flags = (specs.FLAG_VEC_IN if _aligned(x_ptr, k * itemsize) else 0) | (
-        specs.FLAG_VEC_OUT if _aligned(q_ptr, row_bytes) else 0
+    flags = (codes.FLAG_VEC_IN if _aligned(x_ptr, k * itemsize) else 0) | (
+        codes.FLAG_VEC_OUT if _aligned(q_ptr, row_bytes) else 0
     )
     if k % 32 == 0 and x_ptr % 16 == 0 and q_ptr % 16 == 0:
         chunks = m * k * itemsize // 16
         per_cta = 32 * ROWWISE_UNROLL * (threads // 32)
-        return flags | specs.FLAG_FLAT, LaunchConfig(grid=(max(1, -(-chunks // per_cta)), 1, 1), block=(threads, 1, 1))
+        return flags | codes.FLAG_FLAT, LaunchConfig(grid=(max(1, -(-chunks // per_cta)), 1, 1), block=(threads, 1, 1))
     nblocks = m * (-(-k // 32))
     return flags, LaunchConfig(grid=(max(1, -(-nblocks // threads)), 1, 1), block=(threads, 1, 1))
 
@@ -178,14 +180,14 @@ def dual_launch(
     packed = fmt_name == "e2m1"
     row_bytes, col_bytes = (-(-k // 2), -(-m // 2)) if packed else (k, m)
     flags = (
-        (specs.FLAG_VEC_IN if _aligned(x_ptr, k * _itemsize(name)) else 0)
-        | (specs.FLAG_VEC_OUT if _aligned(q_row_ptr, row_bytes) else 0)
-        | (specs.FLAG_VEC_OUT_COL if _aligned(q_col_ptr, col_bytes) else 0)
+        (codes.FLAG_VEC_IN if _aligned(x_ptr, k * _itemsize(name)) else 0)
+        | (codes.FLAG_VEC_OUT if _aligned(q_row_ptr, row_bytes) else 0)
+        | (codes.FLAG_VEC_OUT_COL if _aligned(q_col_ptr, col_bytes) else 0)
     )
     tile_k = 128 if _itemsize(name) == 2 else 64
     tiles = (max(1, -(-k // tile_k)), max(1, -(-m // 64)))
     grid = (tiles[1], tiles[0], 1) if rows_fast else (tiles[0], tiles[1], 1)
-    return flags, LaunchConfig(grid=grid, block=(specs.QUANT_DUAL_THREADS, 1, 1))
+    return flags, LaunchConfig(grid=grid, block=(quant_kernels.QUANT_DUAL_THREADS, 1, 1))
 
 
 def _quantize_rows(
@@ -203,16 +205,16 @@ def _quantize_rows(
             s.fill(127)
         return q, s
     arch = get_arch()
-    spec = specs.select("quantize_mx", arch.target)
-    d = specs.defines(
-        FMT=specs.FMT_CODES[fmt_name],
-        IN_DTYPE=specs.IN_DTYPE_CODES[name],
+    spec = select("quantize_mx", arch.target)
+    d = defines(
+        FMT=codes.FMT_CODES[fmt_name],
+        IN_DTYPE=codes.IN_DTYPE_CODES[name],
         SCALE_LAYOUT=_layout_code(layout),
-        THREADS=specs.QUANT_ROWWISE_THREADS,
+        THREADS=quant_kernels.QUANT_ROWWISE_THREADS,
     )
     flags, cfg = rowwise_launch(m, k, name, xd.data.ptr, q.data.ptr, fmt_name)
     kernel = build(spec, d, arch)
-    args = (xd, q, s, np.int32(m), np.int32(k), np.int32(specs.SCALE_MODE_CODES[mode_value]), np.int32(flags))
+    args = (xd, q, s, np.int32(m), np.int32(k), np.int32(codes.SCALE_MODE_CODES[mode_value]), np.int32(flags))
     launch(op, kernel, cfg, args)
     return q, s
 
@@ -303,18 +305,18 @@ def _quantize_dual(
                 s.fill(127)
         return q_row, s_row, q_col, s_col
     arch = get_arch()
-    spec = specs.select(op, arch.target)
-    d = specs.defines(
+    spec = select(op, arch.target)
+    d = defines(
         BLOCK_2D=int(bool(block_2d)),
-        FMT=specs.FMT_CODES[fmt_name],
-        IN_DTYPE=specs.IN_DTYPE_CODES[name],
+        FMT=codes.FMT_CODES[fmt_name],
+        IN_DTYPE=codes.IN_DTYPE_CODES[name],
         SCALE_LAYOUT=_layout_code(layout),
-        THREADS=specs.QUANT_DUAL_THREADS,
+        THREADS=quant_kernels.QUANT_DUAL_THREADS,
     )
     flags, cfg = dual_launch(m, k, name, xd.data.ptr, q_row.data.ptr, q_col.data.ptr, fmt_name)
     kernel = build(spec, d, arch)
     args = (xd, q_row, s_row, q_col, s_col, np.int32(m), np.int32(k))
-    args += (np.int32(specs.SCALE_MODE_CODES[mode_value]), np.int32(flags))
+    args += (np.int32(codes.SCALE_MODE_CODES[mode_value]), np.int32(flags))
     launch(op, kernel, cfg, args)
     return q_row, s_row, q_col, s_col
 

@@ -27,13 +27,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..codes import FMT_CODES
 from ..errors import DtypeError, ShapeError
 from ..formats import decode, get_format
 
 #: gfx950 scaled-MFMA shapes: instr -> (rows of A = cols of B, K per instruction).
 MFMA_SCALE_SHAPES = {"16x16x128": (16, 128), "32x32x64": (32, 64)}
-#: cbsz / blgp format codes of the scaled MFMA.
-MFMA_FMT_CODES = {"e4m3": 0, "e5m2": 1, "e2m3": 2, "e3m2": 3, "e2m1": 4}
+#: cbsz / blgp format codes of the scaled MFMA: mxrt's element format codes were chosen equal to them.
+MFMA_FMT_CODES = FMT_CODES
 _EMULATED = ("e4m3", "e5m2", "e2m1")
 
 

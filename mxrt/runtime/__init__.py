@@ -6,12 +6,13 @@ from __future__ import annotations
 from functools import lru_cache
 
 from .._kinds import is_device_array
+from .alloc import DebugSession, debug, empty, zeros
 from .arch import Arch, get_arch, normalize_target
 from .arrays import from_dlpack
 from .compiler import build, clear_cache, compile_options, compile_times
+from .kernel_spec import Defines, KernelSpec, defines
 from .launch import LaunchConfig, launch
 from .source import inlined_source, kernels_src_dir, stamped_source
-from .specs import ALL_SPECS, DISPATCH, KernelSpec, op_supports, select
 
 
 @lru_cache(maxsize=1)
@@ -28,16 +29,19 @@ def device_available() -> bool:
 
 
 __all__ = [
-    "ALL_SPECS",
-    "DISPATCH",
     "Arch",
+    "DebugSession",
+    "Defines",
     "KernelSpec",
     "LaunchConfig",
     "build",
     "clear_cache",
     "compile_options",
     "compile_times",
+    "debug",
+    "defines",
     "device_available",
+    "empty",
     "from_dlpack",
     "get_arch",
     "inlined_source",
@@ -45,7 +49,6 @@ __all__ = [
     "kernels_src_dir",
     "launch",
     "normalize_target",
-    "op_supports",
-    "select",
     "stamped_source",
+    "zeros",
 ]

@@ -1,6 +1,6 @@
-"""Offline compile check: build every kernel spec, with every define set the ops use, for each target,
-without a GPU. AMD targets use clang from the ``ziglang`` wheel, NVIDIA targets NVRTC from ``cuda-bindings``
-+ ``nvidia-cuda-nvrtc`` (``pip install .[compilecheck]``).
+"""Offline compile check: build every kernel spec it is given (the cli passes :data:`mxrt.ops.ALL_SPECS`), with
+every define set the ops use, for each target, without a GPU. AMD targets use clang from the ``ziglang`` wheel,
+NVIDIA targets NVRTC from ``cuda-bindings`` + ``nvidia-cuda-nvrtc`` (``pip install .[compilecheck]``).
 
 Each build gives a :class:`BuildReport`: registers, spills, scratch, LDS/shared bytes and the matrix
 instructions found. A build fails on a compiler error, and on AMD also on any spill or scratch use.
@@ -13,14 +13,15 @@ import re
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ..errors import UnsupportedArchError
 from .arch import normalize_target, vendor_of
+from .kernel_spec import Defines, KernelSpec
 from .source import stamped_source
-from .specs import ALL_SPECS, Defines, KernelSpec
 
 _MMA_AMD = re.compile(r"^\s*(v_mfma\w*|v_smfmac\w*|v_wmma\w*|v_swmmac\w*)", re.M)
 _MMA_PTX = re.compile(r"^\s*((?:wgmma\.mma_async|mma\.sync|tcgen05\.mma)[\w.]*)", re.M)
@@ -176,10 +177,9 @@ def build_one(spec: KernelSpec, d: Defines, target: str) -> BuildReport:
     return r
 
 
-def run_compile_check(
-    targets: list[str], specs: tuple[KernelSpec, ...] = ALL_SPECS, jobs: int | None = None
-) -> list[BuildReport]:
-    """Build every (spec, define set, target); raises UnsupportedArchError when a target's tools are missing."""
+def run_compile_check(targets: list[str], specs: Sequence[KernelSpec], jobs: int | None = None) -> list[BuildReport]:
+    """Build every (spec, define set, target) of ``specs`` (the ops' kernels: :data:`mxrt.ops.ALL_SPECS`); raises
+    UnsupportedArchError when a target's tools are missing."""
     norm = [normalize_target(t) for t in targets]
     for t in norm:
         why = tools_missing(t)

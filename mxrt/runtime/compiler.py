@@ -16,8 +16,8 @@ from typing import Any
 from ..config import dump_dir
 from ..errors import CompileError, UnsupportedArchError
 from .arch import Arch
+from .kernel_spec import Defines, KernelSpec
 from .source import stamped_source
-from .specs import Defines, KernelSpec
 
 _CACHE: dict[tuple[KernelSpec, Defines, str], Any] = {}
 _LOCK = threading.Lock()
@@ -87,8 +87,8 @@ def compile_times(spec: KernelSpec, d: Defines, arch: Arch) -> tuple[float, floa
     cold = time.perf_counter() - t0
     child = (
         "import time\n"
-        "from mxrt.runtime import specs, get_arch, build\n"
-        f"spec = next(s for s in specs.ALL_SPECS if s.symbol == {spec.symbol!r})\n"
+        "from mxrt.runtime import KernelSpec, get_arch, build\n"
+        f"spec = {spec!r}\n"
         "arch = get_arch()\n"
         "t0 = time.perf_counter()\n"
         f"build(spec, {d!r}, arch, nonce={nonce!r})\n"

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ShapeError
+from .alloc import after_launch
 
 MAX_GRID_X = 2**31 - 1
 MAX_GRID_YZ = 65535
@@ -25,6 +26,7 @@ class LaunchConfig:
 
 def launch(op: str, kernel: Any, cfg: LaunchConfig, args: tuple[Any, ...]) -> None:
     """Launch on CuPy's current stream. CuPy raises on a failed launch; asynchronous faults surface at the
-    next synchronisation (the GPU tests synchronise after every launch)."""
+    next synchronisation, or right here inside ``mxrt.runtime.debug(sync_after_launch=True)`` (the GPU tests)."""
     cfg.check(op)
     kernel(cfg.grid, cfg.block, args, shared_mem=cfg.shared_mem)
+    after_launch(op, kernel, cfg.grid, cfg.block)

@@ -10,13 +10,13 @@ static void maps(const unsigned* r, const unsigned* c, unsigned* o, unsigned* r2
   }
 }
 
-// o = forward(r, c); (r2, c2) = inverse(o)
+// o = forward(r, c); (r2, c2) = inverse(o); layout: an MXRT_SCALE_LAYOUT_* code 1..4 (mxrt/codes.py)
 extern "C" void host_scale_maps(int layout, const unsigned* r, const unsigned* c, unsigned* o, unsigned* r2,
                                 unsigned* c2, long n, unsigned sm, unsigned sn) {
   switch (layout) {
-    case 0: maps<0>(r, c, o, r2, c2, n, sm, sn); break;
-    case 1: maps<1>(r, c, o, r2, c2, n, sm, sn); break;
-    case 2: maps<2>(r, c, o, r2, c2, n, sm, sn); break;
-    default: maps<3>(r, c, o, r2, c2, n, sm, sn); break;
+    case MXRT_SCALE_LAYOUT_AITER32X8: maps<MXRT_SCALE_LAYOUT_AITER32X8>(r, c, o, r2, c2, n, sm, sn); break;
+    case MXRT_SCALE_LAYOUT_TURBO16X4: maps<MXRT_SCALE_LAYOUT_TURBO16X4>(r, c, o, r2, c2, n, sm, sn); break;
+    case MXRT_SCALE_LAYOUT_CUBLAS128X4: maps<MXRT_SCALE_LAYOUT_CUBLAS128X4>(r, c, o, r2, c2, n, sm, sn); break;
+    default: maps<MXRT_SCALE_LAYOUT_DEEPGEMM_UE8M0>(r, c, o, r2, c2, n, sm, sn); break;
   }
 }

@@ -1,0 +1,61 @@
+"""Kernel specs, variants and dispatch of the MX quantizers (kernels_src/quant/quantize_mx_rowwise.hip,
+quantize_mx_dual.hip), launched by mxrt/ops/quant.py."""
+
+from __future__ import annotations
+
+from ..codes import FMT_CODES, IN_DTYPE_CODES, SCALE_LAYOUT_CODES
+from ..runtime.kernel_spec import KernelSpec, define_grid
+
+QUANT_ROWWISE_THREADS = 256
+QUANT_DUAL_THREADS = 256
+
+# The fused scale layouts (SCALE_LAYOUT 1..4) only change where a scale byte is stored, the same code for every
+# element format: the compile check builds them with e4m3 and e2m1 (the MXFP8 / MXFP4 formats GEMMs read) on
+# every input dtype, and every format with plain scales, instead of the full 5 x 5 x 3 grid (a third of the time).
+_LAYOUTS = tuple(v for v in SCALE_LAYOUT_CODES.values() if v)
+_FUSED_FMTS = (FMT_CODES["e4m3"], FMT_CODES["e2m1"])
+_PLAIN = SCALE_LAYOUT_CODES[None]
+
+QUANTIZE_MX_ROWWISE = KernelSpec(
+    symbol="quantize_mx_rowwise",
+    file="quant/quantize_mx_rowwise.hip",
+    required=("FMT", "IN_DTYPE", "SCALE_LAYOUT", "THREADS"),
+    variants=define_grid(
+        FMT=tuple(FMT_CODES.values()),
+        IN_DTYPE=tuple(IN_DTYPE_CODES.values()),
+        SCALE_LAYOUT=(_PLAIN,),
+        THREADS=(QUANT_ROWWISE_THREADS,),
+    )
+    + define_grid(
+        FMT=_FUSED_FMTS,
+        IN_DTYPE=tuple(IN_DTYPE_CODES.values()),
+        SCALE_LAYOUT=_LAYOUTS,
+        THREADS=(QUANT_ROWWISE_THREADS,),
+    ),
+)
+
+QUANTIZE_MX_DUAL = KernelSpec(
+    symbol="quantize_mx_dual",
+    file="quant/quantize_mx_dual.hip",
+    required=("BLOCK_2D", "FMT", "IN_DTYPE", "SCALE_LAYOUT", "THREADS"),
+    variants=define_grid(
+        BLOCK_2D=(0, 1),
+        FMT=tuple(FMT_CODES.values()),
+        IN_DTYPE=tuple(IN_DTYPE_CODES.values()),
+        SCALE_LAYOUT=(_PLAIN,),
+        THREADS=(QUANT_DUAL_THREADS,),
+    )
+    + define_grid(
+        BLOCK_2D=(0, 1),
+        FMT=_FUSED_FMTS,
+        IN_DTYPE=tuple(IN_DTYPE_CODES.values()),
+        SCALE_LAYOUT=_LAYOUTS,
+        THREADS=(QUANT_DUAL_THREADS,),
+    ),
+)
+
+SPECS = (QUANTIZE_MX_ROWWISE, QUANTIZE_MX_DUAL)
+DISPATCH = {
+    "quantize_mx": {"generic": QUANTIZE_MX_ROWWISE},
+    "quantize_mx_dual": {"generic": QUANTIZE_MX_DUAL},
+}

@@ -7,20 +7,18 @@ Arrays go in as numpy, CuPy, torch or JAX (DLPack, zero-copy) and come back in t
 """
 
 from ._version import __version__
-from .api import (
-    BACKENDS,
-    GPU_OPS,
+from .api.dispatch import BACKENDS, GPU_OPS
+from .api.gemm import gemm_mx
+from .api.interop import convert
+from .api.layouts import (
     calc_diff,
     ceil_to_ue8m0,
     contiguous_m_indices,
     contiguous_psum_layout,
-    convert,
     decode,
-    dequantize_mx,
     e8m0_decode,
     encode,
     from_masked,
-    gemm_mx,
     group_lens_from_m_indices,
     group_lens_from_psum,
     group_offsets,
@@ -29,12 +27,8 @@ from .api import (
     pack_fp4,
     pad_group_layout,
     pad_rows,
-    per_block_cast_to_fp8,
-    per_token_cast_to_fp8,
     preshuffle_scales,
     preshuffle_weight,
-    quantize_mx,
-    quantize_mx_dual,
     quantize_mx_dual_grouped,
     quantize_mx_grouped,
     relative_error,
@@ -45,6 +39,13 @@ from .api import (
     unpad_rows,
     unshuffle_scales,
     unshuffle_weight,
+)
+from .api.quant import (
+    dequantize_mx,
+    per_block_cast_to_fp8,
+    per_token_cast_to_fp8,
+    quantize_mx,
+    quantize_mx_dual,
 )
 from .errors import (
     CompileError,

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Sequence
 
 from . import __version__, bench, runtime
-from .api import GPU_OPS
+from .api.dispatch import GPU_OPS
 from .checks import CheckRow, run_all
 from .errors import MxrtError
 

@@ -48,6 +48,6 @@ def backend_for(op: str, backend: str) -> str:
     kernel when the suite runs on the GPU (so a numpy-only op is still checked instead of raising)."""
     if backend != "gpu":
         return backend
-    from ..api import GPU_OPS
+    from ..api.dispatch import GPU_OPS
 
     return backend if op in GPU_OPS else "numpy"

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import ml_dtypes
 import numpy as np
 
-from ..api import per_block_cast_to_fp8, per_token_cast_to_fp8, quantize_mx, quantize_mx_dual
+from ..api.quant import per_block_cast_to_fp8, per_token_cast_to_fp8, quantize_mx, quantize_mx_dual
 from ..formats import (
     FORMATS,
     ScaleMode,

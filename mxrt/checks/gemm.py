@@ -92,7 +92,7 @@ def _rng(seed: int) -> np.random.Generator:
 
 
 def _operands(m, n, k, fa, fb, seed):
-    from ..api import quantize_mx
+    from ..api.quant import quantize_mx
 
     rng = _rng(seed)
     x, w = rng.standard_normal((m, k)), rng.standard_normal((n, k))
@@ -123,7 +123,7 @@ def check_gemm_op(backend: str) -> Iterable[CheckRow]:
     """mxrt.gemm_mx on ``backend`` vs the reference, every pair and out dtype, split_k 1 and 3: bit for bit on numpy;
     on the GPU (fp32 FMA, one scale application per 32-block) fp32 out within relative Frobenius 1e-5 and bf16/fp16
     within calc_diff 1e-5, in both split-K accumulation modes."""
-    from ..api import gemm_mx
+    from ..api.gemm import gemm_mx
     from ..problems import GEMM_FORMAT_PAIRS, GEMM_OUT_DTYPES
     from ..reference import calc_diff, relative_error
     from ..reference import gemm_mx as ref
@@ -153,7 +153,7 @@ def check_gemm_op(backend: str) -> Iterable[CheckRow]:
 
 def check_scale_lanes(backend: str) -> Iterable[CheckRow]:
     """Every lane of every 16x16x128 instruction gets the scale it needs from the turbo16x4 / aiter32x8 buffers."""
-    from ..api import preshuffle_scales
+    from ..api.layouts import preshuffle_scales
     from ..layouts import scale_layout_shape
     from ..reference.emulate import aiter32x8_lane_dwords, mfma_read_scales, turbo16x4_lane_scales
     from .layouts import padded_scales
@@ -205,7 +205,7 @@ def check_weight_lanes(backend: str) -> Iterable[CheckRow]:
 
 def check_emulated_gemm(backend: str) -> Iterable[CheckRow]:
     """A GEMM run through the 16x16x128 emulator from preshuffled buffers vs reference.gemm_mx (rel 1e-6)."""
-    from ..api import preshuffle_scales
+    from ..api.layouts import preshuffle_scales
     from ..layouts import preshuffle_weight
     from ..reference import gemm_mx, relative_error
     from ..reference.emulate import gfx950_gemm_16x16x128

@@ -58,7 +58,7 @@ def _device_or_host(x: np.ndarray) -> Any:
 
 
 def quantize_mx_cases() -> Iterator[Case]:
-    from ..api import quantize_mx
+    from ..api.quant import quantize_mx
 
     for si, shape in enumerate([(1, 1), (7, 33), (64, 256), (3, 4095)]):
         for dtype in (np.float32, ml_dtypes.bfloat16):
@@ -74,7 +74,7 @@ def quantize_mx_cases() -> Iterator[Case]:
 
 
 def quantize_mx_dual_cases() -> Iterator[Case]:
-    from ..api import quantize_mx_dual
+    from ..api.quant import quantize_mx_dual
 
     for si, shape in enumerate([(1, 1), (33, 7), (100, 130)]):
         x = _quant_input(shape, 10 + si, np.float32)
@@ -101,7 +101,7 @@ def _scale_codes(shape: tuple[int, int], seed: int) -> np.ndarray:
 
 
 def preshuffle_scales_cases() -> Iterator[Case]:
-    from ..api import preshuffle_scales
+    from ..api.layouts import preshuffle_scales
 
     for si, shape in enumerate([(1, 1), (7, 3), (255, 9), (1000, 57)]):
         s = _scale_codes(shape, si)
@@ -117,7 +117,7 @@ def preshuffle_scales_cases() -> Iterator[Case]:
 
 
 def unshuffle_scales_cases() -> Iterator[Case]:
-    from ..api import preshuffle_scales, unshuffle_scales
+    from ..api.layouts import preshuffle_scales, unshuffle_scales
 
     for si, shape in enumerate([(7, 3), (255, 9), (1000, 57)]):
         s = _scale_codes(shape, 20 + si)
@@ -139,7 +139,7 @@ def unshuffle_scales_cases() -> Iterator[Case]:
 
 
 def moe_align_cases() -> Iterator[Case]:
-    from ..api import moe_align_block_size
+    from ..api.layouts import moe_align_block_size
 
     rng = np.random.default_rng(7)
     example = np.array([[2, 3, 0], [1, 2, 0], [1, 3, 0], [1, 2, 3]], np.int32)  # MX_REFERENCE.md 4c
@@ -188,7 +188,7 @@ def _compare(op: str, case: str, run_gpu: Callable[[], Any], run_numpy: Callable
 def check_gpu_ops(backend: str) -> Iterable[CheckRow]:
     if backend != "gpu":
         return
-    from ..api import GPU_OPS
+    from ..api.dispatch import GPU_OPS
 
     for op in sorted(GPU_OPS):
         if op in CHECKED_ELSEWHERE:

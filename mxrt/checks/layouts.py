@@ -155,7 +155,7 @@ def _codes(shape: tuple[int, int], seed: int) -> np.ndarray:
 
 
 def check_scale_layouts(backend: str) -> Iterable[CheckRow]:
-    from ..api import preshuffle_scales, unshuffle_scales
+    from ..api.layouts import preshuffle_scales, unshuffle_scales
     from ..layouts import SCALE_LAYOUTS, scale_layout_shape
 
     for layout in SCALE_LAYOUTS:
@@ -178,7 +178,7 @@ def check_scale_layouts(backend: str) -> Iterable[CheckRow]:
 
 def check_scale_examples(backend: str) -> Iterable[CheckRow]:
     """First bytes of MX_REFERENCE.md 3a, 3b and 3e, and torchao to_blocked."""
-    from ..api import preshuffle_scales
+    from ..api.layouts import preshuffle_scales
 
     r, c = np.indices((32, 8))
     p = preshuffle_scales((32 * c + r).astype(np.uint8), "aiter32x8", backend=backend).ravel()
@@ -251,7 +251,7 @@ def check_group_layouts(backend: str) -> Iterable[CheckRow]:
 
 
 def check_moe(backend: str) -> Iterable[CheckRow]:
-    from ..api import moe_align_block_size
+    from ..api.layouts import moe_align_block_size
     from ..layouts import moe_sorting
 
     ids = np.array([[2, 3, 0], [1, 2, 0], [1, 3, 0], [1, 2, 3]])

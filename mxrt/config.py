@@ -45,3 +45,13 @@ ENV_GEMM_PATH = "MXRT_GEMM_PATH"
 
 def gemm_path_override() -> str | None:
     return os.environ.get(ENV_GEMM_PATH, "").strip() or None
+
+
+#: ``MXRT_LAUNCH``: how kernels are launched on CUDA. ``driver`` (default) calls ``cuLaunchKernel`` through ctypes
+#: with a parameter block packed once per call (a few microseconds); ``cupy`` uses CuPy's ``RawKernel`` call
+#: (~15-20 us with by-value tensor maps). ROCm always uses CuPy's call.
+ENV_LAUNCH = "MXRT_LAUNCH"
+
+
+def launch_mode() -> str:
+    return os.environ.get(ENV_LAUNCH, "driver").strip().lower() or "driver"

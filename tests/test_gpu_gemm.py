@@ -228,6 +228,76 @@ def test_extreme_scales_and_nan(monkeypatch, path):
     assert mxrt.reference.relative_error(want[ok], got[ok]) <= 1e-5
 
 
+def _extreme_pairs(m, n, k, rng, off):
+    """Scale bytes over the whole E8M0 range in pairs whose product stays near 2^-off (sa + sb = 254 - off +- 12),
+    the extreme bytes themselves (0 with 254 - off, 254 - off with 0); the caller adds one K block where both
+    sides are 254 on zero codes (a factor 2^254 times P = 0 must give 0, not NaN)."""
+    kb = -(-k // 32)
+    base = np.linspace(0, 254, kb).astype(np.int64)
+    sa = np.clip(base + rng.integers(-6, 7, (m, kb)), 0, 254).astype(np.uint8)
+    sb = np.clip(254 - off - base + rng.integers(-6, 7, (n, kb)), 0, 254).astype(np.uint8)
+    sa[:, 0], sb[:, 0] = 0, 254 - off
+    sa[:, -1], sb[:, -1] = 254 - off, 0
+    return sa, sb
+
+
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("out_dtype", ["bfloat16", "float16", "float32"])
+@pytest.mark.parametrize("pair", [("e4m3", "e4m3"), ("e5m2", "e4m3"), ("e2m1", "e2m1"), ("e4m3", "e2m1")], ids="x".join)
+def test_extreme_scale_pairs_every_out_dtype(monkeypatch, path, pair, out_dtype):
+    """Every path and out dtype (the sm90 path serves 16-bit out for fp8): legal extreme pairs such as sa = 0 with
+    sb = 254 (true factor 2^0) must give the reference, never inf / NaN from an intermediate factor."""
+    m, n, k = 150, 136, 320
+    rng = np.random.default_rng(21)
+    _, _, qa, qb = operands(m, n, k, *pair, seed=21)
+    # fp16: products scaled down into fp16's range (and not below it), by how large the pair's values get
+    off = {0: 36, 1: 20, 2: 12}[pair.count("e2m1")] if out_dtype == "float16" else 0
+    sa, sb = _extreme_pairs(m, n, k, rng, off)
+    a_codes, b_codes = qa.data.copy(), qb.data.copy()
+    zb = 4  # K block 4: both scales 254 on zero codes
+    sa[:, zb], sb[:, zb] = 254, 254
+    if pair[0] == "e2m1":
+        a_codes[:, zb * 16 : zb * 16 + 16] = 0
+    else:
+        a_codes[:, zb * 32 : zb * 32 + 32] = 0
+    a = (cupy.asarray(a_codes), cupy.asarray(sa), pair[0], k)
+    b = (cupy.asarray(b_codes), cupy.asarray(sb), pair[1], k)
+    want = mxrt.reference.gemm_mx((a_codes, sa, pair[0], k), (b_codes, sb, pair[1], k), out_dtype="float64")
+    assert np.isfinite(want.astype(out_dtype)).all() and np.abs(want).max() > 0
+    got = host_result(run(monkeypatch, path, a, b, out_dtype=out_dtype), out_dtype)
+    assert np.isfinite(got).all(), f"{int((~np.isfinite(got)).sum())} non-finite outputs"
+    if out_dtype == "float32":
+        assert mxrt.reference.relative_error(want, got) <= 1e-5
+    else:
+        assert mxrt.reference.calc_diff(got, want) <= 1e-5
+
+
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("out_dtype", ["bfloat16", "float16"])
+def test_extreme_scales_nan_16bit_out(monkeypatch, path, out_dtype):
+    """NaN scale bytes (0xFF) with 16-bit outputs: exactly the reference's NaN rows and columns, the rest finite
+    and within the bar; tiles without any extreme byte sit beside tiles with them (several CTAs)."""
+    m, n, k = 300, 260, 512
+    rng = np.random.default_rng(9)
+    _, _, qa, qb = operands(m, n, k, "e4m3", "e4m3", seed=9)
+    off = 20 if out_dtype == "float16" else 0  # keeps every product inside fp16's range
+    sa = rng.integers(112, 140 - off, qa.scales.shape).astype(np.uint8)
+    sb = rng.integers(112, 140 - off, qb.scales.shape).astype(np.uint8)
+    sa[:64, 3], sa[64:, 3], sb[:, 3] = 40, 64, 190 - off  # K block 3 is wide (40) in the first row tile only
+    sa[200, 7] = 255
+    sb[17, 2] = 255
+    a = (cupy.asarray(qa.data), cupy.asarray(sa), "e4m3", k)
+    b = (cupy.asarray(qb.data), cupy.asarray(sb), "e4m3", k)
+    want = mxrt.reference.gemm_mx((qa.data, sa, "e4m3", k), (qb.data, sb, "e4m3", k), out_dtype="float64")
+    got = host_result(run(monkeypatch, path, a, b, out_dtype=out_dtype), out_dtype)
+    nan = np.isnan(want)
+    assert nan[200].all() and nan[:, 17].all() and nan.sum() == m + n - 1
+    np.testing.assert_array_equal(np.isnan(got), nan)
+    ok = ~nan
+    assert np.isfinite(got[ok]).all() and np.isfinite(want[ok].astype(out_dtype)).all()
+    assert mxrt.reference.calc_diff(got[ok], want[ok]) <= 1e-5
+
+
 @pytest.mark.parametrize("path", PATHS)
 def test_numpy_inputs_on_the_gpu_backend(monkeypatch, path):
     x, w, qa, qb = operands(50, 40, 130, "e2m1", "e2m1", seed=6)
@@ -325,3 +395,22 @@ def test_device_misuse_raises_typed_errors(monkeypatch):
     monkeypatch.setenv("MXRT_GEMM_PATH", "nope")
     with pytest.raises(mxrt.UnsupportedArchError, match="GEMM path 'nope'"):
         mxrt.gemm_mx(a, b)
+
+
+def test_launch_plans_and_the_driver_launch(monkeypatch):
+    """The small-problem dispatch: the first call on CuPy MXArrays makes a plan, later calls on new buffers of the
+    same key reuse it (and are right); a key change (split_k) makes another; CuPy's own launch gives the same bits."""
+    from mxrt.api import gemm as api_gemm
+
+    api_gemm.clear_plans()
+    for seed in (1, 2, 3):
+        _, _, qa, qb = operands(33, 300, 256, "e4m3", "e4m3", seed=seed)
+        da, db = to_device(qa), to_device(qb)
+        got = mxrt.gemm_mx(da, db)
+        assert not check_result(got, qa, qb, "bfloat16")
+    assert len(api_gemm._PLANS) == 1
+    sk = mxrt.gemm_mx(da, db, split_k=2)
+    assert len(api_gemm._PLANS) == 2 and not check_result(sk, qa, qb, "bfloat16")
+    monkeypatch.setenv("MXRT_LAUNCH", "cupy")
+    assert (mxrt.gemm_mx(da, db) == got).all()
+    assert (mxrt.gemm_mx(da, db, split_k=2) == sk).all()

@@ -52,7 +52,7 @@ def stage_bytes(bm: int, bn: int) -> int:
 
 
 def smem_bytes(bm: int, bn: int, stages: int) -> int:
-    return stages * stage_bytes(bm, bn) + 16 * stages + 1024  # + mbarriers + 1024-byte alignment slack
+    return stages * stage_bytes(bm, bn) + 20 * stages + 1024  # + mbarriers, wide flags, 1024-byte alignment slack
 
 
 _LIMIT = 2**31
@@ -130,12 +130,15 @@ def tensor_map_2d(ptr: int, rows: int, cols: int, box_rows: int = 128) -> np.nda
     return buf[off : off + _TMAP_BYTES].copy()
 
 
-def tensor_map_arg(ptr: int, rows: int, cols: int, box_rows: int) -> np.void:
+def tensor_map_arg(ptr: int, rows: int, cols: int, box_rows: int, device_id: int | None = None) -> np.void:
     """:func:`tensor_map_2d` as a kernel argument (a 128-byte numpy scalar passed by value), cached on the host by
-    what it encodes (a host-side cache of bytes: nothing is copied to the device)."""
-    import cupy
+    what it encodes (a host-side cache of bytes: nothing is copied to the device). ``device_id``: the buffer's
+    device (default: CuPy's current one)."""
+    if device_id is None:
+        import cupy
 
-    key = (cupy.cuda.Device().id, ptr, rows, cols, box_rows)
+        device_id = cupy.cuda.Device().id
+    key = (device_id, ptr, rows, cols, box_rows)
     with _lock:
         hit = _maps.get(key)
         if hit is not None:
@@ -248,7 +251,27 @@ def _kernel(d: Any, arch: Any, c: Sm90Config) -> tuple[Any, int]:
     return hit
 
 
+_LAUNCHES: dict = {}  # (problem sizes, formats, out code, atomic, tune, arch) -> (kernel, LaunchConfig, Sm90Config)
+
+
 def _launch(dg: DeviceGemm, a: Any, b: Any, kp: int, dst: Any, out_code: int, atomic: bool, tune: dict) -> None:
+    p = dg.p
+    key = (p.m, p.n, kp, p.split_k, p.a_fmt, p.b_fmt, out_code, atomic, tuple(sorted(tune.items())), dg.arch)
+    hit = _LAUNCHES.get(key)  # the small-problem dispatch: defines, build lookup and grid once per problem class
+    if hit is None:
+        if len(_LAUNCHES) >= 4096:
+            _LAUNCHES.clear()
+        hit = _LAUNCHES[key] = _launch_plan(dg, kp, out_code, atomic, tune)
+    kernel, cfg, c = hit
+    dev = a.data.device_id
+    tma = tensor_map_arg(a.data.ptr, p.m, kp, c.bm, dev)
+    tmb = tensor_map_arg(b.data.ptr, p.n, kp, c.bn, dev)
+    i32 = np.int32
+    args = (tma, tmb, dg.a_scales, dg.b_scales, dst, i32(p.m), i32(p.n), i32(kp), i32(p.split_k))
+    launch(p.op, kernel, cfg, args)
+
+
+def _launch_plan(dg: DeviceGemm, kp: int, out_code: int, atomic: bool, tune: dict) -> tuple[Any, LaunchConfig, Any]:
     p = dg.p
     c = plan(p.m, out_code == F32)
     c = Sm90Config(*(tune.get(f, getattr(c, f)) for f in ("stages", "dbuf", "bm", "bn")))
@@ -264,13 +287,8 @@ def _launch(dg: DeviceGemm, a: Any, b: Any, kp: int, dst: Any, out_code: int, at
         STAGES=c.stages,
     )
     kernel, smem = _kernel(d, dg.arch, c)
-    tma = tensor_map_arg(a.data.ptr, p.m, kp, c.bm)
-    tmb = tensor_map_arg(b.data.ptr, p.n, kp, c.bn)
     tiles = -(-p.m // c.bm) * -(-p.n // c.bn)
-    cfg = LaunchConfig((tiles, 1, p.split_k), (c.threads, 1, 1), smem)
-    i32 = np.int32
-    args = (tma, tmb, dg.a_scales, dg.b_scales, dst, i32(p.m), i32(p.n), i32(kp), i32(p.split_k))
-    launch(p.op, kernel, cfg, args)
+    return kernel, LaunchConfig((tiles, 1, p.split_k), (c.threads, 1, 1), smem), c
 
 
 def run(dg: DeviceGemm, **tune: int) -> None:

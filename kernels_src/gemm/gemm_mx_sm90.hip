@@ -1,7 +1,7 @@
 // kernel   gemm_mx_sm90                                                               (extern "C")
 // computes out[m,n] = sum_kb 2^(sa[m,kb]-127) * 2^(sb[n,kb]-127) * sum_{k in kb} A[m,k] * B[n,k] ("NT", MX block 32
-//          along K): per k32 a wgmma m64n128k32 into P, acc = fma(P, 2^(sa+sb-254), acc), the factor one integer add
-//          of exponent fields (stages with scales in [64, 190]; else promote_wide: exact for any pair, NaN for 255).
+//          along K): per k32 a wgmma m64n128k32 into P, acc = fma(P * 2^(sb-127), 2^(sa-127), acc) where a stage's
+//          scales lie in [64, 190]; else promote_wide (exact for any pair, NaN for 255), a per-stage CTA flag.
 //          Split z covers blocks [z*KB/split_k, (z+1)*KB/split_k), KB = ceil(k/32); ATOMIC=0 stores slice z of out
 //          ([split_k,m,n], fp32 if split_k > 1), ATOMIC=1 adds (fp32 / bf16x2 / f16x2)
 // args     const __grid_constant__ mxrt_tmap tma, tmb (CUtensorMaps by value: fp8 codes A [m,k], B [n,k], uint8,
@@ -148,49 +148,55 @@ MXRT_DEVICE void wgmma_k32_acc(float (&d)[64], u64 da, u64 db) {
 
 #endif
 
-// Scale factors in shared memory are integer exponent fields: A row  abits = sa << 23, B column bbits = (sb - 127)
-// << 23 (signed), so abits + bbits is the fp32 bit pattern of 2^(sa+sb-254) whenever 1 <= sa + sb - 127 <= 254:
-// one integer add per element, then one FMA that rounds once. A stage whose scales all lie in [64, 190] (SAFE_LO,
-// SAFE_HI: every pair lands in fp32's normal range) uses it; any other byte marks the stage wide.
+// E8M0 byte -> 2^(s-127) as float: 0 -> 2^-127 (subnormal), 255 -> NaN. Its bits >> 23 give back s.
+MXRT_DEVICE float e8m0_f32(u32 s) {
+  const u32 bits = s == 0u ? 0x00400000u : (s == 255u ? 0x7FC00000u : s << 23);
+  return __uint_as_float(bits);
+}
+
+// A stage whose scales all lie in [64, 190] (SAFE_LO, SAFE_HI) promotes with acc = fma(P * fb, fa, acc): both
+// factors and their product are normal there and |P| * fb stays inside fp32, so the FMA rounds once, exactly as
+// the float64 reference would. Any other byte (0..63, 191..254, NaN 255) marks the stage wide.
 #define SAFE_LO 64u
 #define SAFE_HI 190u
 MXRT_DEVICE bool e8m0_wide(u32 s) { return s - SAFE_LO > SAFE_HI - SAFE_LO; }
 
 // acc += P * 2^(sa+sb-254) exactly for every pair (wide stages): the exponent e split into e1 in [-126, 127] and
-// e2 = e - e1 >= -126 (both factors normal; the product P * 2^e1 overflows or underflows only where the result
-// does), NaN where either byte is 255. Pairs below 2^-252 are taken at 2^-252: their products are < 2^-215, zero
-// in every output dtype.
-MXRT_DEVICE float promote_wide(float acc, float p, int abits, int bbits) {
-  const int sa = abits >> 23, eb = bbits >> 23;  // 0..255, sb - 127
-  const int e = sa - 127 + eb;
+// e2 = e - e1 >= -126 (both factors normal; P * 2^e1 overflows or underflows only where the result does), NaN where
+// either byte is 255. Pairs below 2^-252 are taken at 2^-252: their products are < 2^-215, zero in every output.
+// fa, fb: the stage's factors (e8m0_f32; a block outside the matrix holds 0.0f, read as s = 0, where P = 0).
+MXRT_DEVICE float promote_wide(float acc, float p, float fa, float fb) {
+  const int sa = (int)(__float_as_uint(fa) >> 23), sb = (int)(__float_as_uint(fb) >> 23);
+  const int e = sa + sb - 254;
   const int e1 = e < -126 ? -126 : (e > 127 ? 127 : e);
   const int e2 = e - e1 < -126 ? -126 : e - e1;
   float f1 = __int_as_float((e1 + 127) << 23);
   const float f2 = __int_as_float((e2 + 127) << 23);
-  if (sa == 255 || eb == 128) f1 = __int_as_float(0x7FC00000);
+  if (sa == 255 || sb == 255) f1 = __int_as_float(0x7FC00000);
   return fmaf(p * f1, f2, acc);
 }
 
-// acc += P * 2^(sa-127) * 2^(sb-127) for this thread's 2 rows x 32 columns. sb_t: this thread's 32 column
-// exponent fields (cols 8j + 2t + e at [2j + e]). wide: CTA-uniform (the stage's flag).
-MXRT_DEVICE void promote(float (&acc)[64], float (&p)[64], int fa0, int fa1, const int* sb_t, bool wide) {
+// acc += P * 2^(sb[col]-127) * 2^(sa[row]-127) for this thread's 2 rows x 32 columns; the B factor is exact
+// (power of two), the FMA rounds once. sb_t: this thread's 32 column factors (cols 8j + 2t + e at [2j + e]).
+// wide: CTA-uniform (the stage's flag).
+MXRT_DEVICE void promote(float (&acc)[64], float (&p)[64], float fa0, float fa1, const float* sb_t, bool wide) {
   if (!wide) {
 #pragma unroll
     for (int j = 0; j < 16; j += 2) {
-      const int4 b = *reinterpret_cast<const int4*>(sb_t + 2 * j);
-      acc[4 * j + 0] = fmaf(p[4 * j + 0], __int_as_float(fa0 + b.x), acc[4 * j + 0]);
-      acc[4 * j + 1] = fmaf(p[4 * j + 1], __int_as_float(fa0 + b.y), acc[4 * j + 1]);
-      acc[4 * j + 2] = fmaf(p[4 * j + 2], __int_as_float(fa1 + b.x), acc[4 * j + 2]);
-      acc[4 * j + 3] = fmaf(p[4 * j + 3], __int_as_float(fa1 + b.y), acc[4 * j + 3]);
-      acc[4 * j + 4] = fmaf(p[4 * j + 4], __int_as_float(fa0 + b.z), acc[4 * j + 4]);
-      acc[4 * j + 5] = fmaf(p[4 * j + 5], __int_as_float(fa0 + b.w), acc[4 * j + 5]);
-      acc[4 * j + 6] = fmaf(p[4 * j + 6], __int_as_float(fa1 + b.z), acc[4 * j + 6]);
-      acc[4 * j + 7] = fmaf(p[4 * j + 7], __int_as_float(fa1 + b.w), acc[4 * j + 7]);
+      const f32x4 b = *reinterpret_cast<const f32x4*>(sb_t + 2 * j);
+      acc[4 * j + 0] = fmaf(p[4 * j + 0] * b.x, fa0, acc[4 * j + 0]);
+      acc[4 * j + 1] = fmaf(p[4 * j + 1] * b.y, fa0, acc[4 * j + 1]);
+      acc[4 * j + 2] = fmaf(p[4 * j + 2] * b.x, fa1, acc[4 * j + 2]);
+      acc[4 * j + 3] = fmaf(p[4 * j + 3] * b.y, fa1, acc[4 * j + 3]);
+      acc[4 * j + 4] = fmaf(p[4 * j + 4] * b.z, fa0, acc[4 * j + 4]);
+      acc[4 * j + 5] = fmaf(p[4 * j + 5] * b.w, fa0, acc[4 * j + 5]);
+      acc[4 * j + 6] = fmaf(p[4 * j + 6] * b.z, fa1, acc[4 * j + 6]);
+      acc[4 * j + 7] = fmaf(p[4 * j + 7] * b.w, fa1, acc[4 * j + 7]);
     }
   } else {
 #pragma unroll
     for (int j = 0; j < 16; ++j) {
-      const int b0 = sb_t[2 * j], b1 = sb_t[2 * j + 1];
+      const float b0 = sb_t[2 * j], b1 = sb_t[2 * j + 1];
       acc[4 * j + 0] = promote_wide(acc[4 * j + 0], p[4 * j + 0], fa0, b0);
       acc[4 * j + 1] = promote_wide(acc[4 * j + 1], p[4 * j + 1], fa0, b1);
       acc[4 * j + 2] = promote_wide(acc[4 * j + 2], p[4 * j + 2], fa1, b0);
@@ -199,15 +205,16 @@ MXRT_DEVICE void promote(float (&acc)[64], float (&p)[64], int fa0, int fa1, con
   }
 }
 
-// promote() with this thread's 32 B-column exponent fields already in registers (shared by two row halves, BM 256)
-MXRT_DEVICE void promote_regs(float (&acc)[64], float (&p)[64], int fa0, int fa1, const int (&fb)[32], bool wide) {
+// promote() with this thread's 32 B-column factors already in registers (shared by two row halves, BM = 256)
+MXRT_DEVICE void promote_regs(float (&acc)[64], float (&p)[64], float fa0, float fa1, const float (&fb)[32],
+                              bool wide) {
   if (!wide) {
 #pragma unroll
     for (int j = 0; j < 16; ++j) {
-      acc[4 * j + 0] = fmaf(p[4 * j + 0], __int_as_float(fa0 + fb[2 * j]), acc[4 * j + 0]);
-      acc[4 * j + 1] = fmaf(p[4 * j + 1], __int_as_float(fa0 + fb[2 * j + 1]), acc[4 * j + 1]);
-      acc[4 * j + 2] = fmaf(p[4 * j + 2], __int_as_float(fa1 + fb[2 * j]), acc[4 * j + 2]);
-      acc[4 * j + 3] = fmaf(p[4 * j + 3], __int_as_float(fa1 + fb[2 * j + 1]), acc[4 * j + 3]);
+      acc[4 * j + 0] = fmaf(p[4 * j + 0] * fb[2 * j], fa0, acc[4 * j + 0]);
+      acc[4 * j + 1] = fmaf(p[4 * j + 1] * fb[2 * j + 1], fa0, acc[4 * j + 1]);
+      acc[4 * j + 2] = fmaf(p[4 * j + 2] * fb[2 * j], fa1, acc[4 * j + 2]);
+      acc[4 * j + 3] = fmaf(p[4 * j + 3] * fb[2 * j + 1], fa1, acc[4 * j + 3]);
     }
   } else {
 #pragma unroll
@@ -297,8 +304,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
   u8* smem = smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u);
   u8* tile_a = smem;
   u8* tile_b = smem + STAGES * TILE_A;
-  int* sa_s = reinterpret_cast<int*>(tile_b + STAGES * TILE_B);  // exponent fields (see promote)
-  int* sb_s = reinterpret_cast<int*>(tile_b + STAGES * TILE_B + STAGES * SA_BYTES);
+  float* sa_s = reinterpret_cast<float*>(tile_b + STAGES * TILE_B);
+  float* sb_s = reinterpret_cast<float*>(tile_b + STAGES * TILE_B + STAGES * SA_BYTES);
   u64* bars = reinterpret_cast<u64*>(tile_b + STAGES * TILE_B + STAGES * (SA_BYTES + SB_BYTES));
   const u32 full0 = smem_addr(bars), empty0 = smem_addr(bars + STAGES);
   // wide[slot] == f + 1: stage f (in that slot) holds a scale outside [SAFE_LO, SAFE_HI] (atomicMax by the fill
@@ -341,10 +348,10 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
   const u8* srow_a = sa + (u64)(m0 + tid) * kbs;
   const u8* srow_b = sb + (u64)(n0 + tid) * kbs;
   // B-scale slot of tile column tid: cols 8j + 2t + e live at [t * SB_T + 2j + e] (see promote)
-  int* sdst_a = sa_s + tid;
-  int* sdst_b = sb_s + ((tid >> 1) & 3u) * SB_T + 2u * (tid >> 3) + (tid & 1u);
+  float* sdst_a = sa_s + tid;
+  float* sdst_b = sb_s + ((tid >> 1) & 3u) * SB_T + 2u * (tid >> 3) + (tid & 1u);
   // a stage's scale bytes, packed (registers are scarce): v[0] the 4 A bytes, v[1] the 4 B bytes, v[2] bit j /
-  // bit 4 + j set when A / B block j lies outside the matrix (neutral factor there: TMA zero-fills those codes)
+  // bit 4 + j set when A / B block j lies outside the matrix (factor 0 there)
   auto fill_load = [&](u32 f, u32 (&v)[3]) {
     v[0] = v[1] = v[2] = 0;
 #pragma unroll
@@ -353,7 +360,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
       const bool ok_a = in_a && kb < kb1, ok_b = in_b && kb < kb1;
       v[0] |= (ok_a ? (u32)srow_a[kb] : 0u) << (8 * j);
       v[1] |= (ok_b ? (u32)srow_b[kb] : 0u) << (8 * j);
-      v[2] |= (ok_a ? 0u : 1u << j) | (ok_b ? 0u : 16u << j);  // outside: neutral factor
+      v[2] |= (ok_a ? 0u : 1u << j) | (ok_b ? 0u : 16u << j);  // outside: factor 0
     }
   };
   auto fill_store = [&](u32 f, const u32 (&v)[3]) {
@@ -361,11 +368,11 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
     bool wide = false;
 #pragma unroll
     for (u32 j = 0; j < KSTEPS; ++j) {
-      const u32 ba = (v[2] >> j) & 1u ? 127u : (v[0] >> (8 * j)) & 255u;
-      const u32 bb = (v[2] >> (4 + j)) & 1u ? 127u : (v[1] >> (8 * j)) & 255u;
-      if (has_a) sdst_a[(slot_s * KSTEPS + j) * BM] = (int)(ba << 23);
-      if (has_b) sdst_b[(slot_s * KSTEPS + j) * 4 * SB_T] = ((int)bb - 127) * (1 << 23);
-      wide |= (has_a && e8m0_wide(ba)) || (has_b && e8m0_wide(bb));
+      const bool out_a = (v[2] >> j) & 1u, out_b = (v[2] >> (4 + j)) & 1u;
+      const u32 ba = (v[0] >> (8 * j)) & 255u, bb = (v[1] >> (8 * j)) & 255u;
+      if (has_a) sdst_a[(slot_s * KSTEPS + j) * BM] = out_a ? 0.0f : e8m0_f32(ba);
+      if (has_b) sdst_b[(slot_s * KSTEPS + j) * 4 * SB_T] = out_b ? 0.0f : e8m0_f32(bb);
+      wide |= (has_a && !out_a && e8m0_wide(ba)) || (has_b && !out_b && e8m0_wide(bb));
     }
     if (wide) atomicMax(wide_s + slot_s, f + 1u);
     if (tid == 0) {
@@ -417,7 +424,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
 #define MX_PROMOTE_H(ACC, P, S, J, H)                                                                \
   do {                                                                                               \
     fence_regs(P);                                                                                   \
-    const int* sa_k = sa_s + ((S) * KSTEPS + (J)) * BM + lrow;                                       \
+    const float* sa_k = sa_s + ((S) * KSTEPS + (J)) * BM + lrow;                                     \
     promote(ACC, P, sa_k[0], sa_k[8], sb_s + ((S) * KSTEPS + (J)) * 4 * SB_T + t * SB_T + 32u * (H), \
             wide);                                                                                   \
   } while (0)
@@ -455,17 +462,17 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
       wg_fence();
       wgmma_k32(p0, make_desc(a_base + s * TILE_A + 32u * j), make_desc(b_base + s * TILE_B + 32u * j));
       wg_commit();
-      int fb[32];
-      const int* sb_k = sb_s + (s * KSTEPS + j) * 4 * SB_T + t * SB_T;
+      float fb[32];
+      const float* sb_k = sb_s + (s * KSTEPS + j) * 4 * SB_T + t * SB_T;
 #pragma unroll
       for (int q = 0; q < 8; ++q) {
-        const int4 b = *reinterpret_cast<const int4*>(sb_k + 4 * q);
+        const f32x4 b = *reinterpret_cast<const f32x4*>(sb_k + 4 * q);
         fb[4 * q] = b.x;
         fb[4 * q + 1] = b.y;
         fb[4 * q + 2] = b.z;
         fb[4 * q + 3] = b.w;
       }
-      const int* sa_k = sa_s + (s * KSTEPS + j) * BM + lrow;
+      const float* sa_k = sa_s + (s * KSTEPS + j) * BM + lrow;
       wg_wait<0>();
       fence_regs(p0);
       promote_regs(acc0, p0, sa_k[0], sa_k[8], fb, wide);

@@ -32,6 +32,25 @@ def _host_input(x: Any, op: str) -> np.ndarray:
     return x
 
 
+_ARGS: dict = {}
+_PLAIN = (str, int, type(None))
+
+
+def _quantize_args(op, ndim, fmt, block_size, axis, scale_mode, scale_layout):
+    """``mx_np.quantize_args``, memoised for plain argument values (str / int / None, compared with their types,
+    so ``True`` never stands for ``1``): the small-call dispatch validates a given argument set once."""
+    vals = (fmt, block_size, axis, scale_mode, scale_layout)
+    if not all(type(v) in _PLAIN for v in vals):
+        return mx_np.quantize_args(op, ndim, *vals)
+    key = (op, ndim, *vals, *(type(v) for v in vals))
+    hit = _ARGS.get(key)
+    if hit is None:
+        hit = mx_np.quantize_args(op, ndim, *vals)
+        if len(_ARGS) < 1024:
+            _ARGS[key] = hit
+    return hit
+
+
 def quantize_mx(
     x: Any,
     fmt: str = "e4m3",
@@ -47,7 +66,7 @@ def quantize_mx(
     if not caller.device:
         x = _host_input(x, op)
         mx_np.check_x_rank(x, op)
-    args = mx_np.quantize_args(op, x.ndim, fmt, block_size, axis, scale_mode, scale_layout)
+    args = _quantize_args(op, x.ndim, fmt, block_size, axis, scale_mode, scale_layout)
     if use_gpu(op, backend, caller.device, lambda: quant_ops.quantize_unsupported(x, args)):
         q = quant_ops.quantize_mx_gpu(x, args)
     else:

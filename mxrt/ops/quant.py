@@ -19,7 +19,7 @@ import ml_dtypes
 import numpy as np
 
 from .. import codes
-from .._kinds import is_device_array
+from .._kinds import dtype_name, is_device_array
 from ..errors import DtypeError, LayoutError, ShapeError
 from ..formats.mx import MXArray, MXDual, QuantArgs
 from ..layouts.scales import scale_layout_shape
@@ -38,7 +38,8 @@ _NUMPY_IN = {np.dtype(np.float32): "float32", np.dtype(np.float16): "float16", n
 
 def _check_input(op: str, x: Any) -> str:
     """The kernel input dtype name of ``x`` (float32, float16, bfloat16; numpy float64 too), or DtypeError."""
-    name = str(getattr(x, "dtype", type(x).__name__))
+    dt = getattr(x, "dtype", None)
+    name = dtype_name(dt) if dt is not None else type(x).__name__
     if is_device_array(x):
         if name not in codes.IN_DTYPE_CODES:
             raise DtypeError(
@@ -190,6 +191,9 @@ def dual_launch(
     return flags, LaunchConfig(grid=grid, block=(quant_kernels.QUANT_DUAL_THREADS, 1, 1))
 
 
+_ROWWISE_KERNELS: dict = {}
+
+
 def _quantize_rows(
     op: str, xd: Any, name: str, m: int, k: int, fmt_name: str, mode_value: str, layout: str | None = None
 ) -> tuple[Any, Any]:
@@ -205,15 +209,18 @@ def _quantize_rows(
             s.fill(127)
         return q, s
     arch = get_arch()
-    spec = select("quantize_mx", arch.target)
-    d = defines(
-        FMT=codes.FMT_CODES[fmt_name],
-        IN_DTYPE=codes.IN_DTYPE_CODES[name],
-        SCALE_LAYOUT=_layout_code(layout),
-        THREADS=quant_kernels.QUANT_ROWWISE_THREADS,
-    )
+    kkey = (arch, fmt_name, name, layout)
+    kernel = _ROWWISE_KERNELS.get(kkey)  # the small-call dispatch: select / defines / build lookup once per kind
+    if kernel is None:
+        spec = select("quantize_mx", arch.target)
+        d = defines(
+            FMT=codes.FMT_CODES[fmt_name],
+            IN_DTYPE=codes.IN_DTYPE_CODES[name],
+            SCALE_LAYOUT=_layout_code(layout),
+            THREADS=quant_kernels.QUANT_ROWWISE_THREADS,
+        )
+        kernel = _ROWWISE_KERNELS[kkey] = build(spec, d, arch)
     flags, cfg = rowwise_launch(m, k, name, xd.data.ptr, q.data.ptr, fmt_name)
-    kernel = build(spec, d, arch)
     args = (xd, q, s, np.int32(m), np.int32(k), np.int32(codes.SCALE_MODE_CODES[mode_value]), np.int32(flags))
     launch(op, kernel, cfg, args)
     return q, s
@@ -250,13 +257,15 @@ def quantize_mx_gpu(x: Any, args: QuantArgs) -> MXArray:
         xd = _upload(xm)
     q, s = _quantize_rows(op, xd, name, m, k, f.name, mode.value, layout)
     lead = moved_shape[:-1]
-    q = q.reshape(*lead, q.shape[-1])
+    if len(lead) != 1:
+        q = q.reshape(*lead, q.shape[-1])
     if layout is not None:  # 2-D, blocked along the last axis (check_fused_layout)
         s = _download_scales(s, layout, m, -(-k // 32)) if not device_in else scale_view(s, layout, m, -(-k // 32))
         if not device_in:
             q = q.get()
     else:
-        s = s.reshape(*lead, s.shape[-1])
+        if len(lead) != 1:
+            s = s.reshape(*lead, s.shape[-1])
         if not device_in:
             q = np.ascontiguousarray(np.moveaxis(q.get(), -1, ax))
             s = np.ascontiguousarray(np.moveaxis(s.get(), -1, ax))

@@ -106,8 +106,9 @@ class _ParamBlock:
     """The packed parameters of one kernel signature: a 64-byte aligned host buffer, the ``struct`` format that
     writes every argument at its aligned offset, and the ``void* kernelParams[]`` array pointing into it."""
 
-    def __init__(self, kinds: list[tuple[str, int, int]], kernel: Any) -> None:
+    def __init__(self, kinds: list[tuple[str, int, int]], kernel: Any, func: int) -> None:
         self.kernel = kernel  # held: the cache key holds its id
+        self.func = func  # the CUfunction of the current device
         fmt, offsets, off = "=", [], 0
         for code, size, align in kinds:
             pad = (-off) % align
@@ -145,7 +146,7 @@ class _ParamBlock:
         (gx, gy, gz), (bx, by, bz) = cfg.grid, cfg.block
         with self.lock:  # one buffer per signature: the driver copies the parameters before it returns
             self.struct.pack_into(self.view, 0, *vals)
-            res = fn(kernel.ptr, gx, gy, gz, bx, by, bz, cfg.shared_mem, stream, self.params, None)
+            res = fn(self.func, gx, gy, gz, bx, by, bz, cfg.shared_mem, stream, self.params, None)
         if res != 0:
             raise MxrtError(
                 f"{op}: cuLaunchKernel of {getattr(kernel, 'name', kernel)} failed with CUresult {res} (grid "
@@ -153,16 +154,30 @@ class _ParamBlock:
             )
 
 
+class _NoBlock:
+    kernel = None  # never ``is`` a kernel: a kind only CuPy's call handles is re-checked (rare, cheap)
+
+
+_NO_BLOCK = _NoBlock()
+
+
 def _param_block(kernel: Any, args: tuple[Any, ...]) -> _ParamBlock | None:
     """The cached parameter block of ``kernel`` for these argument kinds, or None when one needs CuPy's call."""
-    key = (id(kernel), *(x.dtype if type(x) is np.void else type(x) for x in args))
+    import cupy
+
+    dev = cupy.cuda.runtime.getDevice()
+    key = (id(kernel), dev, *(x.dtype if type(x) is np.void else type(x) for x in args))
     hit = _BLOCKS.get(key)
     if hit is not None and hit.kernel is kernel:
         return hit
     kinds = [_kind(x) for x in args]
-    if any(k is None for k in kinds) or not hasattr(kernel, "ptr"):
+    # a cupy.RawKernel: .kernel is its Function on the current device (compiled there on first use), .ptr the
+    # CUfunction; anything else (a test double) goes through its own call
+    func = getattr(getattr(kernel, "kernel", None), "ptr", None)
+    if any(k is None for k in kinds) or not isinstance(func, int) or not func:
+        _BLOCKS[key] = _NO_BLOCK
         return None
-    block = _ParamBlock(kinds, kernel)  # type: ignore[arg-type]
+    block = _ParamBlock(kinds, kernel, func)  # type: ignore[arg-type]
     with _LOCK:
         _BLOCKS[key] = block
     return block

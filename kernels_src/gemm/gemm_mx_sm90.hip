@@ -154,6 +154,11 @@ MXRT_DEVICE float e8m0_f32(u32 s) {
   return __uint_as_float(bits);
 }
 
+template <bool B>
+struct mxrt_bool {
+  static constexpr bool value = B;
+};
+
 // A stage whose scales all lie in [64, 190] (SAFE_LO, SAFE_HI) promotes with acc = fma(P * fb, fa, acc): both
 // factors and their product are normal there and |P| * fb stays inside fp32, so the FMA rounds once, exactly as
 // the float64 reference would. Any other byte (0..63, 191..254, NaN 255) marks the stage wide.
@@ -205,25 +210,15 @@ MXRT_DEVICE void promote(float (&acc)[64], float (&p)[64], float fa0, float fa1,
   }
 }
 
-// promote() with this thread's 32 B-column factors already in registers (shared by two row halves, BM = 256)
-MXRT_DEVICE void promote_regs(float (&acc)[64], float (&p)[64], float fa0, float fa1, const float (&fb)[32],
-                              bool wide) {
-  if (!wide) {
+// promote() with this thread's 32 B-column factors already in registers (shared by two row halves, BM = 256; fast
+// stages only: a wide stage re-reads the factors from shared memory through promote)
+MXRT_DEVICE void promote_regs(float (&acc)[64], float (&p)[64], float fa0, float fa1, const float (&fb)[32]) {
 #pragma unroll
-    for (int j = 0; j < 16; ++j) {
-      acc[4 * j + 0] = fmaf(p[4 * j + 0] * fb[2 * j], fa0, acc[4 * j + 0]);
-      acc[4 * j + 1] = fmaf(p[4 * j + 1] * fb[2 * j + 1], fa0, acc[4 * j + 1]);
-      acc[4 * j + 2] = fmaf(p[4 * j + 2] * fb[2 * j], fa1, acc[4 * j + 2]);
-      acc[4 * j + 3] = fmaf(p[4 * j + 3] * fb[2 * j + 1], fa1, acc[4 * j + 3]);
-    }
-  } else {
-#pragma unroll
-    for (int j = 0; j < 16; ++j) {
-      acc[4 * j + 0] = promote_wide(acc[4 * j + 0], p[4 * j + 0], fa0, fb[2 * j]);
-      acc[4 * j + 1] = promote_wide(acc[4 * j + 1], p[4 * j + 1], fa0, fb[2 * j + 1]);
-      acc[4 * j + 2] = promote_wide(acc[4 * j + 2], p[4 * j + 2], fa1, fb[2 * j]);
-      acc[4 * j + 3] = promote_wide(acc[4 * j + 3], p[4 * j + 3], fa1, fb[2 * j + 1]);
-    }
+  for (int j = 0; j < 16; ++j) {
+    acc[4 * j + 0] = fmaf(p[4 * j + 0] * fb[2 * j], fa0, acc[4 * j + 0]);
+    acc[4 * j + 1] = fmaf(p[4 * j + 1] * fb[2 * j + 1], fa0, acc[4 * j + 1]);
+    acc[4 * j + 2] = fmaf(p[4 * j + 2] * fb[2 * j], fa1, acc[4 * j + 2]);
+    acc[4 * j + 3] = fmaf(p[4 * j + 3] * fb[2 * j + 1], fa1, acc[4 * j + 3]);
   }
 }
 
@@ -436,10 +431,13 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
     u32 fv[3];
     if (f < nkt) fill_load(f, fv);  // global loads in flight during this stage's math
     mbar_wait(full0 + 8 * s, (kt / STAGES) & 1u);
-    const bool wide = wide_s[s] == kt + 1u;  // CTA-uniform: this stage takes the exact wide promotion
+    const bool wide_stage = wide_s[s] == kt + 1u;  // CTA-uniform: this stage takes the exact wide promotion
     // k32 steps of this stage inside the split (< KSTEPS only in a split's last stage): the steps past kb1 hold
     // codes of the next split (or TMA zeros past k) and are skipped, not masked (0 x NaN codes would be NaN)
     const u32 jn = nkb - kt * KSTEPS < KSTEPS ? nkb - kt * KSTEPS : KSTEPS;
+    // the stage's math, instantiated twice (fast / wide) so the fast body is scheduled as one straight run
+    auto stage = [&](auto wide_c) {
+      constexpr bool wide = decltype(wide_c)::value;
 #if DIAG == 1
     // timing diagnostic, inexact: one promotion per stage (4 k32 accumulated in the tensor core, DeepGEMM-style)
     wg_fence();
@@ -462,26 +460,38 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
       wg_fence();
       wgmma_k32(p0, make_desc(a_base + s * TILE_A + 32u * j), make_desc(b_base + s * TILE_B + 32u * j));
       wg_commit();
-      float fb[32];
       const float* sb_k = sb_s + (s * KSTEPS + j) * 4 * SB_T + t * SB_T;
-#pragma unroll
-      for (int q = 0; q < 8; ++q) {
-        const f32x4 b = *reinterpret_cast<const f32x4*>(sb_k + 4 * q);
-        fb[4 * q] = b.x;
-        fb[4 * q + 1] = b.y;
-        fb[4 * q + 2] = b.z;
-        fb[4 * q + 3] = b.w;
-      }
       const float* sa_k = sa_s + (s * KSTEPS + j) * BM + lrow;
-      wg_wait<0>();
-      fence_regs(p0);
-      promote_regs(acc0, p0, sa_k[0], sa_k[8], fb, wide);
-      wg_fence();
-      wgmma_k32(p0, make_desc(a_base + 64u * BK + s * TILE_A + 32u * j), make_desc(b_base + s * TILE_B + 32u * j));
-      wg_commit();
-      wg_wait<0>();
-      fence_regs(p0);
-      promote_regs(acc1, p0, sa_k[64], sa_k[72], fb, wide);
+      if constexpr (wide) {  // the exact split: column factors re-read from shared memory (no 32 registers)
+        wg_wait<0>();
+        fence_regs(p0);
+        promote(acc0, p0, sa_k[0], sa_k[8], sb_k, true);
+        wg_fence();
+        wgmma_k32(p0, make_desc(a_base + 64u * BK + s * TILE_A + 32u * j), make_desc(b_base + s * TILE_B + 32u * j));
+        wg_commit();
+        wg_wait<0>();
+        fence_regs(p0);
+        promote(acc1, p0, sa_k[64], sa_k[72], sb_k, true);
+      } else {
+        float fb[32];
+#pragma unroll
+        for (int q = 0; q < 8; ++q) {
+          const f32x4 b = *reinterpret_cast<const f32x4*>(sb_k + 4 * q);
+          fb[4 * q] = b.x;
+          fb[4 * q + 1] = b.y;
+          fb[4 * q + 2] = b.z;
+          fb[4 * q + 3] = b.w;
+        }
+        wg_wait<0>();
+        fence_regs(p0);
+        promote_regs(acc0, p0, sa_k[0], sa_k[8], fb);
+        wg_fence();
+        wgmma_k32(p0, make_desc(a_base + 64u * BK + s * TILE_A + 32u * j), make_desc(b_base + s * TILE_B + 32u * j));
+        wg_commit();
+        wg_wait<0>();
+        fence_regs(p0);
+        promote_regs(acc1, p0, sa_k[64], sa_k[72], fb);
+      }
     }
 #elif NH == 2
 #pragma unroll
@@ -524,6 +534,12 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
       MX_PROMOTE(p0, s, j);
     }
 #endif
+    };
+    if (!wide_stage) {
+      stage(mxrt_bool<false>{});
+    } else {
+      stage(mxrt_bool<true>{});
+    }
     // every thread releases its own reads of the stage's scale factors (racecheck tracks mbarrier arrive/wait
     // per thread, not a warp's reads ordered by __syncwarp before one lane's arrive)
     mbar_arrive(empty0 + 8 * s);

@@ -35,6 +35,27 @@ def smoke() -> int:
         if errs:
             bad += 1
             print(f"FAIL layout aiter32x8 {m}x{n}x{k}: {errs}")
+    # wide stages (scale bytes outside [64, 190]) beside fast ones, in the 64-, 128- and 256-row sm90 tiles
+    for m in (40, 100, 300):
+        _, _, qa, qb = operands(m, 136, 512, "e4m3", "e4m3", seed=m)
+        sa = np.full(qa.scales.shape, 120, np.uint8)
+        sb = np.full(qb.scales.shape, 130, np.uint8)
+        sa[: m // 2, 5], sb[:, 5] = 1, 190  # a wide stage in the first rows only (product 2^-63)
+        sa[:, 9], sb[:, 9] = 0, 254  # a wide stage everywhere (product 2^0)
+        ha, hb = (qa.data, sa, "e4m3", 512), (qb.data, sb, "e4m3", 512)
+        for out_dtype in ("bfloat16", "float16"):
+            got = mxrt.gemm_mx(
+                (cupy.asarray(qa.data), cupy.asarray(sa), "e4m3", 512),
+                (cupy.asarray(qb.data), cupy.asarray(sb), "e4m3", 512),
+                out_dtype=out_dtype,
+            )
+            cupy.cuda.Device().synchronize()
+            want = mxrt.reference.gemm_mx(ha, hb, out_dtype="float64")
+            g = got.get().view(np.dtype("bfloat16")) if out_dtype == "bfloat16" else got.get()
+            diff = mxrt.reference.calc_diff(g.astype(np.float64), want)
+            if not diff <= 1e-5:
+                bad += 1
+                print(f"FAIL wide stages m={m} {out_dtype}: calc_diff {diff:.3g}")
     buf = cupy.zeros(9 * 31 + 2, cupy.uint16)
     _, _, qa, qb = operands(9, 31, 96, "e4m3", "e4m3", seed=4)
     mxrt.gemm_mx(to_device(qa), to_device(qb), out=buf[1:-1].reshape(9, 31), split_k=3, deterministic=False)

@@ -40,10 +40,10 @@ def smoke() -> int:
         _, _, qa, qb = operands(m, 136, 512, "e4m3", "e4m3", seed=m)
         sa = np.full(qa.scales.shape, 110, np.uint8)
         sb = np.full(qb.scales.shape, 120, np.uint8)
-        sa[: m // 2, 5], sb[:, 5] = 1, 190  # a wide stage in the first rows only (product 2^-63)
+        sa[: m // 2, 5], sa[m // 2 :, 5], sb[:, 5] = 40, 64, 190  # wide (40) in the first rows only
         sa[:, 9], sb[:, 9] = 0, 230  # a wide stage everywhere (product 2^-24, as the others)
         ha, hb = (qa.data, sa, "e4m3", 512), (qb.data, sb, "e4m3", 512)
-        for out_dtype in ("bfloat16", "float16"):
+        for out_dtype in ("bfloat16",):  # fp16 range: tests/test_gpu_gemm.py
             got = mxrt.gemm_mx(
                 (cupy.asarray(qa.data), cupy.asarray(sa), "e4m3", 512),
                 (cupy.asarray(qb.data), cupy.asarray(sb), "e4m3", 512),

@@ -9,6 +9,7 @@ Arrays go in as numpy, CuPy, torch or JAX (DLPack, zero-copy) and come back in t
 from ._version import __version__
 from .api.dispatch import BACKENDS, GPU_OPS
 from .api.gemm import gemm_mx
+from .api.grouped_gemm import grouped_gemm_mx, grouped_gemm_mx_wgrad
 from .api.interop import convert
 from .api.layouts import (
     calc_diff,
@@ -103,6 +104,8 @@ __all__ = [
     "group_lens_from_m_indices",
     "group_lens_from_psum",
     "group_offsets",
+    "grouped_gemm_mx",
+    "grouped_gemm_mx_wgrad",
     "moe_align_block_size",
     "moe_sorting",
     "pack_fp4",

@@ -381,6 +381,10 @@ XR = RNG.standard_normal((8, 4)).astype(np.float32)
 IDS = np.array([[0, 1], [2, 0], [1, 3]], np.int32)
 S = RNG.integers(100, 150, (5, 3), dtype=np.uint8)
 W8 = RNG.integers(0, 256, (20, 40), dtype=np.uint8)
+GA = mxrt.quantize_mx(RNG.standard_normal((8, 64)).astype(np.float32), backend="numpy")  # rows of LENS groups
+GB = mxrt.quantize_mx(RNG.standard_normal((3, 5, 64)).astype(np.float32), axis=2, backend="numpy")  # [G, n, k]
+GWA = mxrt.quantize_mx_grouped(RNG.standard_normal((8, 5)).astype(np.float32), LENS, colwise=True, col_align=32).col
+GWB = mxrt.quantize_mx_grouped(RNG.standard_normal((8, 6)).astype(np.float32), LENS, colwise=True, col_align=32).col
 
 
 @dataclass(frozen=True)
@@ -652,6 +656,48 @@ FNS = [
         [
             ("pad", dict(pad=48), ("pad",)),
             ("many_empty_groups", dict(w=np.zeros((2**24, 0, 0), np.float32)), ("w",), ANY),
+        ],
+    ),
+    Fn(
+        "grouped_gemm_mx",
+        mxrt.grouped_gemm_mx,
+        dict(a=GA, b=GB, group_lens=LENS, out_dtype="bfloat16", out=None, backend="numpy"),
+        dict(a="mxarray", b="mxarray", group_lens="ints", out_dtype="dtype", backend="backend"),
+        [
+            ("lens_sum", dict(group_lens=[3, 0, 4]), ("group_lens",)),
+            ("lens_count", dict(group_lens=[3, 5]), ("group_lens",)),
+            ("lens_negative", dict(group_lens=[4, -1, 5]), ("group_lens",)),
+            ("b_2d", dict(b=QB), ("b",)),
+            ("b_short_k", dict(b=mxrt.quantize_mx(np.ones((3, 5, 32), np.float32), axis=2)), ("b",)),
+            ("b_odd_pad", dict(b=(np.zeros((3, 5, 70), np.uint8), np.zeros((3, 5, 3), np.uint8), "e4m3")), ("b",)),
+            ("b_axis1", dict(b=mxrt.quantize_mx(np.ones((3, 64, 64), np.float32), axis=1)), ("b",)),
+            ("pair", dict(b=mxrt.quantize_mx(np.ones((3, 5, 64), np.float32), "e2m1", axis=2), a=GA), ("a", "b"), ANY),
+            ("out_shape", dict(out=np.zeros((8, 4), ml_dtypes.bfloat16)), ("out",)),
+            ("out_dtype_mismatch", dict(out=np.zeros((8, 5), np.float32)), ("out",)),
+            ("out_readonly", dict(out=_readonly(np.zeros((8, 5), ml_dtypes.bfloat16))), ("out",)),
+        ],
+    ),
+    Fn(
+        "grouped_gemm_mx_wgrad",
+        mxrt.grouped_gemm_mx_wgrad,
+        dict(a=GWA, b=GWB, group_lens=LENS, align=32, out_dtype="float32", out=None, accumulate=False, backend="numpy"),
+        dict(
+            a="mxarray",
+            b="mxarray",
+            group_lens="ints",
+            align="size",
+            out_dtype="dtype",
+            accumulate="bool",
+            backend="backend",
+        ),
+        [
+            ("cols", dict(b=GA), ("b",)),
+            ("lens_past_cols", dict(group_lens=[100, 0, 50]), ("group_lens",)),
+            ("lens_negative", dict(group_lens=[4, -1, 5]), ("group_lens",)),
+            ("align_48", dict(align=48), ("align",)),
+            ("accumulate_no_out", dict(accumulate=True), ("out", "accumulate")),
+            ("out_shape", dict(out=np.zeros((3, 5, 5), np.float32)), ("out",)),
+            ("out_dtype", dict(out_dtype="float16"), ("out_dtype",)),
         ],
     ),
     Fn(

@@ -7,6 +7,11 @@ Arrays go in as numpy, CuPy, torch or JAX (DLPack, zero-copy) and come back in t
 """
 
 from ._version import __version__
+from .api.deep_gemm import (
+    k_grouped_fp8_gemm_nt_contiguous,
+    m_grouped_fp8_gemm_nt_contiguous,
+    m_grouped_fp8_gemm_nt_masked,
+)
 from .api.dispatch import BACKENDS, GPU_OPS
 from .api.gemm import gemm_mx
 from .api.grouped_gemm import grouped_gemm_mx, grouped_gemm_mx_wgrad
@@ -106,6 +111,9 @@ __all__ = [
     "group_offsets",
     "grouped_gemm_mx",
     "grouped_gemm_mx_wgrad",
+    "k_grouped_fp8_gemm_nt_contiguous",
+    "m_grouped_fp8_gemm_nt_contiguous",
+    "m_grouped_fp8_gemm_nt_masked",
     "moe_align_block_size",
     "moe_sorting",
     "pack_fp4",

@@ -29,6 +29,7 @@ RANK = {
     "ops": 6,
     "api": 7,
     "__init__": 8,
+    "deep_gemm": 8,  # DeepGEMM-compatible names, beside the package namespace
     "checks": 9,
     "bench": 9,
     "cli": 10,

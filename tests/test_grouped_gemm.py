@@ -268,3 +268,12 @@ def test_torch_cpu_in_and_out():
     ok = torch.from_numpy(ids >= 0)
     np.testing.assert_array_equal(td[ok].float().numpy(), exact[ids >= 0].astype(BF16).astype(np.float32))
     assert (td[~ok] == 7).all()
+
+
+def test_readme_grouped_gemm_example_runs():
+    from pathlib import Path
+
+    text = Path(__file__).resolve().parents[1].joinpath("README.md").read_text()
+    section = text[text.index("<!-- api:grouped_gemm -->") : text.index("<!-- /api:grouped_gemm -->")]
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    exec(compile(code, "README.md:grouped_gemm", "exec"), {})

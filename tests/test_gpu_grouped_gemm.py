@@ -275,3 +275,52 @@ def test_torch_cuda_tensors_in_and_out():
         t(ids),
     )
     check(d.float().cpu().numpy().astype(np.float64), want, "bfloat16")
+
+
+def test_deepgemm_hopper_recipe_float32_scales():
+    """DeepGEMM's SM90 recipe (float32 1x128 activations, 128x128 weights, any values) on the GPU (SCALE_F32)."""
+    rng = np.random.default_rng(14)
+    lens = np.array([200, 0, 56, 300])
+    ids = mxrt.contiguous_m_indices(lens, 128)
+    m, n, k, g = ids.size, 256, 512, lens.size
+    x, w = _x(rng, (m, k)), _x(rng, (g, n, k))
+    ca, sa = mxrt.per_token_cast_to_fp8(x, False)
+    cb, sb = (np.stack(v) for v in zip(*(mxrt.per_block_cast_to_fp8(w[i], False) for i in range(g)), strict=True))
+    d = cupy.empty((m, n), cupy.uint16)
+    d.view(cupy.uint8).fill(POISON)
+    dev_a, dev_b = (cupy.asarray(ca), cupy.asarray(sa)), (cupy.asarray(cb), cupy.asarray(sb))
+    deep_gemm.m_grouped_fp8_gemm_nt_contiguous(dev_a, dev_b, d, cupy.asarray(ids))
+    ref = np.zeros((m, n), BF16)
+    deep_gemm.m_grouped_fp8_gemm_nt_contiguous((ca, sa), (cb, sb), ref, ids)
+    h = d.get()
+    ok = ids >= 0
+    assert (h[~ok] == 0xFFFF).all()
+    check(h.view(BF16)[ok].astype(np.float64), ref[ok].astype(np.float64), "bfloat16")
+    unq = np.concatenate([x[ids == i] @ w[i].T for i in range(g)])
+    assert mxrt.calc_diff(h.view(BF16)[ok].astype(np.float64), unq) <= 1e-3
+
+
+@pytest.mark.parametrize("recipe", ["f32", "ue8m0"])
+def test_deepgemm_k_grouped(recipe):
+    rng = np.random.default_rng(15)
+    ks, m, n = [256, 0, 512, 128, 1024], 256, 384
+    starts = np.cumsum([0, *ks[:-1]])
+    a, b = _x(rng, (sum(ks), m)), _x(rng, (sum(ks), n))
+
+    def cast(v):  # DeepGEMM per_channel_cast_to_fp8 of [K, mn], then K-major per group
+        q, sf = mxrt.per_token_cast_to_fp8(np.ascontiguousarray(v.T), recipe != "f32")
+        flat = np.concatenate([q[:, s : s + kk].reshape(-1) for s, kk in zip(starts, ks, strict=True)])
+        return flat, sf if recipe == "f32" else (sf.view(np.uint32) >> 23).astype(np.uint8)
+
+    qa, qb = cast(a), cast(b)
+    c = _x(rng, (len(ks), m, n)) * 32
+    want = c.copy()
+    deep_gemm.k_grouped_fp8_gemm_nt_contiguous(qa, qb, want, ks, np.array(ks, np.int32), c=want)
+    d = cupy.asarray(c)
+    dev = lambda q: (cupy.asarray(q[0]), cupy.asarray(q[1]))  # noqa: E731
+    deep_gemm.k_grouped_fp8_gemm_nt_contiguous(dev(qa), dev(qb), d, ks, cupy.asarray(np.array(ks, np.int32)), c=d)
+    check(d.get().astype(np.float64), want.astype(np.float64), "float32")
+    for i, (s, kk) in enumerate(zip(starts, ks, strict=True)):
+        if kk:
+            unq = a[s : s + kk].T.astype(np.float64) @ b[s : s + kk]
+            assert mxrt.calc_diff(d.get()[i].astype(np.float64) - c[i], unq) <= 1e-3

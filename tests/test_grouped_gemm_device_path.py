@@ -185,11 +185,75 @@ def test_deepgemm_device_calls(device):
     _close(dm.get().view(ml_dtypes.bfloat16), ref, "bfloat16")
     own = np.arange(max_m)[None, :] < mm[:, None]
     assert (dm.get().view(ml_dtypes.bfloat16)[~own].astype(np.float32) == 3).all()
-    with pytest.raises(mxrt.UnsupportedArchError, match="float32 scale factors"):
-        deep_gemm.m_grouped_fp8_gemm_nt_contiguous(
-            (cp.asarray(ca), cp.asarray(sa)), (cp.asarray(np.stack(cb)), cp.asarray(np.stack(sb))), d, cp.asarray(ids)
-        )
-    assert [dd["MODE"] for dd, _ in device] == [1, 2]
+    # DeepGEMM's Hopper recipe: float32 1x128 / 128x128 scales (kernel SCALE_F32), against the host twin
+    sa_f, sb_f = (
+        mxrt.per_token_cast_to_fp8(x, False)[1],
+        np.stack([mxrt.per_block_cast_to_fp8(w[i], False)[1] for i in range(g)]),
+    )
+    ca_f = mxrt.per_token_cast_to_fp8(x, False)[0]
+    cb_f = np.stack([mxrt.per_block_cast_to_fp8(w[i], False)[0] for i in range(g)])
+    host_f = np.full((m, n), 7.0, ml_dtypes.bfloat16)
+    deep_gemm.m_grouped_fp8_gemm_nt_contiguous((ca_f, sa_f), (cb_f, sb_f), host_f, ids)
+    df = cp.asarray(np.full((m, n), 7.0, ml_dtypes.bfloat16).view(np.uint16))
+    deep_gemm.m_grouped_fp8_gemm_nt_contiguous(
+        (cp.asarray(ca_f), cp.asarray(sa_f)), (cp.asarray(cb_f), cp.asarray(sb_f)), df, cp.asarray(ids)
+    )
+    got_f = df.get().view(ml_dtypes.bfloat16)
+    assert (got_f[ids < 0].astype(np.float32) == 7).all()
+    _close(got_f[ids >= 0], host_f[ids >= 0], "bfloat16")
+    dmf = cp.asarray(np.full((g, max_m, n), 3.0, ml_dtypes.bfloat16).view(np.uint16))
+    pa = [mxrt.per_token_cast_to_fp8(v, False) for v in mxrt.dequantize_mx(qa, np.float32)]
+    a_f = (np.stack([q for q, _ in pa]), np.stack([s_ for _, s_ in pa]))
+    deep_gemm.m_grouped_fp8_gemm_nt_masked(
+        (cp.asarray(a_f[0]), cp.asarray(a_f[1])), (cp.asarray(cb_f), cp.asarray(sb_f)), dmf, cp.asarray(mm), 64
+    )
+    ref_f = np.full((g, max_m, n), 3.0, ml_dtypes.bfloat16)
+    deep_gemm.m_grouped_fp8_gemm_nt_masked(a_f, (cb_f, sb_f), ref_f, mm, 64)
+    _close(dmf.get().view(ml_dtypes.bfloat16), ref_f, "bfloat16")
+    assert [(dd["MODE"], dd["SCALE_F32"]) for dd, _ in device] == [(1, 0), (2, 0), (1, 1), (2, 1)]
+
+
+@pytest.mark.parametrize("recipe", ["f32", "ue8m0_128", "mx32"])
+@pytest.mark.parametrize("c_mode", ["c_is_d", "c_other", "no_c"])
+def test_deepgemm_k_grouped_device(device, recipe, c_mode):
+    cp = sys.modules["cupy"]
+    rng = np.random.default_rng(4)
+    gk = 32 if recipe == "mx32" else 128
+    ks, m, n = [128, 0, 256, 384], 48, 72
+    starts = np.cumsum([0, *ks[:-1]])
+    a, b = _x(rng, (sum(ks), m)), _x(rng, (sum(ks), n))
+
+    def cast(v):
+        q, sf = mxrt.per_token_cast_to_fp8(np.ascontiguousarray(v.T), recipe != "f32", gk)
+        flat = np.concatenate([q[:, s : s + kk].reshape(-1) for s, kk in zip(starts, ks, strict=True)])
+        if recipe != "f32":
+            sf = (sf.view(np.uint32) >> 23).astype(np.uint8)
+        return flat, sf
+
+    qa, qb = cast(a), cast(b)
+    c = _x(rng, (4, m, n)) * 8
+    want = c.copy() if c_mode != "no_c" else np.zeros_like(c)
+    deep_gemm.k_grouped_fp8_gemm_nt_contiguous(
+        qa, qb, want, ks, np.array(ks, np.int32), c=None if c_mode == "no_c" else c, recipe=(1, 1, gk)
+    )
+    d = cp.asarray(np.full((4, m, n), np.nan, np.float32))
+    cd = {"c_is_d": None, "c_other": cp.asarray(c), "no_c": None}[c_mode]
+    if c_mode == "c_is_d":
+        d[...] = c
+        cd = d
+    deep_gemm.k_grouped_fp8_gemm_nt_contiguous(
+        (cp.asarray(qa[0]), cp.asarray(qa[1])),
+        (cp.asarray(qb[0]), cp.asarray(qb[1])),
+        d,
+        ks,
+        cp.asarray(np.array(ks, np.int32)),
+        c=cd,
+        recipe=(1, 1, gk),
+    )
+    _close(d.get(), want, "float32")
+    assert [(dd["MODE"], dd["ACCUM"], dd["SCALE_F32"]) for dd, _ in device] == [
+        (4, int(c_mode != "no_c"), int(recipe == "f32"))
+    ]
 
 
 def test_device_argument_errors(device):

@@ -5,7 +5,8 @@
 // gemm_generic_mainloop(t, acc) adds to acc[8][4] the tile (t.m0, t.n0) of sum_kb 2^(sa-127) 2^(sb-127) sum_{k in
 // block kb} A[i,k] B[j,k] over the scale blocks [t.kb0, t.kb1). Thread (ty, tx) = (tid / 16, tid % 16) owns rows
 // m0 + 8*ty + i (i < 8) and columns n0 + 2*tx + (j & 1) + 32*(j >> 1) (j < 4). Every thread of the block must call
-// it (it holds barriers); rows >= t.m / t.n read zero codes, elements >= t.k read zero.
+// it (it holds barriers); rows >= t.m / t.n read zero codes, elements >= t.k read zero. The scale matrices are
+// [rows, a_kbt] / [rows, b_kbt] (E8M0 bytes per 32, or with SCALE_F32 float32 per 128 and B rows / SF_GMN_B).
 #pragma once
 #include "../common/mx_gemm.h"
 #include "../common/scale_layouts.h"
@@ -14,6 +15,18 @@
 #error "gemm_generic_tile.h: THREADS, FMT_A and FMT_B must be defined by the launcher"
 #endif
 MXRT_STATIC_ASSERT(THREADS == 256, "THREADS: the tile mapping of gemm_generic_tile.h is written for 256 threads");
+
+// SCALE_F32 = 1 (grouped DeepGEMM builds only; the dense kernel leaves it 0): the scales are float32 values, one
+// per 128 elements of K (DeepGEMM's Hopper recipe), B's per SF_GMN_B rows (1, or 128 for 128x128 blocks); each
+// 32-element step reads the scale of its 128-block and applies acc += (part * sa) * sb in fp32.
+#ifndef SCALE_F32
+#define SCALE_F32 0
+#endif
+#ifndef SF_GMN_B
+#define SF_GMN_B 1
+#endif
+MXRT_STATIC_ASSERT(SCALE_F32 == 0 || SCALE_F32 == 1, "SCALE_F32: 0 (E8M0 per 32) or 1 (float32 per 128)");
+MXRT_STATIC_ASSERT(SF_GMN_B == 1 || (SCALE_F32 && SF_GMN_B == 128), "SF_GMN_B: 1, or 128 with SCALE_F32");
 
 #define BM 128  // rows of A per tile: thread (ty, tx) owns rows 8*ty + i, i < 8
 #define BN 64   // rows of B (columns of out) per tile: columns 2*tx + (j & 1) + 32*(j >> 1), j < 4
@@ -94,10 +107,18 @@ struct GemmLoader {
   u32 a_k, b_k, s_code, s_shift, s_row, s_rows, kbt, k;  // kbt: scale columns of the thread's matrix
   bool vec_a, vec_b, has_scale;
 
+#if SCALE_F32
+  u32 s_row_sf;  // the thread's scale row: s_row, or s_row / SF_GMN_B for B
+#endif
+
   MXRT_DEVICE void load(u32 kb) {
     ca.load(a_row, kb * BK + a_k, k, vec_a);
     cb.load(b_row, kb * BK + b_k, k, vec_b);
+#if SCALE_F32
+    s_reg = has_scale ? *(const u32*)(s_ptr + 4ull * ((u64)s_row_sf * kbt + (kb >> 2))) : 0x3F800000u;
+#else
     s_reg = has_scale ? gemm_scale(s_ptr, s_code, s_shift, s_row, kb, s_rows, kbt) : 127u;
+#endif
   }
 };
 
@@ -132,6 +153,9 @@ MXRT_DEVICE void gemm_generic_mainloop(const GemmTile& t, float (&acc)[8][4]) {
   ld.s_row = a_scaler ? m0 + tid : n0 + tid - BM, ld.s_rows = a_scaler ? m : n, ld.kbt = a_scaler ? t.a_kbt : t.b_kbt;
   ld.has_scale = tid < BM + BN && ld.s_row < ld.s_rows;
   ld.s_reg = 127u;
+#if SCALE_F32
+  ld.s_row_sf = a_scaler ? ld.s_row : ld.s_row / SF_GMN_B;
+#endif
 
   if (kb0 < kb1) ld.load(kb0);
   for (u32 kb = kb0; kb < kb1; ++kb) {
@@ -164,6 +188,19 @@ MXRT_DEVICE void gemm_generic_mainloop(const GemmTile& t, float (&acc)[8][4]) {
         for (int j = 0; j < 4; ++j) part[i][j] = mxrt_fma(av[i], bv[j], part[i][j]);
     }
 
+#if SCALE_F32
+    {
+      float fb[4];
+      #pragma unroll
+      for (int j = 0; j < 4; ++j) fb[j] = mxrt_f32_from_bits(Sb[2u * tx + (j & 1) + 32u * (j >> 1)]);
+      #pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        const float fa = mxrt_f32_from_bits(Sa[8u * ty + i]);
+        #pragma unroll
+        for (int j = 0; j < 4; ++j) acc[i][j] = mxrt_fma(part[i][j] * fa, fb[j], acc[i][j]);
+      }
+    }
+#else
     u32 sai[8], sbj[4];
     bool fast = true;
     #pragma unroll
@@ -200,6 +237,7 @@ MXRT_DEVICE void gemm_generic_mainloop(const GemmTile& t, float (&acc)[8][4]) {
           }
         }
     }
+#endif
   }
 
 }

@@ -1,13 +1,13 @@
 // kernel   gemm_mx_grouped_generic                                                    (extern "C")
-// computes grouped MX GEMMs out[rows of group g] = a_g @ b_g.T (MODE 0 lens, 1 indices, 2 masked) or the wgrad
-//          out[g] = a_g @ b_g.T over group g's columns (MODE 3), on the dense generic kernel's main loop; groups read
-//          on the device only (details below)
+// computes grouped MX GEMMs out[rows of group g] = a_g @ b_g.T (MODE 0 lens, 1 indices, 2 masked) or the wgrads
+//          out[g] (+)= a_g @ b_g.T (MODE 3 mxrt's colwise layout, 4 DeepGEMM's k-grouped), on the dense generic
+//          kernel's main loop (gemm_generic_tile.h); groups read on the device only (details below)
 // args     const u8* a | const u8* sa [m, ceil(k/32)] | const u8* b | const u8* sb [G*n or n, ceil(kb/32)] |
 //          void* out | const void* groups (int32, or int64 when lens_i64) | u32 m, n, k, kb, num_groups, extra
 //          (mode 2: max_m, 3: align) | u32 flags (MXRT_GEMM_FLAG_VEC_A/_B) | u32 lens_i64
 // grid     mode 0: (ceil(n/64), ceil(m/128)+G+1, 1); 1: (ceil(n/64), ceil(m/128), 1); 2: (ceil(n/64),
-//          ceil(max_m/128), G); 3: (ceil(n/64), ceil(m/128), G)   block (THREADS,1,1)   smem <= 35.6 KB static
-// defines  THREADS (256), MODE, FMT_A, FMT_B (MXRT_FMT_*), OUT_DTYPE (MXRT_OUT_*), ACCUM (mode 3)
+//          ceil(max_m/128), G); 3, 4: (ceil(n/64), ceil(m/128), G)   block (THREADS,1,1)   smem <= 35.6 KB static
+// defines  THREADS (256), MODE, FMT_A, FMT_B, OUT_DTYPE, ACCUM (modes 3, 4), SCALE_F32 + SF_GMN_B (modes 1, 2, 4)
 //                                                                  set by mxrt/ops/grouped_gemm.py
 // requires G <= MXRT_MAX_GROUPS (modes 0, 3); grid y, z <= 65535; m, k < 2^31; scale offsets < 2^32
 //                                                                  checked by mxrt/ops/grouped_gemm.py
@@ -24,14 +24,22 @@
 //          3 wgrad:   a [m, k] and b [n, k] (both blocked along k = padded M columns), group g = blockIdx.z reduces
 //                     over columns [P[g], P[g+1]) with P the prefix of ceil(clamp(lens, 0, k)/align)*align cut at
 //                     k; out [G, m, n] = the sum (ACCUM: out + the sum in fp32, rounded once to OUT_DTYPE).
+//          4 k-grouped (DeepGEMM k_grouped_fp8_gemm_nt_contiguous): ks [G] on the device, k = sum(ks); group g's
+//                     a_g [m, ks[g]] / b_g [n, ks[g]] K-major at flat offsets P[g]*m / P[g]*n; out [G, m, n] fp32.
 #include "gemm_generic_tile.h"
 
-#if !defined(MODE) || !defined(OUT_DTYPE) || !defined(ACCUM)
-#error "MODE, OUT_DTYPE and ACCUM must be defined by the launcher"
+#if !defined(MODE) || !defined(OUT_DTYPE) || !defined(ACCUM) || !defined(SCALE_F32) || !defined(SF_GMN_B)
+#error "MODE, OUT_DTYPE, ACCUM, SCALE_F32 and SF_GMN_B must be defined by the launcher"
 #endif
-MXRT_STATIC_ASSERT(MODE >= 0 && MODE <= 3, "MODE: 0 lens, 1 indices, 2 masked, 3 wgrad");
+MXRT_STATIC_ASSERT(MODE >= 0 && MODE <= 4, "MODE: 0 lens, 1 indices, 2 masked, 3 wgrad, 4 DeepGEMM k-grouped");
 MXRT_STATIC_ASSERT(OUT_DTYPE >= 0 && OUT_DTYPE <= 2, "OUT_DTYPE: MXRT_OUT_F32, _BF16 or _F16");
-MXRT_STATIC_ASSERT(ACCUM == 0 || MODE == 3, "ACCUM: wgrad only");
+MXRT_STATIC_ASSERT(ACCUM == 0 || MODE >= 3, "ACCUM: the wgrads only");
+MXRT_STATIC_ASSERT(!SCALE_F32 || MODE == 1 || MODE == 2 || MODE == 4, "SCALE_F32: the DeepGEMM modes only");
+MXRT_STATIC_ASSERT(MODE != 4 || (FMT_A != MXRT_FMT_E2M1 && FMT_B != MXRT_FMT_E2M1), "MODE 4: fp8 codes");
+
+// scale storage: E8M0 bytes per 32 elements of K, or (SCALE_F32) float32 per 128; B's rows per SF_GMN_B
+#define SF_K (SCALE_F32 ? 128u : 32u)
+#define SF_BYTES (SCALE_F32 ? 4u : 1u)
 
 // groups per thread of the in-kernel prefix sums (G + 2 entries: the groups, mode 0's tail group, the end)
 #define GG_PER ((MXRT_MAX_GROUPS + 2 + THREADS - 1) / THREADS)
@@ -109,11 +117,12 @@ extern "C" __global__ void __launch_bounds__(THREADS)
   __shared__ i64 part[THREADS];
   const u32 tid = MXRT_TID_X, tx = tid % 16u, ty = tid / 16u;
   const u32 n0 = MXRT_BID_X * BN;
-  const u32 a_kbt = (k + BK - 1) / BK, b_kbt = (kb + BK - 1) / BK;
+  const u32 a_kbt = (k + SF_K - 1) / SF_K, b_kbt = (kb + SF_K - 1) / SF_K, k_steps = (k + BK - 1) / BK;
+  const u32 b_sf_rows = (n + SF_GMN_B - 1) / SF_GMN_B;  // scale rows of one group of b
   const u64 a_row_bytes = gg_row_bytes(FMT_A == MXRT_FMT_E2M1 ? 4u : 8u, k);
   const u64 b_row_bytes = gg_row_bytes(FMT_B == MXRT_FMT_E2M1 ? 4u : 8u, kb);
   GemmTile t{a, sa, b, sb, m, n, k, a_kbt, b_kbt, a_row_bytes, b_row_bytes, MXRT_SCALE_LAYOUT_NONE,
-             MXRT_SCALE_LAYOUT_NONE, 0u, 0u, flags, 0u, n0, 0u, a_kbt};
+             MXRT_SCALE_LAYOUT_NONE, 0u, 0u, flags, 0u, n0, 0u, k_steps};
   float acc[8][4];
   for (int i = 0; i < 8; ++i)
     for (int j = 0; j < 4; ++j) acc[i][j] = 0.0f;
@@ -128,6 +137,26 @@ extern "C" __global__ void __launch_bounds__(THREADS)
   t.m0 = MXRT_BID_Y * BM;
   t.kb0 = c0 / BK;
   t.kb1 = (c1 + BK - 1) / BK;
+  gemm_generic_mainloop(t, acc);
+  const u64 base = (u64)g * m * n;
+  const u32 row0 = 0, rows = m, m0 = t.m0;
+#elif MODE == 4
+  // ---- DeepGEMM k-grouped: group z's a_g [m, K_g] and b_g [n, K_g] are K-major blocks at offsets P[g] * m and
+  // P[g] * n of the flat a / b (P = prefix of ks, cut at k = sum(ks)); scales [m | n, k / SF_K] from column
+  // P[g] / SF_K
+  __shared__ i32 starts[MXRT_MAX_GROUPS + 1];
+  const u32 G = num_groups, g = MXRT_BID_Z;
+  gg_offsets(groups, lens_i64, G, (i64)k, 1, (i64)k, starts, part);
+  const u32 k0 = (u32)starts[g], kg = (u32)(starts[g + 1] - starts[g]);
+  t.a = a + (u64)k0 * m;
+  t.b = b + (u64)k0 * n;
+  t.sa = sa + (u64)(k0 / SF_K) * SF_BYTES;
+  t.sb = sb + (u64)(k0 / SF_K) * SF_BYTES;
+  t.k = kg;
+  t.a_row_bytes = kg;
+  t.b_row_bytes = kg;
+  t.m0 = MXRT_BID_Y * BM;
+  t.kb1 = (kg + BK - 1) / BK;
   gemm_generic_mainloop(t, acc);
   const u64 base = (u64)g * m * n;
   const u32 row0 = 0, rows = m, m0 = t.m0;
@@ -162,7 +191,7 @@ extern "C" __global__ void __launch_bounds__(THREADS)
     // the tile's operands are re-read from shared memory each round: hoisted out of the loop they spilled SGPRs
     GemmTile tg = tile_sh;
     tg.b += (u64)gid * n * b_row_bytes;
-    tg.sb += (u64)gid * n * b_kbt;
+    tg.sb += (u64)gid * b_sf_rows * b_kbt * SF_BYTES;
     for (int i = 0; i < 8; ++i)
       for (int j = 0; j < 4; ++j) acc[i][j] = 0.0f;
     gemm_generic_mainloop(tg, acc);
@@ -209,11 +238,11 @@ extern "C" __global__ void __launch_bounds__(THREADS)
   const u64 base = 0;
   if (compute) {  // uniform over the block; the tail tiles keep acc = 0
     t.a = a + (u64)row0 * a_row_bytes;
-    t.sa = sa + (u64)row0 * a_kbt;
+    t.sa = sa + (u64)row0 * a_kbt * SF_BYTES;
     t.m = rows;
     t.m0 = m0;
     t.b = b + (u64)grp * n * b_row_bytes;
-    t.sb = sb + (u64)grp * n * b_kbt;
+    t.sb = sb + (u64)grp * b_sf_rows * b_kbt * SF_BYTES;
     gemm_generic_mainloop(t, acc);
   }
 #endif

@@ -14,23 +14,27 @@ does not):
 
 ``d`` is written in place (numpy, torch CPU or CUDA tensors, CuPy), rows DeepGEMM does not compute are left
 untouched, and the functions return None like DeepGEMM's. The numpy twin computes every group in float64 from the
-exactly dequantized operands and rounds once. UE8M0 scales run on the GPU (the generic grouped kernel, after
-widening coarser granularities to 1x32 exactly on the device); float32 scales run on the host twin only (the
-generic kernel applies power-of-two scales) and raise :class:`mxrt.UnsupportedArchError` for GPU operands.
-``compiled_dims``, ``expected_m`` and ``expected_m_for_psum_layout`` are tuning hints there and are only checked.
+exactly dequantized operands and rounds once. Device operands run the generic grouped kernel: UE8M0 scales after
+an exact widening of coarser granularities to 1x32 on the device, float32 scales in DeepGEMM's Hopper recipe
+(a 1x128, b 128x128; the k-grouped wgrad 1x128 per channel) through its SCALE_F32 build. Psum layouts run on the
+host only. ``compiled_dims``, ``expected_m`` and ``expected_m_for_psum_layout`` are tuning hints there and are
+only checked; ``disable_ue8m0_cast`` and ``ensure_zero_padding`` are accepted (float32 scales are always applied
+exactly, as DeepGEMM's SM90 path does).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
 from .._kinds import dtype_name, is_device_array
 from ..errors import DtypeError, LayoutError, ShapeError, UnsupportedArchError, check_int
+from ..formats import MXArray
 from ..layouts._check import check_int_array
 from ..layouts.groups import group_lens_from_psum
-from ..problems.grouped_gemm import _m_indices, _masked_m, grouped_gemm_problem
+from ..problems.grouped_gemm import GroupedGemmProblem, _device_ints, _m_indices, _masked_m, grouped_gemm_problem
 from ..reference.gemm import round_to
 from ..reference.grouped_gemm import deepgemm_dequant
 from . import interop
@@ -193,17 +197,50 @@ def _run_mx(op: str, qa: _Operand, qb: _Operand, groups: Any, kind: str, d_nativ
     run_grouped(p, "auto", interop.HOST, out, out)
 
 
-def _run_f32(op: str, qa: _Operand, qb: _Operand, rows_of_group: list, d_native: Any) -> None:
+def _run_f32(
+    op: str, qa: _Operand, qb: _Operand, rows_of_group: Any, d_native: Any, kind: str, groups: Any, max_m: int = 0
+) -> None:
+    """float32 scales: the GPU kernel's SCALE_F32 build for device operands (DeepGEMM's Hopper recipe, a 1x128,
+    b 128x128), else the host float64 twin over ``rows_of_group()``."""
+    out = d_native.reshape(-1, d_native.shape[-1])
     if qa.device:
-        raise UnsupportedArchError(
-            f"{op}: float32 scale factors run on the host twin only (the generic GPU kernel applies power-of-two "
-            "scales); pass UE8M0 scales (uint8 / float8_e8m0fnu / packed int32) for the GPU"
+        if qa.gran != (1, 128) or qb.gran != (128, 128):
+            raise UnsupportedArchError(
+                f"{op}: float32 scale factors run on the GPU in DeepGEMM's Hopper recipe only (a 1x128, b 128x128); "
+                f"got a {qa.gran[0]}x{qa.gran[1]}, b {qb.gran[0]}x{qb.gran[1]}"
+            )
+        xp = _xp(qa.sf)
+        g = int(qb.data.shape[0])
+        a = MXArray(
+            xp.ascontiguousarray(qa.data).reshape(-1, qa.k),
+            xp.ascontiguousarray(qa.sf).reshape(-1, qa.sf.shape[-1]),
+            qa.fmt,
+            32,
+            1,
+            (out.shape[0], qa.k),
+            "given",
         )
+        b = MXArray(
+            xp.ascontiguousarray(qb.data).reshape(-1, qb.k),
+            xp.ascontiguousarray(qb.sf).reshape(-1, qb.sf.shape[-1]),
+            qb.fmt,
+            32,
+            1,
+            (g * qb.mn, qb.k),
+            "given",
+        )
+        size = g if kind == "masked" else out.shape[0]
+        grp = _device_ints(groups, op, "masked_m" if kind == "masked" else "grouped_layout", size)
+        p = GroupedGemmProblem(
+            op, kind, g, out.shape[0], qb.mn, qa.k, a, b, qa.fmt, qb.fmt, grp, max_m, 0,
+            np.dtype(ml_dtypes.bfloat16), out, False, True, scale_f32=True, sf_gmn_b=128,
+        )  # fmt: skip
+        run_grouped(p, "auto", interop.HOST, out, out)
+        return
     A = qa.f64().reshape(-1, qa.k)
     B = qb.f64()
-    out = d_native.reshape(-1, d_native.shape[-1])
     with np.errstate(over="ignore", invalid="ignore"):
-        for g, rows in rows_of_group:
+        for g, rows in rows_of_group():
             if rows.size:
                 out[rows] = round_to(A[rows] @ B[g].T, out.dtype)
 
@@ -258,8 +295,12 @@ def m_grouped_fp8_gemm_nt_contiguous(
     else:
         ids = layout
     if qa.kind == "f32":
-        ids_h = _host_ids(op, ids, g, qa.mn)
-        _run_f32(op, qa, qb, [(i, np.nonzero(ids_h == i)[0]) for i in range(g)], d_native)
+
+        def rows() -> list:
+            ids_h = _host_ids(op, ids, g, qa.mn)
+            return [(i, np.nonzero(ids_h == i)[0]) for i in range(g)]
+
+        _run_f32(op, qa, qb, rows, d_native, "indices", ids)
     else:
         _run_mx(op, qa, qb, ids, "indices", d_native, d)
 
@@ -292,8 +333,12 @@ def m_grouped_fp8_gemm_nt_masked(
     d_native, _ = _check_d(op, d, (g, max_m, qb.mn), "bfloat16")
     mm, _ = interop.import_array(masked_m, op, "masked_m")
     if qa.kind == "f32":
-        mmh = _masked_m(op, mm, g, max_m)
-        _run_f32(op, qa, qb, [(i, i * max_m + np.arange(int(mmh[i]))) for i in range(g)], d_native)
+
+        def rows() -> list:
+            mmh = _masked_m(op, mm, g, max_m)
+            return [(i, i * max_m + np.arange(int(mmh[i]))) for i in range(g)]
+
+        _run_f32(op, qa, qb, rows, d_native, "masked", mm, max_m)
     else:
         _run_mx(op, qa, qb, mm, "masked", d_native, d, max_m=max_m)
 
@@ -318,12 +363,12 @@ def k_grouped_fp8_gemm_nt_contiguous(
     b : the same with n.
     d : float32 ``[G, m, n]``, written in place. c : optional float32 ``[G, m, n]`` added (DeepGEMM SM90 requires
         it; None adds nothing; ``c`` may be ``d`` itself).
-    ks : host list of the groups' K, each a multiple of ``gran_k``. grouped_layout : int32 ``[G]``, the same ks
-        (checked against ``ks`` on the host).
+    ks : host list of the groups' K (DeepGEMM's ``ks_cpu``), each a multiple of ``gran_k``. grouped_layout : int32
+        ``[G]``, the same ks (the GPU kernel reads this one; on the host it is checked against ``ks``).
     recipe : ``(1, 1, gran_k)``, gran_k 128 (DeepGEMM) or 32 (MX).
 
-    Host twin only in this release (the generic kernel's wgrad reads mxrt's colwise layout:
-    :func:`mxrt.grouped_gemm_mx_wgrad`); device operands raise :class:`mxrt.UnsupportedArchError`.
+    Device operands run the generic kernel (MODE 4: float32 1x128 scales as DeepGEMM's SM90 recipe, UE8M0 at
+    1x32 or 1x128), host operands the float64 twin.
     """
     op = "k_grouped_fp8_gemm_nt_contiguous"
     _flags(op, compiled_dims, False, True, use_psum_layout)
@@ -336,56 +381,102 @@ def k_grouped_fp8_gemm_nt_contiguous(
     kl = check_int_array(ks, op, "ks", ndim=1).astype(np.int64)
     if kl.size and (kl.min() < 0 or (kl % gk).any()):
         raise ShapeError(f"{op}: argument 'ks' is {kl.tolist()}, expected lengths >= 0 and multiples of {gk}")
-    lay, _ = interop.import_array(grouped_layout, op, "grouped_layout")
-    if is_device_array(lay):
-        raise UnsupportedArchError(f"{op}: runs on the host twin only in this release (device operands given)")
-    lay = check_int_array(lay, op, "grouped_layout", ndim=1)
-    if lay.size != kl.size or not np.array_equal(lay.astype(np.int64), kl):
-        raise LayoutError(f"{op}: argument 'grouped_layout' is {lay.tolist()}, expected ks = {kl.tolist()}")
     g, total = kl.size, int(kl.sum())
+    lay, _ = interop.import_array(grouped_layout, op, "grouped_layout")
     pieces = []
     for name, x in (("a", a), ("b", b)):
         if not isinstance(x, (tuple, list)) or len(x) != 2:
             raise DtypeError(f"{op}: argument '{name}' is a {type(x).__name__}, expected a pair (data, sf)")
         fmt = _FMT.get(str(getattr(x[0], "dtype", "")).removeprefix("torch."))
-        data, cal = interop.import_array(x[0], op, f"{name}[0]")
+        data, _ = interop.import_array(x[0], op, f"{name}[0]")
         sf, _ = interop.import_array(x[1], op, f"{name}[1]")
-        if cal.device or is_device_array(sf):
-            raise UnsupportedArchError(f"{op}: runs on the host twin only in this release (device operands given)")
-        if fmt is None:
+        if fmt is None or not hasattr(data, "ndim"):
             raise DtypeError(f"{op}: {name}[0] (data) has dtype {getattr(x[0], 'dtype', None)}, expected fp8 codes")
-        data = np.asarray(data).view(np.uint8)
+        if not hasattr(sf, "ndim"):
+            raise DtypeError(f"{op}: {name}[1] (sf) is a {type(sf).__name__}, expected an array")
+        if is_device_array(data) != is_device_array(sf):
+            raise DtypeError(f"{op}: {name} mixes host and device arrays, expected both on one side")
+        data = data if dtype_name(data.dtype) == "uint8" else data.view("uint8")
         if data.ndim != 1 or (total and data.size % total) or (not total and data.size):
-            raise ShapeError(f"{op}: {name}[0] has shape {data.shape}, expected a flat [sum(ks) * mn] = [{total} * mn]")
-        mn = data.size // total if total else int(np.asarray(sf).shape[0]) if np.ndim(sf) == 2 else 0
-        sf = np.asarray(sf)
-        sf = sf.view(np.uint8) if dtype_name(sf.dtype) == "float8_e8m0fnu" else sf
-        if sf.dtype not in (np.float32, np.uint8) or sf.shape != (mn, total // gk):
             raise ShapeError(
-                f"{op}: {name}[1] (sf) is {sf.dtype}{sf.shape}, expected float32 or UE8M0 bytes of shape "
+                f"{op}: {name}[0] has shape {tuple(data.shape)}, expected a flat [sum(ks) * mn] = [{total} * mn]"
+            )
+        mn = data.size // total if total else (int(sf.shape[0]) if sf.ndim == 2 else 0)
+        sf = sf.view("uint8") if dtype_name(sf.dtype) == "float8_e8m0fnu" else sf
+        if dtype_name(sf.dtype) not in ("float32", "uint8") or tuple(sf.shape) != (mn, total // gk):
+            raise ShapeError(
+                f"{op}: {name}[1] (sf) is {sf.dtype}{tuple(sf.shape)}, expected float32 or UE8M0 bytes of shape "
                 f"{(mn, total // gk)} = [mn, sum(ks) / {gk}]"
             )
-        vals = sf.astype(np.float64) if sf.dtype == np.float32 else np.ldexp(1.0, sf.astype(np.int64) - 127)
-        pieces.append((data, vals, fmt, mn))
+        pieces.append((data, sf, fmt, mn))
     (da, sa, fa, m), (db, sb, fb, n) = pieces
+    if (dtype_name(sa.dtype) == "float32") != (dtype_name(sb.dtype) == "float32"):
+        raise DtypeError(f"{op}: a's and b's scale factors are of different kinds, expected one kind for both")
+    device = is_device_array(da)
+    if device != is_device_array(db):
+        raise DtypeError(f"{op}: a and b live on different sides (host and device), expected one side")
     d_native, _ = _check_d(op, d, (g, m, n), "float32")
-    c_native = None
-    if c is not None:
-        c_native, _ = _check_d(op, c, (g, m, n), "float32")
+    c_native = None if c is None else _check_d(op, c, (g, m, n), "float32")[0]
+    if device:
+        _k_grouped_gpu(op, (da, sa, fa), (db, sb, fb), d_native, c_native, lay, g, m, n, total, gk)
+        return
+    if is_device_array(lay):
+        raise DtypeError(f"{op}: argument 'grouped_layout' is a CuPy array but a and b are host arrays")
+    lay = check_int_array(lay, op, "grouped_layout", ndim=1)
+    if lay.size != kl.size or not np.array_equal(lay.astype(np.int64), kl):
+        raise LayoutError(f"{op}: argument 'grouped_layout' is {lay.tolist()}, expected ks = {kl.tolist()}")
+
+    def values(sf: np.ndarray) -> np.ndarray:
+        return sf.astype(np.float64) if sf.dtype == np.float32 else np.ldexp(1.0, sf.astype(np.int64) - 127)
+
+    sa, sb = values(np.asarray(sa)), values(np.asarray(sb))
+    da, db = np.asarray(da), np.asarray(db)
     res = np.zeros((g, m, n), np.float64) if c_native is None else np.asarray(c_native, np.float64).copy()
     start = 0
     with np.errstate(over="ignore", invalid="ignore"):
         for i, kk in enumerate(int(v) for v in kl):
             if kk:
-                ai = deepgemm_dequant(
-                    da[start * m : (start + kk) * m].reshape(m, kk), fa, sa[:, start // gk :][:, : kk // gk], 1, gk
-                )
-                bi = deepgemm_dequant(
-                    db[start * n : (start + kk) * n].reshape(n, kk), fb, sb[:, start // gk :][:, : kk // gk], 1, gk
-                )
+                cols = slice(start // gk, (start + kk) // gk)
+                ai = deepgemm_dequant(da[start * m : (start + kk) * m].reshape(m, kk), fa, sa[:, cols], 1, gk)
+                bi = deepgemm_dequant(db[start * n : (start + kk) * n].reshape(n, kk), fb, sb[:, cols], 1, gk)
                 res[i] += ai @ bi.T
             start += kk
     d_native[...] = res.astype(np.float32)
+
+
+def _k_grouped_gpu(
+    op: str, a: tuple, b: tuple, d: Any, c: Any, ks_dev: Any, g: int, m: int, n: int, total: int, gk: int
+) -> None:
+    """The device path of the k-grouped wgrad: kernel MODE 4 (float32 1x128 scales, or UE8M0 widened to 1x32)."""
+    xp = _xp(a[0])
+    f32 = dtype_name(a[1].dtype) == "float32"
+    if f32 and gk != 128:
+        raise UnsupportedArchError(f"{op}: float32 scale factors run on the GPU with gran_k 128 only (got {gk})")
+    if not is_device_array(ks_dev):
+        raise DtypeError(f"{op}: argument 'grouped_layout' is a host array but a and b are CuPy arrays")
+    ks_dev = _device_ints(ks_dev, op, "grouped_layout", g)
+
+    def operand(x: tuple, rows: int) -> MXArray:
+        sf = x[1]
+        if not f32 and gk == 128:  # UE8M0 per 128: widened to one byte per 32 (exact)
+            sf = sf.repeat(4, axis=1)
+        return MXArray(xp.ascontiguousarray(x[0]).reshape(rows, total), xp.ascontiguousarray(sf), x[2], 32, 1,
+                       (rows, total), "given")  # fmt: skip
+
+    if c is not None and not _same_memory(c, d):
+        d[...] = c  # a device copy; the kernel then adds onto d
+    p = GroupedGemmProblem(
+        op, "kgrouped", g, m, n, total, operand(a, m), operand(b, n), a[2], b[2], ks_dev, 0, 0, np.dtype(np.float32),
+        d, c is not None, True, scale_f32=f32, sf_gmn_b=1,
+    )  # fmt: skip
+    run_grouped(p, "auto", interop.HOST, d, d)
+
+
+def _same_memory(x: Any, y: Any) -> bool:
+    try:
+        return x.data.ptr == y.data.ptr and x.shape == y.shape
+    except AttributeError:
+        return x is y
 
 
 def _flags(op: str, compiled_dims: Any, disable_ue8m0_cast: Any, ensure_zero_padding: Any, use_psum: Any) -> None:

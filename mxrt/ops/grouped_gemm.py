@@ -62,15 +62,16 @@ def grouped_plan(p: GroupedGemmProblem) -> GroupedPlan:
     op = p.op
     bm, bn = gemm_kernels.GEMM_GENERIC_TILE
     g = p.num_groups
-    kb = p.k if p.kind == "wgrad" else int(p.b.shape[1])
-    if p.kind in ("lens", "wgrad") and g > codes.GROUPED_MAX_GROUPS:
+    kb = p.k if p.kind in ("wgrad", "kgrouped") else int(p.b.shape[1])
+    if p.kind in ("lens", "wgrad", "kgrouped") and g > codes.GROUPED_MAX_GROUPS:
         raise ShapeError(
             f"{op}: {g} groups, the GPU kernel takes at most {codes.GROUPED_MAX_GROUPS} (offsets in shared memory)"
         )
     if p.m >= _I31 or p.k >= _I31 or kb >= _I31:
         raise ShapeError(f"{op}: sizes m = {p.m}, k = {p.k} must be below 2^31 (32-bit row and column offsets)")
-    a_cols, b_cols = _cdiv(p.k, 32), _cdiv(kb, 32)
-    b_rows = p.n
+    sf_k = 128 if p.scale_f32 else 32
+    a_cols, b_cols = _cdiv(p.k, sf_k), _cdiv(kb, sf_k)
+    b_rows = _cdiv(p.n, p.sf_gmn_b)
     if p.m * a_cols >= _U32 or b_rows * b_cols >= _U32:
         raise ShapeError(f"{op}: a or one group of b stores 2^32 or more scale bytes (32-bit scale offsets)")
     if p.kind == "lens":
@@ -82,7 +83,7 @@ def grouped_plan(p: GroupedGemmProblem) -> GroupedPlan:
     elif p.kind == "masked":
         grid = (_cdiv(p.n, bn), max(1, _cdiv(p.max_m, bm)), g)
         extra = p.max_m
-    else:
+    else:  # wgrad, kgrouped
         grid = (_cdiv(p.n, bn), _cdiv(p.m, bm), g)
         extra = p.align
     if grid[1] > MAX_GRID_YZ or grid[2] > MAX_GRID_YZ:
@@ -93,6 +94,8 @@ def grouped_plan(p: GroupedGemmProblem) -> GroupedPlan:
         FMT_B=codes.FMT_CODES[p.b_fmt],
         MODE=grouped_gemm_kernels.GROUPED_GEMM_MODES[p.kind],
         OUT_DTYPE=codes.GEMM_OUT_DTYPE_CODES[dtype_name(p.out_dtype)],
+        SCALE_F32=int(p.scale_f32),
+        SF_GMN_B=p.sf_gmn_b,
         THREADS=gemm_kernels.GEMM_GENERIC_THREADS,
     )
     cfg = LaunchConfig(grid=grid, block=(gemm_kernels.GEMM_GENERIC_THREADS, 1, 1))
@@ -101,7 +104,7 @@ def grouped_plan(p: GroupedGemmProblem) -> GroupedPlan:
 
 def unsupported_reason(p: GroupedGemmProblem) -> str | None:
     """Why the GPU kernel does not cover ``p`` (None when it does)."""
-    if p.kind in ("indices", "masked") and (p.a_fmt, p.b_fmt) not in grouped_gemm_kernels.DEEPGEMM_PAIRS:
+    if p.kind in ("indices", "masked", "kgrouped") and (p.a_fmt, p.b_fmt) not in grouped_gemm_kernels.DEEPGEMM_PAIRS:
         return f"formats ({p.a_fmt}, {p.b_fmt}): the DeepGEMM layouts run fp8 pairs on the GPU"
     if p.kind in ("indices", "masked") and dtype_name(p.out_dtype) != "bfloat16":
         return "the DeepGEMM layouts write bfloat16 on the GPU"
@@ -152,9 +155,11 @@ def grouped_gemm_gpu(p: GroupedGemmProblem) -> Any:
     if out.size and p.n:  # every other case has nothing to write
         kernel = build(grouped_gemm_kernels.GEMM_MX_GROUPED_GENERIC, plan.defines, get_arch())
         flags = 0
-        if p.a.data.data.ptr % 16 == 0 and _row_bytes(p.a_fmt, plan.k) % 16 == 0:
+        rows_a = 32 if p.kind == "kgrouped" else _row_bytes(p.a_fmt, plan.k)  # kgrouped: ks[g] % 32 == 0 (host)
+        rows_b = 32 if p.kind == "kgrouped" else _row_bytes(p.b_fmt, plan.kb)
+        if p.a.data.data.ptr % 16 == 0 and rows_a % 16 == 0:
             flags |= codes.GEMM_FLAG_VEC_A
-        if p.b.data.data.ptr % 16 == 0 and _row_bytes(p.b_fmt, plan.kb) % 16 == 0:
+        if p.b.data.data.ptr % 16 == 0 and rows_b % 16 == 0:
             flags |= codes.GEMM_FLAG_VEC_B
         lens_i64 = int(dtype_name(groups.dtype) == "int64")
         u32 = np.uint32

@@ -38,7 +38,7 @@ from .gemm import GEMM_BLOCK, GEMM_FORMAT_PAIRS, _operand, _out_dtype
 #: Output dtypes of the forward / dgrad grouped GEMM and of the wgrad.
 GROUPED_OUT_DTYPES = ("bfloat16", "float16", "float32")
 WGRAD_OUT_DTYPES = ("float32", "bfloat16")
-GROUPED_KINDS = ("lens", "indices", "masked", "wgrad")
+GROUPED_KINDS = ("lens", "indices", "masked", "wgrad", "kgrouped")
 _DEVICE_INT = ("int32", "int64")
 
 
@@ -85,10 +85,14 @@ class GroupedGemmProblem:
     out: Any
     accumulate: bool
     device: bool
+    #: DeepGEMM's Hopper recipe (built by mxrt.api.deep_gemm only): ``a.scales`` float32 ``[m, ceil(k/128)]``,
+    #: ``b.scales`` float32 ``[G * ceil(n/sf_gmn_b), ceil(k/128)]``; GPU only (the host twin has its own path)
+    scale_f32: bool = False
+    sf_gmn_b: int = 1
 
     @property
     def out_shape(self) -> tuple[int, ...]:
-        return (self.num_groups, self.m, self.n) if self.kind == "wgrad" else (self.m, self.n)
+        return (self.num_groups, self.m, self.n) if self.kind in ("wgrad", "kgrouped") else (self.m, self.n)
 
     @property
     def flops_bound(self) -> int:

@@ -324,3 +324,20 @@ def test_deepgemm_k_grouped(recipe):
         if kk:
             unq = a[s : s + kk].T.astype(np.float64) @ b[s : s + kk]
             assert mxrt.calc_diff(d.get()[i].astype(np.float64) - c[i], unq) <= 1e-3
+
+
+def test_deepgemm_psum_layout_on_the_device():
+    rng = np.random.default_rng(16)
+    lens = np.array([50, 0, 300, 7, 129])
+    psum, ids = mxrt.contiguous_psum_layout(lens), mxrt.contiguous_m_indices(lens, 128)
+    m, n, k = ids.size, 128, 256
+    qa, qb = mxrt.quantize_mx(_x(rng, (m, k))), mxrt.quantize_mx(_x(rng, (lens.size, n, k)), axis=2)
+    d = cupy.empty((m, n), cupy.uint16)
+    d.view(cupy.uint8).fill(POISON)
+    a, b = (cupy.asarray(qa.data), cupy.asarray(qa.scales)), (cupy.asarray(qb.data), cupy.asarray(qb.scales))
+    deep_gemm.m_grouped_fp8_gemm_nt_contiguous(a, b, d, cupy.asarray(psum), use_psum_layout=True)
+    ref = np.zeros((m, n), BF16)
+    deep_gemm.m_grouped_fp8_gemm_nt_contiguous((qa.data, qa.scales), (qb.data, qb.scales), ref, ids)
+    h = d.get()
+    assert (h[ids < 0] == 0xFFFF).all()
+    check(h.view(BF16)[ids >= 0].astype(np.float64), ref[ids >= 0].astype(np.float64), "bfloat16")

@@ -267,6 +267,37 @@ def test_device_argument_errors(device):
         mxrt.grouped_gemm_mx(qx, qw, cp.asarray(lens, np.float32))
     with pytest.raises(mxrt.ShapeError, match=r"\(3,\)"):
         mxrt.grouped_gemm_mx(qx, qw, cp.asarray(lens[:2]))
+    with pytest.raises(mxrt.DtypeError, match="grouped_layout"):  # host ids with device operands
+        deep_gemm.m_grouped_fp8_gemm_nt_contiguous(
+            (qx.data, qx.scales), (qw.data, qw.scales), cp.zeros((65, 40), np.uint16), np.zeros(65, np.int32)
+        )
     with pytest.raises(mxrt.DtypeError, match="different sides"):
         mxrt.grouped_gemm_mx(qx, mxrt.quantize_mx(_x(rng, (3, 40, 64)), axis=2), cp.asarray(lens))
     assert not device
+
+
+def _on_device(f):
+    return lambda *a, **kw: np.asarray(f(*a, **kw)).view(FakeDeviceArray)
+
+
+def test_deepgemm_psum_layout_on_the_device(device):
+    """A device psum layout becomes per-row ids by device ops (numpy stands in for them here): same rows as the host."""
+    cp = sys.modules["cupy"]
+    for name in ("concatenate", "full", "arange", "searchsorted", "minimum", "where"):  # device ops, on numpy here
+        setattr(cp, name, _on_device(getattr(np, name)))
+    rng = np.random.default_rng(5)
+    lens = np.array([50, 0, 130, 7])
+    psum = mxrt.contiguous_psum_layout(lens)
+    ids = mxrt.contiguous_m_indices(lens, 128)
+    m, n, k = ids.size, 64, 128
+    qa, qb = mxrt.quantize_mx(_x(rng, (m, k))), mxrt.quantize_mx(_x(rng, (4, n, k)), axis=2)
+    ref = np.full((m, n), 5.0, ml_dtypes.bfloat16)
+    deep_gemm.m_grouped_fp8_gemm_nt_contiguous(
+        (qa.data, qa.scales), (qb.data, qb.scales), ref, psum, use_psum_layout=True
+    )
+    d = cp.asarray(np.full((m, n), 5.0, ml_dtypes.bfloat16).view(np.uint16))
+    a_dev, b_dev = (cp.asarray(qa.data), cp.asarray(qa.scales)), (cp.asarray(qb.data), cp.asarray(qb.scales))
+    deep_gemm.m_grouped_fp8_gemm_nt_contiguous(a_dev, b_dev, d, cp.asarray(psum), use_psum_layout=True)
+    got = d.get().view(ml_dtypes.bfloat16)
+    np.testing.assert_array_equal(got[ids < 0].astype(np.float32), 5.0)
+    _close(got, ref, "bfloat16")

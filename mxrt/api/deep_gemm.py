@@ -16,10 +16,10 @@ does not):
 untouched, and the functions return None like DeepGEMM's. The numpy twin computes every group in float64 from the
 exactly dequantized operands and rounds once. Device operands run the generic grouped kernel: UE8M0 scales after
 an exact widening of coarser granularities to 1x32 on the device, float32 scales in DeepGEMM's Hopper recipe
-(a 1x128, b 128x128; the k-grouped wgrad 1x128 per channel) through its SCALE_F32 build. Psum layouts run on the
-host only. ``compiled_dims``, ``expected_m`` and ``expected_m_for_psum_layout`` are tuning hints there and are
-only checked; ``disable_ue8m0_cast`` and ``ensure_zero_padding`` are accepted (float32 scales are always applied
-exactly, as DeepGEMM's SM90 path does).
+(a 1x128, b 128x128; the k-grouped wgrad 1x128 per channel) through its SCALE_F32 build; a device psum layout is
+turned into per-row ids by device ops. ``compiled_dims``, ``expected_m`` and ``expected_m_for_psum_layout`` are
+tuning hints there and are only checked; ``disable_ue8m0_cast`` and ``ensure_zero_padding`` are accepted (float32
+scales are always applied exactly, as DeepGEMM's SM90 path does).
 """
 
 from __future__ import annotations
@@ -267,7 +267,7 @@ def m_grouped_fp8_gemm_nt_contiguous(
     d : bfloat16 ``[m, n]``, written in place; rows of id -1 (and psum gaps) are left untouched.
     grouped_layout : int32 ``[m]`` group id per row, -1 for padding rows (:func:`mxrt.contiguous_m_indices`); with
         ``use_psum_layout``: int32 ``[G]`` end offsets, group g on rows ``[align(end[g-1], 128), end[g])``
-        (:func:`mxrt.contiguous_psum_layout`; host arrays only).
+        (:func:`mxrt.contiguous_psum_layout`).
     recipe, recipe_a, recipe_b : DeepGEMM's granularity spellings ``(gran_mn_a, gran_mn_b, gran_k)`` or ``(gran_mn,
         gran_k)`` per operand; default from the scale shapes (float32: 1x128 / 128x128).
     compiled_dims, disable_ue8m0_cast, ensure_zero_padding, expected_m_for_psum_layout : accepted for
@@ -289,9 +289,7 @@ def m_grouped_fp8_gemm_nt_contiguous(
     d_native, _ = _check_d(op, d, (qa.mn, qb.mn), "bfloat16")
     layout, _ = interop.import_array(grouped_layout, op, "grouped_layout")
     if use_psum_layout:
-        if is_device_array(layout):
-            raise UnsupportedArchError(f"{op}: use_psum_layout runs on host arrays only in this release")
-        ids = _psum_to_ids(op, layout, g, qa.mn)
+        ids = _psum_to_ids(op, layout, g, qa.mn) if not is_device_array(layout) else _psum_ids_device(layout, g, qa.mn)
     else:
         ids = layout
     if qa.kind == "f32":
@@ -493,6 +491,26 @@ def _flags(op: str, compiled_dims: Any, disable_ue8m0_cast: Any, ensure_zero_pad
 
 def _host_ids(op: str, ids: Any, g: int, m: int) -> np.ndarray:
     return _m_indices(op, ids, g, m)
+
+
+def _psum_ids_device(psum: Any, g: int, m: int) -> Any:
+    """Per-row ids of a device psum layout with device ops only (no synchronisation): row r belongs to the first
+    group j with end[j] > r when r >= align(end[j-1], 128), else -1. An inconsistent layout maps rows by the same
+    rule (never an out-of-range id); the host path checks it and raises instead."""
+    xp = _xp(psum)
+    if psum.ndim != 1 or int(psum.shape[0]) != g:
+        raise ShapeError(f"m_grouped_fp8_gemm_nt_contiguous: argument 'grouped_layout' has shape {tuple(psum.shape)}, "
+                         f"expected ({g},) end offsets")  # fmt: skip
+    if g == 0:
+        return xp.full(m, -1, dtype=xp.int32)
+    end = psum.astype(xp.int64)
+    prev = xp.concatenate([xp.zeros(1, dtype=xp.int64), end[:-1]])
+    start = (prev + (MK_ALIGNMENT - 1)) // MK_ALIGNMENT * MK_ALIGNMENT
+    r = xp.arange(m, dtype=xp.int64)
+    j = xp.searchsorted(end, r, side="right")
+    jc = xp.minimum(j, g - 1)
+    ok = (j < g) & (r >= start[jc])
+    return xp.where(ok, jc, -1).astype(xp.int32)
 
 
 def _psum_to_ids(op: str, psum: Any, g: int, m: int) -> np.ndarray:

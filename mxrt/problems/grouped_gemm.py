@@ -178,6 +178,11 @@ def _pair(op: str, qa: MXArray, qb: MXArray) -> None:
 
 
 def _device_ints(x: Any, op: str, arg: str, size: int) -> Any:
+    if not is_device_array(x):
+        raise DtypeError(
+            f"{op}: argument '{arg}' is a {type(x).__name__} while the operands are CuPy arrays, expected a CuPy "
+            "int32/int64 array (mxrt makes no implicit transfer; the kernels read it on the device)"
+        )
     if dtype_name(x.dtype) not in _DEVICE_INT:
         raise DtypeError(f"{op}: argument '{arg}' is a CuPy array of dtype {x.dtype}, expected int32 or int64")
     if x.ndim != 1 or int(x.shape[0]) != size:

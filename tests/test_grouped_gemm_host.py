@@ -291,3 +291,53 @@ def test_wgrad_accumulate(build_dir, out_dtype):
     got = run_grouped(build_dir, p, out=p.out.copy())
     np.testing.assert_array_equal(_bits(got[1]), _bits(start[1]))  # an empty group leaves out unchanged
     _close(got, p)
+
+
+@pytest.mark.parametrize(
+    "fa,fb,out_dtype,shape",
+    [
+        ("e4m3", "e4m3", "bfloat16", (130, 65, 96)),
+        ("e2m1", "e4m3", "float32", (64, 130, 80)),
+        ("e2m1", "e2m1", "float16", (7, 13, 33)),
+    ],
+)
+def test_dense_generic_kernel(build_dir, fa, fb, out_dtype, shape):
+    """The dense gemm_mx_generic.hip (split_k 1, plain stores) on the emulator against mxrt.reference.gemm_mx: the
+    kernel whose main loop the grouped one shares (tests/test_gpu_gemm.py checks it on the GPU)."""
+    m, n, k = shape
+    rng = np.random.default_rng(m)
+    qa, qb = mxrt.quantize_mx(_rand(rng, (m, k)), fa), mxrt.quantize_mx(_rand(rng, (n, k)), fb)
+    dp = gemm_problem(qa, qb, out_dtype=out_dtype)
+    lib = _lib(
+        build_dir,
+        10,
+        ATOMIC=0,
+        FMT_A=codes.FMT_CODES[fa],
+        FMT_B=codes.FMT_CODES[fb],
+        OUT_DTYPE=codes.GEMM_OUT_DTYPE_CODES[out_dtype],
+    )
+    got = np.empty((m, n), OUT[out_dtype])
+    got.reshape(-1).view(np.uint8)[:] = 0xFF
+    u = np.array([m, n, k, 1, 0], np.uint32)
+    a, sa = np.ascontiguousarray(dp.a.data), np.ascontiguousarray(dp.a.scales)
+    b, sb = np.ascontiguousarray(dp.b.data), np.ascontiguousarray(dp.b.scales)
+    rc = lib.simt_gemm(
+        _p(a), _p(sa), _p(b), _p(sb), _p(_bits(got)), None, _p(u), u.size, -(-n // 64), -(-m // 128), 1, 2
+    )
+    assert rc == 0, lib.simt_error().decode()
+    want = mxrt.reference.gemm_mx(qa, qb, out_dtype="float64")
+    g64 = got.astype(np.float64)
+    assert np.isfinite(g64).all()
+    if out_dtype == "float32":
+        assert np.abs(g64 - want).max() <= 1e-5 * np.abs(want).max()
+    else:
+        assert mxrt.calc_diff(g64, want) <= 1e-5
+
+
+def test_max_groups(build_dir):
+    """G = 1024 (MXRT_MAX_GROUPS): the in-kernel prefix sums cover every group and the tail (5 entries per thread)."""
+    rng = np.random.default_rng(1024)
+    lens = rng.integers(0, 3, 1024)
+    lens[-1] = 5
+    p = _fwd(rng, lens, n=16, k=32, out_dtype="float32")
+    _close(run_grouped(build_dir, p), p)

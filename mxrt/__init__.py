@@ -7,8 +7,14 @@ Arrays go in as numpy, CuPy, torch or JAX (DLPack, zero-copy) and come back in t
 """
 
 from ._version import __version__
+from .api.deep_gemm import (
+    k_grouped_fp8_gemm_nt_contiguous,
+    m_grouped_fp8_gemm_nt_contiguous,
+    m_grouped_fp8_gemm_nt_masked,
+)
 from .api.dispatch import BACKENDS, GPU_OPS
 from .api.gemm import gemm_mx
+from .api.grouped_gemm import grouped_gemm_mx, grouped_gemm_mx_wgrad
 from .api.interop import convert
 from .api.layouts import (
     calc_diff,
@@ -103,6 +109,11 @@ __all__ = [
     "group_lens_from_m_indices",
     "group_lens_from_psum",
     "group_offsets",
+    "grouped_gemm_mx",
+    "grouped_gemm_mx_wgrad",
+    "k_grouped_fp8_gemm_nt_contiguous",
+    "m_grouped_fp8_gemm_nt_contiguous",
+    "m_grouped_fp8_gemm_nt_masked",
     "moe_align_block_size",
     "moe_sorting",
     "pack_fp4",

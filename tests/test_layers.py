@@ -29,6 +29,8 @@ RANK = {
     "ops": 6,
     "api": 7,
     "__init__": 8,
+    "deep_gemm": 8,  # DeepGEMM-compatible names, beside the package namespace
+    "torch": 8,  # the autograd layer, imported only on request
     "checks": 9,
     "bench": 9,
     "cli": 10,

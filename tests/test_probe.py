@@ -381,6 +381,17 @@ XR = RNG.standard_normal((8, 4)).astype(np.float32)
 IDS = np.array([[0, 1], [2, 0], [1, 3]], np.int32)
 S = RNG.integers(100, 150, (5, 3), dtype=np.uint8)
 W8 = RNG.integers(0, 256, (20, 40), dtype=np.uint8)
+GA = mxrt.quantize_mx(RNG.standard_normal((8, 64)).astype(np.float32), backend="numpy")  # rows of LENS groups
+GB = mxrt.quantize_mx(RNG.standard_normal((3, 5, 64)).astype(np.float32), axis=2, backend="numpy")  # [G, n, k]
+# DeepGEMM pairs (data, sf): MX 1x32 UE8M0 bytes and the float32 Hopper recipe
+DGA = (GA.data.view(ml_dtypes.float8_e4m3fn), GA.scales)
+DGB = (GB.data.view(ml_dtypes.float8_e4m3fn), GB.scales)
+DG_IDS = np.array([0, 0, 0, -1, 2, 2, 2, 2], np.int32)
+DGM = mxrt.quantize_mx(RNG.standard_normal((3, 4, 64)).astype(np.float32), axis=2, backend="numpy")
+KG_A = (np.zeros(256 * 4, ml_dtypes.float8_e4m3fn), np.ones((4, 2), np.float32))  # ks [128, 0, 128], m = 4
+KG_B = (np.zeros(256 * 5, ml_dtypes.float8_e4m3fn), np.ones((5, 2), np.float32))
+GWA = mxrt.quantize_mx_grouped(RNG.standard_normal((8, 5)).astype(np.float32), LENS, colwise=True, col_align=32).col
+GWB = mxrt.quantize_mx_grouped(RNG.standard_normal((8, 6)).astype(np.float32), LENS, colwise=True, col_align=32).col
 
 
 @dataclass(frozen=True)
@@ -652,6 +663,112 @@ FNS = [
         [
             ("pad", dict(pad=48), ("pad",)),
             ("many_empty_groups", dict(w=np.zeros((2**24, 0, 0), np.float32)), ("w",), ANY),
+        ],
+    ),
+    Fn(
+        "m_grouped_fp8_gemm_nt_contiguous",
+        mxrt.m_grouped_fp8_gemm_nt_contiguous,
+        dict(a=DGA, b=DGB, d=np.zeros((8, 5), ml_dtypes.bfloat16), grouped_layout=DG_IDS, use_psum_layout=False),
+        dict(grouped_layout="ints", use_psum_layout="bool"),
+        [
+            ("ids_range", dict(grouped_layout=np.array([0, 0, 0, -1, 3, 2, 2, 2], np.int32)), ("grouped_layout",)),
+            ("ids_count", dict(grouped_layout=DG_IDS[:5]), ("grouped_layout",)),
+            ("d_dtype", dict(d=np.zeros((8, 5), np.float32)), ("d",)),
+            ("d_shape", dict(d=np.zeros((8, 4), ml_dtypes.bfloat16)), ("d",)),
+            ("d_noncontig", dict(d=np.zeros((8, 10), ml_dtypes.bfloat16)[:, ::2]), ("d",)),
+            ("sf_shape", dict(a=(DGA[0], np.repeat(DGA[1], 2, axis=1)[:, :3])), ("a",)),
+            ("sf_dtype", dict(a=(DGA[0], DGA[1].astype(np.float64))), ("a",)),
+            ("sf_kind_mix", dict(a=(DGA[0], np.ones((8, 1), np.float32))), ("a", "b")),
+            ("data_dtype", dict(a=(GA.data.astype(np.float32), GA.scales)), ("a",)),
+            ("not_pair", dict(a=GA), ("a",)),
+            ("k", dict(b=(DGB[0][:, :, :32], DGB[1][:, :, :1])), ("b",)),
+            ("recipe_both", dict(recipe=(1, 128, 128), recipe_a=(1, 128)), ("recipe",)),
+            ("recipe_gran", dict(recipe=(1, 1, 64)), ("recipe",)),
+            ("psum", dict(grouped_layout=np.array([3, 3, 136], np.int32), use_psum_layout=True), ("grouped_layout",)),
+            ("psum_hint", dict(expected_m_for_psum_layout=8), ("expected_m_for_psum_layout",)),
+            ("compiled_dims", dict(compiled_dims="xyz"), ("compiled_dims",)),
+        ],
+    ),
+    Fn(
+        "m_grouped_fp8_gemm_nt_masked",
+        mxrt.m_grouped_fp8_gemm_nt_masked,
+        dict(
+            a=(DGM.data, DGM.scales),
+            b=DGB,
+            d=np.zeros((3, 4, 5), ml_dtypes.bfloat16),
+            masked_m=np.array([4, 0, 2], np.int32),
+            expected_m=2,
+        ),
+        dict(masked_m="ints", expected_m="size"),
+        [
+            ("masked_past_max", dict(masked_m=np.array([5, 0, 2], np.int32)), ("masked_m",)),
+            ("masked_count", dict(masked_m=np.array([1, 2], np.int32)), ("masked_m",)),
+            ("groups", dict(b=(DGB[0][:2], DGB[1][:2])), ("a", "b")),
+            ("d_shape", dict(d=np.zeros((3, 5, 5), ml_dtypes.bfloat16)), ("d",)),
+        ],
+    ),
+    Fn(
+        "k_grouped_fp8_gemm_nt_contiguous",
+        mxrt.k_grouped_fp8_gemm_nt_contiguous,
+        dict(
+            a=KG_A,
+            b=KG_B,
+            d=np.zeros((3, 4, 5), np.float32),
+            ks=[128, 0, 128],
+            grouped_layout=np.array([128, 0, 128], np.int32),
+            c=None,
+        ),
+        dict(ks="ints", grouped_layout="ints"),
+        [
+            ("ks_unaligned", dict(ks=[100, 28, 128], grouped_layout=np.array([100, 28, 128], np.int32)), ("ks",)),
+            ("layout_mismatch", dict(grouped_layout=np.array([0, 128, 128], np.int32)), ("grouped_layout",)),
+            ("data_size", dict(a=(KG_A[0][:1000], KG_A[1])), ("a",)),
+            ("sf_shape", dict(b=(KG_B[0], np.ones((5, 3), np.float32))), ("b",)),
+            ("d_dtype", dict(d=np.zeros((3, 4, 5), ml_dtypes.bfloat16)), ("d",)),
+            ("c_shape", dict(c=np.zeros((3, 4, 4), np.float32)), ("c",)),
+            ("recipe", dict(recipe=(1, 128, 128)), ("recipe",)),
+        ],
+    ),
+    Fn(
+        "grouped_gemm_mx",
+        mxrt.grouped_gemm_mx,
+        dict(a=GA, b=GB, group_lens=LENS, out_dtype="bfloat16", out=None, backend="numpy"),
+        dict(a="mxarray", b="mxarray", group_lens="ints", out_dtype="dtype", backend="backend"),
+        [
+            ("lens_sum", dict(group_lens=[3, 0, 4]), ("group_lens",)),
+            ("lens_count", dict(group_lens=[3, 5]), ("group_lens",)),
+            ("lens_negative", dict(group_lens=[4, -1, 5]), ("group_lens",)),
+            ("b_2d", dict(b=QB), ("b",)),
+            ("b_short_k", dict(b=mxrt.quantize_mx(np.ones((3, 5, 32), np.float32), axis=2)), ("b",)),
+            ("b_odd_pad", dict(b=(np.zeros((3, 5, 70), np.uint8), np.zeros((3, 5, 3), np.uint8), "e4m3")), ("b",)),
+            ("b_axis1", dict(b=mxrt.quantize_mx(np.ones((3, 64, 64), np.float32), axis=1)), ("b",)),
+            ("pair", dict(b=mxrt.quantize_mx(np.ones((3, 5, 64), np.float32), "e2m1", axis=2), a=GA), ("a", "b"), ANY),
+            ("out_shape", dict(out=np.zeros((8, 4), ml_dtypes.bfloat16)), ("out",)),
+            ("out_dtype_mismatch", dict(out=np.zeros((8, 5), np.float32)), ("out",)),
+            ("out_readonly", dict(out=_readonly(np.zeros((8, 5), ml_dtypes.bfloat16))), ("out",)),
+        ],
+    ),
+    Fn(
+        "grouped_gemm_mx_wgrad",
+        mxrt.grouped_gemm_mx_wgrad,
+        dict(a=GWA, b=GWB, group_lens=LENS, align=32, out_dtype="float32", out=None, accumulate=False, backend="numpy"),
+        dict(
+            a="mxarray",
+            b="mxarray",
+            group_lens="ints",
+            align="size",
+            out_dtype="dtype",
+            accumulate="bool",
+            backend="backend",
+        ),
+        [
+            ("cols", dict(b=GA), ("b",)),
+            ("lens_past_cols", dict(group_lens=[100, 0, 50]), ("group_lens",)),
+            ("lens_negative", dict(group_lens=[4, -1, 5]), ("group_lens",)),
+            ("align_48", dict(align=48), ("align",)),
+            ("accumulate_no_out", dict(accumulate=True), ("out", "accumulate")),
+            ("out_shape", dict(out=np.zeros((3, 5, 5), np.float32)), ("out",)),
+            ("out_dtype", dict(out_dtype="float16"), ("out_dtype",)),
         ],
     ),
     Fn(

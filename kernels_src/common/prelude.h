@@ -62,6 +62,7 @@ struct __attribute__((aligned(16))) mxrt_u32x4 {
 #define MXRT_TID_X ((u32)threadIdx.x)
 #define MXRT_BID_X ((u32)blockIdx.x)
 #define MXRT_BID_Y ((u32)blockIdx.y)
+#define MXRT_BID_Z ((u32)blockIdx.z)
 MXRT_DEVICE void mxrt_sync() { __syncthreads(); }
 MXRT_DEVICE i32 mxrt_clz(u32 v) { return __clz((int)v); }  // 32 for v == 0
 #elif defined(MXRT_HOST_TEST)
@@ -70,6 +71,7 @@ inline i32 mxrt_clz(u32 v) { return v ? __builtin_clz(v) : 32; }
 #define MXRT_TID_X ((u32)__builtin_amdgcn_workitem_id_x())
 #define MXRT_BID_X ((u32)__builtin_amdgcn_workgroup_id_x())
 #define MXRT_BID_Y ((u32)__builtin_amdgcn_workgroup_id_y())
+#define MXRT_BID_Z ((u32)__builtin_amdgcn_workgroup_id_z())
 MXRT_DEVICE void mxrt_sync() {
   __builtin_amdgcn_fence(__ATOMIC_RELEASE, "workgroup");
   __builtin_amdgcn_s_barrier();

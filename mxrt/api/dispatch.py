@@ -19,6 +19,8 @@ BACKENDS = ("auto", "numpy", "gpu")
 #: The public ops that have GPU kernels (each defined in mxrt/api/, calling its mxrt/ops/ twin explicitly).
 GPU_OPS = (
     "gemm_mx",
+    "grouped_gemm_mx",
+    "grouped_gemm_mx_wgrad",
     "moe_align_block_size",
     "preshuffle_scales",
     "quantize_mx",

@@ -15,6 +15,7 @@ from . import (
     gemm_amd_kernels,
     gemm_kernels,
     gemm_sm90_kernels,
+    grouped_gemm_kernels,
     grouped_kernels,
     layout_kernels,
     moe_kernels,
@@ -29,6 +30,7 @@ FAMILIES = (
     gemm_kernels,
     gemm_sm90_kernels,
     gemm_amd_kernels,
+    grouped_gemm_kernels,
 )
 
 ALL_SPECS: tuple[KernelSpec, ...] = tuple(s for f in FAMILIES for s in f.SPECS)

@@ -1,0 +1,162 @@
+"""Grouped MX GEMM timing on a GPU: mxrt's generic grouped kernel (forward, dgrad, variable-K wgrad) against
+``torch._grouped_mm`` in bfloat16, on the MoE shapes of Primus-Turbo PR #330 (run from the repository root).
+
+    python benchmarks/bench_grouped_gemm.py [--json FILE] [--budget-s 200] [--reps 3] [--shapes deepseek,gpt-oss]
+
+Shapes (B experts, M tokens per expert on average, N x K weights): DeepSeek-V3 GateUp (N 4096, K 7168) and Down
+(N 7168, K 2048) with B 16 / 32 and M 2048 / 4096; gpt-oss-20B GateUp (N 5760, K 2880) and Down (N = K = 2880) with
+B 4 / 32 and M 2048 / 4096; each with balanced group sizes and an unbalanced split (lognormal weights, one empty
+expert). Passes: fwd ``y = x_g @ W_g.T``, dgrad ``dx = dy_g @ W_g``, wgrad ``dW_g = dy_g.T @ x_g``. Inputs are made
+and quantized on the GPU (mxrt's GPU quantizers); torch times bf16 copies of the same values (the timing does not
+depend on them) and its result of the forward is compared with mxrt's (calc_diff, a sanity column). Timing:
+mxrt.bench.core (CUDA-graph replays, median of --reps). Shapes stop starting once --budget-s has passed (default
+200 s, so the run stays under 4 minutes on an H100 with the generic kernel at ~20 TFLOP/s).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import traceback
+
+import cupy
+import numpy as np
+
+import mxrt
+from mxrt.bench import core
+
+#: (model, pass-pair name, B, M per expert, N, K)
+SHAPES = {
+    "deepseek": [("DeepSeek-V3", "GateUp", b, m, 4096, 7168) for b in (16, 32) for m in (2048, 4096)]
+    + [("DeepSeek-V3", "Down", b, m, 7168, 2048) for b in (16, 32) for m in (2048, 4096)],
+    "gpt-oss": [("gpt-oss-20B", "GateUp", b, m, 5760, 2880) for b in (4, 32) for m in (2048, 4096)]
+    + [("gpt-oss-20B", "Down", b, m, 2880, 2880) for b in (4, 32) for m in (2048, 4096)],
+}
+
+
+def group_lens(b: int, m: int, balanced: bool, rng: np.random.Generator) -> np.ndarray:
+    """B lengths summing to B * m: equal, or lognormal weights with expert 0 empty (B > 1)."""
+    total = b * m
+    if balanced or b == 1:
+        return np.full(b, m, np.int64)
+    w = rng.lognormal(0.0, 1.0, b)
+    w[0] = 0.0
+    lens = np.floor(w / w.sum() * total).astype(np.int64)
+    lens[int(np.argmax(lens))] += total - int(lens.sum())
+    return lens
+
+
+def _bf16_torch(x: cupy.ndarray):
+    import torch
+
+    return torch.from_dlpack(x).to(torch.bfloat16)
+
+
+def _torch_rows(out) -> cupy.ndarray:
+    import torch
+
+    return cupy.from_dlpack(out.float() if isinstance(out, torch.Tensor) else out)
+
+
+def run_shape(model, name, b, m, n, k, balanced, reps, rng, log) -> list[dict]:
+    import torch
+
+    lens = group_lens(b, m, balanced, rng)
+    mt = int(lens.sum())
+    lens_d = cupy.asarray(lens)
+    x = cupy.random.standard_normal((mt, k), dtype=cupy.float32)
+    w = cupy.random.standard_normal((b, n, k), dtype=cupy.float32)
+    dy = cupy.random.standard_normal((mt, n), dtype=cupy.float32)
+    qx, qdy = mxrt.quantize_mx(x), mxrt.quantize_mx(dy)
+    qw = mxrt.quantize_mx_dual_grouped(w)  # row [B, n, k] for fwd, col [B, k, n] for dgrad
+    qdy_c = mxrt.quantize_mx_grouped(dy, lens_d, colwise=True, col_align=32).col
+    qx_c = mxrt.quantize_mx_grouped(x, lens_d, colwise=True, col_align=32).col
+    y = cupy.empty((mt, n), cupy.uint16)
+    dx = cupy.empty((mt, k), cupy.uint16)
+    dw = cupy.empty((b, n, k), cupy.float32)
+    passes = {
+        "fwd": (lambda: mxrt.grouped_gemm_mx(qx, qw.row, lens_d, out=y), 2 * mt * n * k),
+        "dgrad": (lambda: mxrt.grouped_gemm_mx(qdy, qw.col, lens_d, out=dx), 2 * mt * n * k),
+        "wgrad": (lambda: mxrt.grouped_gemm_mx_wgrad(qdy_c, qx_c, lens_d, out=dw), 2 * mt * n * k),
+    }
+    tx, tw, tdy = _bf16_torch(x), _bf16_torch(w), _bf16_torch(dy)
+    offs = torch.from_numpy(np.cumsum(lens).astype(np.int32)).cuda()
+    peers = {
+        "fwd": lambda: torch._grouped_mm(tx, tw.transpose(-2, -1), offs=offs),
+        "dgrad": lambda: torch._grouped_mm(tdy, tw, offs=offs),
+        "wgrad": lambda: torch._grouped_mm(tdy.t(), tx, offs=offs),
+    }
+    rows = []
+    for p, (fn, flops) in passes.items():
+        row = dict(model=model, gemm=name, B=b, M=m, N=n, K=k, split="balanced" if balanced else "unbalanced")
+        row["pass"] = p
+        try:
+            t, how = core.time_cupy([fn], reps, calls=1, log=log)
+            row.update(mxrt_us=t * 1e6, mxrt_tflops=flops / t / 1e12, mxrt_timing=how)
+        except Exception as e:
+            row["mxrt_error"] = f"{type(e).__name__}: {str(e)[:200]}"
+        try:
+            t, how = core.time_torch([peers[p]], reps, log=log)
+            row.update(torch_us=t * 1e6, torch_tflops=flops / t / 1e12, torch_timing=how)
+            if p == "fwd" and "mxrt_us" in row:
+                ref = _torch_rows(peers[p]())
+                got = cupy.asarray(y.view(cupy.uint16)).astype(cupy.uint32) << 16
+                got = got.view(cupy.float32)
+                d = 1 - 2 * float((got * ref).sum()) / max(float((got * got + ref * ref).sum()), 1e-30)
+                row["calc_diff_vs_torch"] = d
+        except Exception as e:
+            row["torch_error"] = f"{type(e).__name__}: {str(e)[:200]}"
+        if "mxrt_us" in row and "torch_us" in row:
+            row["mxrt_over_torch"] = row["torch_us"] / row["mxrt_us"]
+        rows.append(row)
+        log(
+            f"  {model} {name} B={b} M={m} {row['split']} {p}: mxrt {row.get('mxrt_tflops', float('nan')):.1f} "
+            f"TFLOP/s, torch bf16 {row.get('torch_tflops', float('nan')):.1f} TFLOP/s"
+        )
+    return rows  # the buffers die with this frame; main() returns them to the pools
+
+
+def _empty_torch_cache() -> None:
+    import torch
+
+    torch.cuda.empty_cache()
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--json", help="write the rows here")
+    ap.add_argument("--budget-s", type=float, default=200.0)
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--shapes", default="gpt-oss,deepseek", help="comma-separated: deepseek, gpt-oss")
+    args = ap.parse_args(argv)
+    shapes = [s for key in args.shapes.split(",") for s in SHAPES[key.strip()]]
+    shapes.sort(key=lambda s: s[2] * s[3] * s[4] * s[5])  # small first, so the budget cuts the largest
+    rng = np.random.default_rng(0)
+    t0 = time.perf_counter()
+    rows: list[dict] = []
+    for shape in shapes:
+        for balanced in (True, False):
+            if time.perf_counter() - t0 > args.budget_s:
+                print(f"budget {args.budget_s:.0f} s reached; skipping {shape} balanced={balanced}")
+                continue
+            try:
+                rows += run_shape(*shape, balanced, args.reps, rng, print)
+            except Exception:
+                traceback.print_exc()
+    cols = ["model", "gemm", "B", "M", "split", "pass", "mxrt_tflops", "torch_tflops", "mxrt_over_torch"]
+    print("| " + " | ".join(cols) + " |\n|" + "---|" * len(cols))
+    for r in rows:
+        cells = [f"{r[c]:.2f}" if isinstance(r.get(c), float) else str(r.get(c, "-")) for c in cols]
+        print("| " + " | ".join(cells) + " |")
+    print(f"wall {time.perf_counter() - t0:.0f} s on {core.device_name()}")
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump({"device": core.device_name(), "software": core.software(), "rows": rows}, fh, indent=1)
+        print(f"wrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,150 @@
+"""``mxrt.grouped_gemm_mx`` / ``mxrt.grouped_gemm_mx_wgrad``: grouped (MoE) MX GEMMs, forward, dgrad and wgrad.
+
+Flow as :mod:`mxrt.api.gemm`: operands in (:mod:`mxrt.api.interop`) -> :mod:`mxrt.problems.grouped_gemm`
+validates once -> :func:`mxrt.api.dispatch.use_gpu` -> :func:`mxrt.reference.grouped_gemm.grouped_gemm_numpy` or
+:func:`mxrt.ops.grouped_gemm.grouped_gemm_gpu` -> the result in the caller's kind.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .._kinds import dtype_name
+from ..ops import grouped_gemm as grouped_ops
+from ..problems.grouped_gemm import GroupedGemmProblem, grouped_gemm_problem, wgrad_operand, wgrad_problem
+from ..reference.grouped_gemm import grouped_gemm_numpy
+from . import interop
+from .dispatch import use_gpu
+
+
+def run_grouped(p: GroupedGemmProblem, backend: object, caller: Any, out: Any, out_native: Any) -> Any:
+    """Dispatch a validated problem and hand the result back in the caller's kind (``out`` itself when given)."""
+    gpu = use_gpu(p.op, backend, p.device, lambda: grouped_ops.unsupported_reason(p))
+    d = grouped_ops.grouped_gemm_gpu(p) if gpu else grouped_gemm_numpy(p)
+    if out is not None:
+        if d is not out_native and not (p.device and d is not None and _same_buffer(d, out_native)):
+            out_native[...] = d
+        return out
+    bits = p.device and dtype_name(p.out_dtype) == "bfloat16"
+    return interop.export(d, caller, "bfloat16" if bits else "value")
+
+
+def _same_buffer(d: Any, o: Any) -> bool:
+    try:
+        return d.data.ptr == o.data.ptr
+    except AttributeError:
+        return False
+
+
+def import_out(out: Any, op: str, caller: Any) -> Any:
+    out_native = interop.import_optional(out, op, "out")
+    if caller.device and out_native is not None and dtype_name(out_native.dtype) == "bfloat16":
+        out_native = out_native.view("uint16")  # the device kernels write bfloat16 bits
+    return out_native
+
+
+def grouped_gemm_mx(
+    a: Any,
+    b: Any,
+    group_lens: Any,
+    *,
+    out_dtype: str = "bfloat16",
+    out: Any = None,
+    backend: str = "auto",
+) -> Any:
+    """Grouped MX GEMM (MoE forward or dgrad): ``out[rows of group g] = a_g @ b[g].T``.
+
+    Parameters
+    ----------
+    a : MXArray ``[M, k]`` quantized along axis 1 (K) with ``block_size=32`` (``mxrt.quantize_mx(x)``), or raw pieces
+        ``(codes, scales, fmt[, k])`` as :func:`mxrt.gemm_mx`. Its rows are grouped contiguously: group g owns rows
+        ``[offs[g], offs[g+1])``, ``offs = mxrt.group_offsets(group_lens)`` (the tight layout: no padding).
+    b : MXArray ``[G, n, kb]`` quantized along its last axis (axis 2) with block 32, or ``(codes [G, n, kb],
+        scales [G, n, ceil(kb/32)], fmt[, kb])``: one NT weight per group. ``kb`` is ``k``, or ``k`` padded with
+        whole blocks (the ``k_pad`` of :func:`mxrt.quantize_mx_dual_grouped`); the padding is not read.
+    group_lens : int ``[G]``, lengths >= 0 summing to ``M`` (empty groups allowed). With CuPy operands: a CuPy
+        int32/int64 array read on the device (never copied back; see :mod:`mxrt.ops.grouped_gemm`).
+    out_dtype : ``"bfloat16"`` (default), ``"float16"`` or ``"float32"``.
+    out : optional ``[M, n]`` array of ``out_dtype`` (the operands' kind) to write into (returned).
+    backend : ``"auto"``, ``"numpy"`` or ``"gpu"``.
+
+    Returns
+    -------
+    ``out [M, n]`` in the operands' kind (numpy, torch, JAX, CuPy with bfloat16 as uint16 bits, as
+    :func:`mxrt.gemm_mx`).
+
+    Notes
+    -----
+    **dgrad** is the same call: ``grad_x [M, k] = grad_out [M, n] @ W_g [n, k]`` runs as ``grouped_gemm_mx(
+    quantize_mx(grad_out), Wt, group_lens)`` with ``Wt`` an MXArray ``[G, k, n]`` quantized along n (axis 2): the
+    ``col`` of ``quantize_mx_dual_grouped(W)`` (``W [G, n, k]``), or ``quantize_mx(W.transpose(0, 2, 1))``.
+    Names follow DeepGEMM / Primus-Turbo (``group_lens``, NT). The numpy twin rounds each group's float64 product
+    of the dequantized operands once (:mod:`mxrt.reference.grouped_gemm`).
+
+    Raises
+    ------
+    DtypeError, ShapeError, LayoutError : as :func:`mxrt.gemm_mx`, and for ``group_lens`` that are negative, of the
+        wrong count (``!= b.shape[0]``), or do not sum to ``M``; ``b`` not 3-D along its last axis; ``b``'s K short
+        of ``a``'s.
+    """
+    op = "grouped_gemm_mx"
+    a, caller = interop.import_mx(a, op, "a")
+    b, _ = interop.import_mx(b, op, "b")
+    lens, _ = interop.import_array(group_lens, op, "group_lens")
+    out_native = import_out(out, op, caller)
+    p = grouped_gemm_problem(a, b, lens, kind="lens", out_dtype=out_dtype, out=out_native, op=op)
+    return run_grouped(p, backend, caller, out, out_native)
+
+
+def grouped_gemm_mx_wgrad(
+    a: Any,
+    b: Any,
+    group_lens: Any,
+    *,
+    align: int = 32,
+    out_dtype: str = "float32",
+    out: Any = None,
+    accumulate: bool = False,
+    backend: str = "auto",
+) -> Any:
+    """Grouped MX weight gradient (variable K): ``out[g] = a_g.T @ b_g`` over the rows of group g.
+
+    Parameters
+    ----------
+    a : the colwise operand of ``grad_out [M, n]``: ``quantize_mx_grouped(grad_out, group_lens, colwise=True,
+        col_align=align).col``, an MXArray ``[n, Mc]`` quantized along its columns (M) with block 32, group g's
+        rows at columns ``[offs_pad[g], offs_pad[g] + group_lens[g])``, ``offs_pad = pad_group_layout(group_lens,
+        align)[1]``, zero codes in each group's padding. The :class:`mxrt.MXGrouped` result itself is accepted
+        (its ``col`` is used). Raw pieces ``(codes, scales, fmt[, Mc])`` as :func:`mxrt.gemm_mx`.
+    b : the same for ``x [M, k]``: ``[k, Mc]``.
+    group_lens : int ``[G]``, lengths >= 0 (CuPy int32/int64 with CuPy operands, read on the device).
+    align : the per-group column padding the operands were quantized with (``col_align``), a multiple of 32.
+    out_dtype : ``"float32"`` (default) or ``"bfloat16"``.
+    out : optional ``[G, n, k]`` array to write into; required with ``accumulate``.
+    accumulate : ``out[g] += a_g.T @ b_g`` (the product in fp32, added to ``out`` and rounded once).
+    backend : ``"auto"``, ``"numpy"`` or ``"gpu"``.
+
+    Returns
+    -------
+    ``out [G, n, k]``: ``grad_W[g] = grad_out_g.T @ x_g`` (``W [G, n, k]``, the NT weight of the forward).
+
+    Notes
+    -----
+    Group g reduces over columns ``[offs_pad[g], offs_pad[g+1])``: its rows and its padding (zero codes from the
+    grouped quantizer); an empty group gives zeros (or leaves ``out`` unchanged with ``accumulate``). Primus-Turbo
+    quantizes the wgrad operands colwise with per-group padding the same way (``col_align`` 128 there).
+
+    Raises
+    ------
+    DtypeError, ShapeError : wrong operand kinds or formats, ``a`` / ``b`` column counts that differ or are short
+        of the padded total, ``align`` not a multiple of 32, negative ``group_lens``, ``out`` of the wrong shape or
+        dtype, ``accumulate`` without ``out``.
+    """
+    op = "grouped_gemm_mx_wgrad"
+    a, b = wgrad_operand(a, "a", op), wgrad_operand(b, "b", op)
+    a, caller = interop.import_mx(a, op, "a")
+    b, _ = interop.import_mx(b, op, "b")
+    lens, _ = interop.import_array(group_lens, op, "group_lens")
+    out_native = import_out(out, op, caller)
+    p = wgrad_problem(a, b, lens, align=align, out_dtype=out_dtype, out=out_native, accumulate=accumulate, op=op)
+    return run_grouped(p, backend, caller, out, out_native)

@@ -1,0 +1,175 @@
+"""The GPU twin of the grouped MX GEMMs (:mod:`mxrt.problems.grouped_gemm`) on the portable ``generic`` path:
+kernels_src/gemm/gemm_mx_grouped_generic.hip, whose main loop is the dense generic kernel's.
+
+The group description stays on the device and is never read back: the kernel turns ``group_lens`` into row (or,
+for wgrad, padded column) offsets and row tiles itself, and the launch grid comes from host-known bounds
+(:func:`grouped_plan`): ``sum_g ceil(M_g / 128) <= ceil(M / 128) + G`` row tiles, plus one tail tile for the rows
+past the last group. So a launch is capture-safe (a CUDA graph replays it with new ``group_lens``).
+
+What the kernel does with device group descriptions the host cannot check without a read-back (the numpy twin
+and the host-input path check them and raise): lengths are clamped to ``[0, M]`` and groups are cut at ``M``
+(like :mod:`mxrt.ops.grouped`); rows of ``out`` past the last group are zeros (``"lens"``); ids outside
+``[0, G)`` count as -1 (``"indices"``: rows left untouched); ``masked_m`` is clamped to ``[0, max_m]``; wgrad
+column ranges are cut at the operands' width.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+
+from .. import codes
+from .._kinds import dtype_name
+from ..errors import ShapeError
+from ..problems.grouped_gemm import GroupedGemmProblem
+from ..runtime.kernel_spec import Defines, defines
+from ..runtime.launch import MAX_GRID_YZ, LaunchConfig
+from . import gemm_kernels, grouped_gemm_kernels
+
+_U32 = 2**32
+_I31 = 2**31
+DEVICE_OUT_DTYPES = {"float32": "float32", "float16": "float16", "bfloat16": "uint16"}
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+@dataclass(frozen=True)
+class GroupedPlan:
+    """Build defines, launch config and the scalar arguments of one grouped launch (pure host math)."""
+
+    defines: Defines
+    cfg: LaunchConfig
+    m: int
+    n: int
+    k: int
+    kb: int
+    num_groups: int
+    extra: int
+
+
+def _row_bytes(fmt: str, k: int) -> int:
+    return _cdiv(k, 2) if fmt == "e2m1" else k
+
+
+def grouped_plan(p: GroupedGemmProblem) -> GroupedPlan:
+    """The launch of ``p`` from host-known sizes only; typed errors for what the kernel cannot index."""
+    op = p.op
+    bm, bn = gemm_kernels.GEMM_GENERIC_TILE
+    g = p.num_groups
+    kb = p.k if p.kind in ("wgrad", "kgrouped") else int(p.b.shape[1])
+    if p.kind in ("lens", "wgrad", "kgrouped") and g > codes.GROUPED_MAX_GROUPS:
+        raise ShapeError(
+            f"{op}: {g} groups, the GPU kernel takes at most {codes.GROUPED_MAX_GROUPS} (offsets in shared memory)"
+        )
+    if p.m >= _I31 or p.k >= _I31 or kb >= _I31:
+        raise ShapeError(f"{op}: sizes m = {p.m}, k = {p.k} must be below 2^31 (32-bit row and column offsets)")
+    sf_k = 128 if p.scale_f32 else 32
+    a_cols, b_cols = _cdiv(p.k, sf_k), _cdiv(kb, sf_k)
+    b_rows = _cdiv(p.n, p.sf_gmn_b)
+    if p.m * a_cols >= _U32 or b_rows * b_cols >= _U32:
+        raise ShapeError(f"{op}: a or one group of b stores 2^32 or more scale bytes (32-bit scale offsets)")
+    if p.kind == "lens":
+        grid = (_cdiv(p.n, bn), _cdiv(p.m, bm) + g + 1, 1)
+        extra = 0
+    elif p.kind == "indices":
+        grid = (_cdiv(p.n, bn), max(1, _cdiv(p.m, bm)), 1)
+        extra = 0
+    elif p.kind == "masked":
+        grid = (_cdiv(p.n, bn), max(1, _cdiv(p.max_m, bm)), g)
+        extra = p.max_m
+    else:  # wgrad, kgrouped
+        grid = (_cdiv(p.n, bn), _cdiv(p.m, bm), g)
+        extra = p.align
+    if grid[1] > MAX_GRID_YZ or grid[2] > MAX_GRID_YZ:
+        raise ShapeError(f"{op}: the launch grid {grid} is past 65535 in y or z (too many row tiles or groups)")
+    d = defines(
+        ACCUM=int(p.accumulate),
+        FMT_A=codes.FMT_CODES[p.a_fmt],
+        FMT_B=codes.FMT_CODES[p.b_fmt],
+        MODE=grouped_gemm_kernels.GROUPED_GEMM_MODES[p.kind],
+        OUT_DTYPE=codes.GEMM_OUT_DTYPE_CODES[dtype_name(p.out_dtype)],
+        SCALE_F32=int(p.scale_f32),
+        SF_GMN_B=p.sf_gmn_b,
+        THREADS=gemm_kernels.GEMM_GENERIC_THREADS,
+    )
+    cfg = LaunchConfig(grid=grid, block=(gemm_kernels.GEMM_GENERIC_THREADS, 1, 1))
+    return GroupedPlan(d, cfg, p.m, p.n, p.k, kb, g, extra)
+
+
+def unsupported_reason(p: GroupedGemmProblem) -> str | None:
+    """Why the GPU kernel does not cover ``p`` (None when it does)."""
+    if p.kind in ("indices", "masked", "kgrouped") and (p.a_fmt, p.b_fmt) not in grouped_gemm_kernels.DEEPGEMM_PAIRS:
+        return f"formats ({p.a_fmt}, {p.b_fmt}): the DeepGEMM layouts run fp8 pairs on the GPU"
+    if p.kind in ("indices", "masked") and dtype_name(p.out_dtype) != "bfloat16":
+        return "the DeepGEMM layouts write bfloat16 on the GPU"
+    if p.kind in ("lens", "wgrad") and p.num_groups > codes.GROUPED_MAX_GROUPS:
+        return f"{p.num_groups} groups, the GPU kernel takes at most {codes.GROUPED_MAX_GROUPS}"
+    return None
+
+
+def _upload(x: Any, dtype: Any = np.uint8) -> Any:
+    import cupy
+
+    return cupy.asarray(np.ascontiguousarray(np.asarray(x, dtype=dtype)))
+
+
+def grouped_gemm_gpu(p: GroupedGemmProblem) -> Any:
+    """Run a validated grouped GEMM on CuPy's current stream, never synchronising with the host.
+
+    CuPy in: the device result (``p.out`` written in place when given; bfloat16 as uint16 bits). numpy in (backend
+    "gpu"): operands, groups and a given ``out`` are uploaded, the result comes back as numpy of ``out_dtype``.
+    """
+    from ..runtime import alloc
+    from ..runtime.arch import get_arch
+    from ..runtime.compiler import build
+    from ..runtime.launch import launch
+
+    host = not p.device
+    if host:  # upload codes, row-major scales, groups and a given out (rows the op does not own must survive)
+        groups = p.groups.astype(np.int32 if p.kind == "indices" else np.int64)
+        dev_out = None
+        if p.out is not None:
+            o = np.asarray(p.out)
+            dev_out = _upload(o.view(np.uint16) if dtype_name(p.out_dtype) == "bfloat16" else o, None)
+        p = dataclasses.replace(
+            p,
+            a=dataclasses.replace(p.a, data=_upload(p.a.data), scales=_upload(p.a.scales)),
+            b=dataclasses.replace(p.b, data=_upload(p.b.data), scales=_upload(p.b.scales)),
+            groups=_upload(groups, groups.dtype),
+            out=dev_out,
+            device=True,
+        )
+    plan = grouped_plan(p)
+    groups = p.groups
+    if p.kind == "indices" and dtype_name(groups.dtype) != "int32":
+        groups = groups.astype("int32")  # a device op, no synchronisation
+    out = p.out if p.out is not None else alloc.empty(p.out_shape, DEVICE_OUT_DTYPES[dtype_name(p.out_dtype)])
+    if dtype_name(out.dtype) == "bfloat16":
+        out = out.view("uint16")  # CuPy >= 14 bfloat16: the kernel writes its bits
+    if out.size and p.n:  # every other case has nothing to write
+        kernel = build(grouped_gemm_kernels.GEMM_MX_GROUPED_GENERIC, plan.defines, get_arch())
+        flags = 0
+        rows_a = 32 if p.kind == "kgrouped" else _row_bytes(p.a_fmt, plan.k)  # kgrouped: ks[g] % 32 == 0 (host)
+        rows_b = 32 if p.kind == "kgrouped" else _row_bytes(p.b_fmt, plan.kb)
+        if p.a.data.data.ptr % 16 == 0 and rows_a % 16 == 0:
+            flags |= codes.GEMM_FLAG_VEC_A
+        if p.b.data.data.ptr % 16 == 0 and rows_b % 16 == 0:
+            flags |= codes.GEMM_FLAG_VEC_B
+        lens_i64 = int(dtype_name(groups.dtype) == "int64")
+        u32 = np.uint32
+        args = (p.a.data, p.a.scales, p.b.data, p.b.scales, out, groups)
+        args += (u32(plan.m), u32(plan.n), u32(plan.k), u32(plan.kb), u32(plan.num_groups), u32(plan.extra))
+        launch(p.op, kernel, plan.cfg, (*args, u32(flags), u32(lens_i64)))
+    return download(out, p.out_dtype) if host else out
+
+
+def download(out: Any, out_dtype: np.dtype) -> np.ndarray:
+    """A device result as numpy of ``out_dtype`` (bfloat16 from its uint16 bits)."""
+    h = out.get()
+    return h.view(ml_dtypes.bfloat16) if dtype_name(out_dtype) == "bfloat16" else h

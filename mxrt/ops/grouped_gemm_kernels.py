@@ -1,0 +1,58 @@
+"""Kernel specs and variants of the grouped MX GEMMs on the generic path (kernels_src/gemm/gemm_mx_grouped_generic.hip,
+launched by mxrt/ops/grouped_gemm.py): forward / dgrad by group lengths (MODE 0), DeepGEMM's contiguous layout of
+per-row group ids (MODE 1) and masked layout (MODE 2), and the variable-K wgrad (MODE 3). The main loop is the dense
+generic kernel's (kernels_src/gemm/gemm_generic_tile.h)."""
+
+from __future__ import annotations
+
+from ..codes import FMT_CODES, GEMM_OUT_DTYPE_CODES
+from ..problems.gemm import GEMM_FORMAT_PAIRS
+from ..runtime.kernel_spec import Defines, KernelSpec, defines
+from .gemm_kernels import GEMM_GENERIC_THREADS
+
+#: MODE define per problem kind (mxrt.problems.grouped_gemm.GROUPED_KINDS)
+GROUPED_GEMM_MODES = {"lens": 0, "indices": 1, "masked": 2, "wgrad": 3, "kgrouped": 4}
+#: DeepGEMM's m-grouped layouts (modes 1, 2) take fp8 operands and write bfloat16 (as DeepGEMM's kernels do)
+DEEPGEMM_PAIRS = tuple(p for p in GEMM_FORMAT_PAIRS if "e2m1" not in p)
+WGRAD_OUT = ("float32", "bfloat16")
+
+F32, BF16 = GEMM_OUT_DTYPE_CODES["float32"], GEMM_OUT_DTYPE_CODES["bfloat16"]
+
+
+def _v(fa: str, fb: str, mode: int, out: int, accum: int = 0, scale_f32: int = 0, sf_gmn_b: int = 1) -> Defines:
+    return defines(
+        ACCUM=accum,
+        FMT_A=FMT_CODES[fa],
+        FMT_B=FMT_CODES[fb],
+        MODE=mode,
+        OUT_DTYPE=out,
+        SCALE_F32=scale_f32,
+        SF_GMN_B=sf_gmn_b,
+        THREADS=GEMM_GENERIC_THREADS,
+    )
+
+
+GEMM_MX_GROUPED_GENERIC = KernelSpec(
+    symbol="gemm_mx_grouped_generic",
+    file="gemm/gemm_mx_grouped_generic.hip",
+    required=("ACCUM", "FMT_A", "FMT_B", "MODE", "OUT_DTYPE", "SCALE_F32", "SF_GMN_B", "THREADS"),
+    variants=(
+        # group_lens forward / dgrad: every pair, every out dtype
+        *(_v(fa, fb, 0, od) for fa, fb in GEMM_FORMAT_PAIRS for od in GEMM_OUT_DTYPE_CODES.values()),
+        # DeepGEMM m-grouped contiguous / masked: fp8 pairs, bf16 out; E8M0 1x32, or float32 1x128 x 128x128
+        *(_v(fa, fb, mode, BF16) for fa, fb in DEEPGEMM_PAIRS for mode in (1, 2)),
+        *(_v(fa, fb, mode, BF16, scale_f32=1, sf_gmn_b=128) for fa, fb in DEEPGEMM_PAIRS for mode in (1, 2)),
+        # wgrad over the colwise layout: every pair, fp32 / bf16, plain or accumulating
+        *(
+            _v(fa, fb, 3, GEMM_OUT_DTYPE_CODES[od], acc)
+            for fa, fb in GEMM_FORMAT_PAIRS
+            for od in WGRAD_OUT
+            for acc in (0, 1)
+        ),
+        # DeepGEMM k-grouped wgrad: fp8 pairs, fp32, E8M0 1x32 or float32 1x128 per channel, with or without c
+        *(_v(fa, fb, 4, F32, acc, f32) for fa, fb in DEEPGEMM_PAIRS for acc in (0, 1) for f32 in (0, 1)),
+    ),
+)
+
+SPECS = (GEMM_MX_GROUPED_GENERIC,)
+DISPATCH = {"grouped_gemm_mx": {"generic": GEMM_MX_GROUPED_GENERIC}}

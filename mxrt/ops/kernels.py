@@ -13,6 +13,7 @@ from ..runtime import kernel_spec
 from ..runtime.kernel_spec import KernelSpec
 from . import (
     gemm_amd_kernels,
+    gemm_decode_kernels,
     gemm_kernels,
     gemm_sm90_kernels,
     grouped_gemm_kernels,
@@ -29,6 +30,7 @@ FAMILIES = (
     grouped_kernels,
     gemm_kernels,
     gemm_sm90_kernels,
+    gemm_decode_kernels,
     gemm_amd_kernels,
     grouped_gemm_kernels,
 )

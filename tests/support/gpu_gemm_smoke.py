@@ -17,6 +17,9 @@ def smoke() -> int:
     bad = 0
     cases = [(1, 1, 1, "e4m3", "e4m3"), (7, 13, 33, "e2m1", "e4m3"), (129, 65, 100, "e5m2", "e4m3")]
     cases += [(34, 65, 300, "e2m1", "e2m1"), (16, 300, 512, "e4m3", "e4m3"), (70, 260, 1024, "e5m2", "e4m3")]
+    # the sm_90a decode path (m <= 64, k % 32 == 0): tails in m and n, every token tile, e2m1 widening
+    cases += [(1, 100, 2048, "e4m3", "e2m1"), (64, 72, 1024, "e2m1", "e2m1"), (9, 40, 256, "e5m2", "e5m2")]
+    cases += [(33, 17, 4096, "e2m1", "e4m3")]
     for m, n, k, fa, fb in cases:
         _, _, qa, qb = operands(m, n, k, fa, fb, seed=m + n + k)
         a, b = to_device(qa), to_device(qb)

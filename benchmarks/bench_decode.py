@@ -1,0 +1,223 @@
+"""Small-M (decode) MX GEMM against its peers, same run, same GPU (issue 12).
+
+Cells: the decode GEMMs of a DeepSeek-V3-class and a Llama-70B-class model per tensor-parallel degree (below), at
+M in {1, 2, 4, 8, 16, 32, 64} tokens, MXFP8 (e4m3 x e4m3) and MXFP4 weights (e4m3 tokens x e2m1 weights).
+Peers: cuBLAS bf16 (``torch.matmul`` of bf16 tokens and the bf16 weight, what an H100 user runs) and the device
+copy bandwidth (a 16-byte vector copy kernel, read + write bytes per second). Timing: CUDA-graph replays
+round-robin over input sets larger than 3x the L2 (mxrt.bench.core), so weights come from DRAM as in a model;
+``--eager`` adds plain-call timings (host overhead included) for the issue's cell.
+
+    python3 benchmarks/bench_decode.py [--quick] [--tp 1,8] [--m 1,2,4,8,16,32,64] [--json FILE] [--plot FILE]
+    python3 benchmarks/bench_decode.py --sweep 1x7168x4096,16x7168x4096    # kernel configurations (kw, u)
+
+Bytes read per call: weight codes + weight scales + token codes + token scales (+ the bf16 output written);
+``copy%`` is that over the copy kernel's rate.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+import numpy as np
+
+#: (model, gemm) -> (N, K) at TP=1 and which of them the TP degree divides ("n": column parallel, "k": row)
+MODELS = {
+    # DeepSeek-V3 dense-MLP layers and MLA projections: hidden 7168, 128 heads x 128 v_head_dim = 16384, MLP 18432;
+    # q_a (1536) + kv_a (512 + 64 rope) projections fused, replicated across TP
+    ("DeepSeek-V3", "qkv_a"): (2112, 7168, None),
+    ("DeepSeek-V3", "gate_up"): (2 * 18432, 7168, "n"),
+    ("DeepSeek-V3", "o_proj"): (7168, 16384, "k"),
+    ("DeepSeek-V3", "down"): (7168, 18432, "k"),
+    # Llama-3-70B: hidden 8192, 64 q heads + 2 x 8 kv heads of 128, MLP 28672
+    ("Llama-70B", "qkv"): ((64 + 16) * 128, 8192, "n"),
+    ("Llama-70B", "gate_up"): (2 * 28672, 8192, "n"),
+    ("Llama-70B", "o_proj"): (8192, 8192, "k"),
+    ("Llama-70B", "down"): (8192, 28672, "k"),
+}
+#: the issue's headline cell (the number it quotes: N = 7168, K = 4096)
+ISSUE_CELL = (7168, 4096)
+
+
+def cells(tps, ms, quick):
+    if quick:
+        return [("issue", "cell", 1, m, *ISSUE_CELL) for m in ms]
+    out = []
+    for (model, gemm), (n, k, split) in MODELS.items():
+        for tp in tps:
+            if split is None and tp != tps[0]:
+                continue
+            nn, kk = (n // tp, k) if split == "n" else ((n, k // tp) if split == "k" else (n, k))
+            out += [(model, gemm, tp, m, nn, kk) for m in ms]
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="only the issue's cell N=7168, K=4096")
+    ap.add_argument("--tp", default="1,8")
+    ap.add_argument("--m", default="1,2,4,8,16,32,64")
+    ap.add_argument("--fmts", default="e4m3,e2m1", help="weight formats (tokens are e4m3)")
+    ap.add_argument("--eager", action="store_true", help="also plain calls (host overhead) on the issue's cell")
+    ap.add_argument("--sweep", default="", help="MxNxK list: time every (kw, u) of the decode kernel")
+    ap.add_argument("--json", default="")
+    ap.add_argument("--plot", default="")
+    ap.add_argument("--budget-s", type=float, default=400)
+    args = ap.parse_args(argv)
+
+    import cupy
+    import torch
+
+    import mxrt
+    from mxrt.bench import core
+    from mxrt.ops import gemm as gemm_op
+    from mxrt.ops import gemm_decode
+    from mxrt.ops import gemm_decode_kernels as K
+    from mxrt.ops.gemm_paths import select_gemm_path
+    from mxrt.problems import gemm_problem
+
+    t_start = time.monotonic()
+    l2 = core.l2_bytes()
+    bw = core.copy_bandwidth(l2)
+    copy_bw = bw["copy16 kernel"]
+    dev = torch.cuda.get_device_name()
+    memcpy = bw["cudaMemcpyAsync"] / 1e12
+    print(f"device {dev}; L2 {l2 >> 20} MiB; copy16 {copy_bw / 1e12:.2f} TB/s, memcpy {memcpy:.2f} TB/s")
+
+    def quant(rows, k, fmt, seed):
+        x = cupy.random.default_rng(seed).standard_normal((rows, k), dtype=cupy.float32)
+        q = mxrt.quantize_mx(x, fmt)
+        return x, q
+
+    def mx_bytes(q):
+        return q.data.nbytes + q.scales.nbytes
+
+    if args.sweep:
+        for m, n, k in core.parse_shapes(args.sweep, 3):
+            for fmt in args.fmts.split(","):
+                _, qw = quant(n, k, fmt, 1)
+                sets = core.n_input_sets(mx_bytes(qw), l2)
+                ws = [qw] + [quant(n, k, fmt, 2 + i)[1] for i in range(sets - 1)]
+                _, qx = quant(m, k, "e4m3", 0)
+                base = gemm_decode.plan(m, n, k, 1)
+                print(f"sweep {m}x{n}x{k} {fmt}: plan {base}, {sets} weight sets")
+                for kw in K.DECODE_KW:
+                    if kw > K.DECODE_KW_MAX[base.mt]:
+                        continue
+                    for u in (1, 2, 4, 8):
+                        dgs = [gemm_op.device_gemm(gemm_problem(qx, w)) for w in ws]
+                        try:
+                            t, _ = core.time_cupy(
+                                [lambda dg=dg, kw=kw, u=u: gemm_decode.run(dg, kw=kw, u=u) for dg in dgs], 7, log=print
+                            )
+                        except Exception as e:  # a configuration that does not build or launch
+                            print(f"  kw={kw:2d} u={u}: {type(e).__name__}: {str(e)[:100]}")
+                            continue
+                        gbs = (mx_bytes(qw) + mx_bytes(qx)) / t
+                        print(f"  kw={kw:2d} u={u}: {t * 1e6:7.2f} us  {gbs / 1e12:5.2f} TB/s  {gbs / copy_bw:5.1%}")
+                del ws
+        return 0
+
+    rows = []
+    tps = [int(t) for t in args.tp.split(",")]
+    ms = [int(m) for m in args.m.split(",")]
+    budget = core.Budget(args.budget_s)
+    for model, gemm, tp, m, n, k in cells(tps, ms, args.quick):
+        if budget.over():
+            print("budget spent; stopping")
+            break
+        # weights: one per set so that the sets exceed 3x the L2; torch's bf16 copies likewise
+        w32, _ = quant(n, k, "e4m3", 11)
+        wb = torch.from_dlpack(w32).to(torch.bfloat16)
+        x32, qx = quant(m, k, "e4m3", 12)
+        xb = torch.from_dlpack(x32).to(torch.bfloat16)
+        tsets = core.n_input_sets(wb.numel() * 2, l2)
+        wbs = [wb] + [torch.randn_like(wb) for _ in range(tsets - 1)]
+        t_torch, how_t = core.time_torch([lambda w=w, xb=xb: torch.matmul(xb, w.t()) for w in wbs], 7, log=print)
+        ref = torch.matmul(xb.double(), wb.double().t())
+        del wbs
+        for fmt in args.fmts.split(","):
+            qw = mxrt.quantize_mx(w32, fmt)
+            sets = core.n_input_sets(mx_bytes(qw), l2)
+            ws = [qw] + [quant(n, k, fmt, 20 + i)[1] for i in range(sets - 1)]
+            dg = gemm_op.device_gemm(gemm_problem(qx, qw))
+            path = select_gemm_path(dg).name
+            t_mx, how = core.time_cupy([lambda w=w, qx=qx: mxrt.gemm_mx(qx, w) for w in ws], 7, log=print)
+            got = torch.from_dlpack(mxrt.gemm_mx(qx, qw)).view(torch.bfloat16).double()
+            cd = float(1 - 2 * (got * ref).sum() / ((got * got).sum() + (ref * ref).sum()))
+            nbytes = mx_bytes(qw) + mx_bytes(qx) + 2 * m * n
+            row = dict(model=model, gemm=gemm, tp=tp, m=m, n=n, k=k, fmt=fmt, path=path, mxrt_us=t_mx * 1e6,
+                       mxrt_tbps=nbytes / t_mx / 1e12, copy_frac=nbytes / t_mx / copy_bw, torch_us=t_torch * 1e6,
+                       torch_tbps=(2 * n * k + 2 * m * k + 2 * m * n) / t_torch / 1e12, speedup=t_torch / t_mx,
+                       calc_diff_vs_bf16=cd, method=how, torch_method=how_t)  # fmt: skip
+            if args.eager and (n, k) == ISSUE_CELL:
+                mxrt.gemm_mx(qx, qw)
+                cupy.cuda.Device().synchronize()
+                t0 = time.perf_counter()
+                for _ in range(200):
+                    mxrt.gemm_mx(qx, qw)
+                cupy.cuda.Device().synchronize()
+                row["mxrt_eager_us"] = (time.perf_counter() - t0) / 200 * 1e6
+                torch.cuda.synchronize()
+                t0 = time.perf_counter()
+                for _ in range(200):
+                    torch.matmul(xb, wb.t())
+                torch.cuda.synchronize()
+                row["torch_eager_us"] = (time.perf_counter() - t0) / 200 * 1e6
+            rows.append(row)
+            eager = ""
+            if "mxrt_eager_us" in row:
+                eager = f" | eager {row['mxrt_eager_us']:.1f} vs {row['torch_eager_us']:.1f} us"
+            print(
+                f"{model:11s} {gemm:7s} tp{tp} M={m:2d} N={n:5d} K={k:5d} {fmt}: mxrt {t_mx * 1e6:7.2f} us "
+                f"({row['mxrt_tbps']:.2f} TB/s, {row['copy_frac']:.0%} copy, {path}) | cuBLAS bf16 "
+                f"{t_torch * 1e6:7.2f} us ({row['torch_tbps']:.2f} TB/s) | {row['speedup']:.2f}x | calc_diff {cd:.1e}"
+                + eager
+            )
+            del ws, qw
+        del w32, wb
+        cupy.get_default_memory_pool().free_all_blocks()
+        torch.cuda.empty_cache()
+    print(f"wall {time.monotonic() - t_start:.0f} s on {dev}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"device": dev, "copy_bw": bw, "rows": rows}, f, indent=1)
+        print(f"wrote {args.json}")
+    if args.plot and rows:
+        _plot(rows, args.plot, dev)
+    return 0
+
+
+def _plot(rows, path, dev):
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("no matplotlib: no plot")
+        return
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    for fmt, style in (("e4m3", "o-"), ("e2m1", "s-")):
+        sel = [r for r in rows if r["fmt"] == fmt]
+        ms = sorted({r["m"] for r in sel})
+        ax.plot(ms, [np.median([r["mxrt_tbps"] for r in sel if r["m"] == m]) for m in ms], style,
+                label=f"mxrt {'MXFP8' if fmt == 'e4m3' else 'MXFP4'} weights")  # fmt: skip
+    sel = [r for r in rows if r["fmt"] == "e4m3"]
+    ms = sorted({r["m"] for r in sel})
+    ax.plot(ms, [np.median([r["torch_tbps"] for r in sel if r["m"] == m]) for m in ms], "k^--", label="cuBLAS bf16")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("M (tokens)")
+    ax.set_ylabel("TB/s of bytes read (median over cells)")
+    ax.set_title(f"decode GEMM bandwidth, {dev}")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,184 @@
+"""The small-M decode path ``sm90_decode`` (kernels_src/gemm/gemm_mx_decode_sm90.hip) on an sm_90a GPU: every
+shape inside its envelope runs it (never a skip), against the float64 reference of the dequantized inputs (bf16 /
+fp16 calc_diff <= 1e-5; fp32 relative <= 1e-5 for e2m1 x e2m1) and the unquantized inputs; format pairs, token
+tiles, K-warp / unroll configurations, split-K modes, extreme and NaN scale pairs, tails in m and n, bitwise reruns,
+CUDA-graph capture, and the auto dispatch (m <= 64 here, m = 65 on sm90_wgmma). Outputs start poisoned.
+
+Marker ``gpu``: skips without cupy, a device, or an sm_90a target.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import mxrt
+from mxrt.problems.gemm import GEMM_FORMAT_PAIRS
+
+pytestmark = pytest.mark.gpu
+cupy = pytest.importorskip("cupy")
+
+from gemm_cases import check_result, host_result, operands, to_device  # noqa: E402
+
+from mxrt.ops import gemm as gemm_op  # noqa: E402
+from mxrt.ops import gemm_decode  # noqa: E402
+from mxrt.ops import gemm_decode_kernels as K  # noqa: E402
+from mxrt.ops.gemm_paths import select_gemm_path  # noqa: E402
+from mxrt.problems import gemm_problem  # noqa: E402
+from mxrt.runtime import device_available, get_arch  # noqa: E402
+
+if not device_available() or get_arch().target != "sm_90a":
+    pytest.skip("the decode path runs on sm_90a", allow_module_level=True)
+
+POISON = 0xFF
+
+
+@pytest.fixture(autouse=True)
+def poisoned():
+    with mxrt.runtime.debug(poison=POISON, sync_after_launch=True) as session:
+        yield session
+
+
+def decode(a, b, **kw):
+    """gemm_mx on the decode path; the problem must be inside the envelope (a decline fails the test)."""
+    p = gemm_problem(a, b, **kw)
+    dg = gemm_op.device_gemm(p)
+    assert gemm_decode.supports(dg) is None, gemm_decode.supports(dg)
+    assert select_gemm_path(dg).name == "sm90_decode"
+    return mxrt.gemm_mx(a, b, **kw)
+
+
+@pytest.mark.parametrize("out_dtype", ["bfloat16", "float16"])
+@pytest.mark.parametrize("m", [1, 2, 7, 8, 9, 16, 17, 33, 64])
+@pytest.mark.parametrize("nk", [(1, 32), (15, 64), (100, 320), (1000, 2048)], ids=str)
+def test_shapes(m, nk, out_dtype):
+    n, k = nk
+    x, w, qa, qb = operands(m, n, k, "e4m3", "e4m3", seed=m * 7 + n)
+    got = decode(to_device(qa), to_device(qb), out_dtype=out_dtype)
+    assert not check_result(got, qa, qb, out_dtype, x=x, w=w)
+
+
+@pytest.mark.parametrize("out_dtype", ["bfloat16", "float16", "float32"])
+@pytest.mark.parametrize("pair", GEMM_FORMAT_PAIRS, ids="x".join)
+@pytest.mark.parametrize("m", [1, 5, 24, 64])
+def test_format_pairs(pair, out_dtype, m):
+    n, k = 136, 384
+    x, w, qa, qb = operands(m, n, k, *pair, seed=m)
+    a, b = to_device(qa), to_device(qb)
+    if out_dtype == "float32" and pair != ("e2m1", "e2m1"):
+        dg = gemm_op.device_gemm(gemm_problem(a, b, out_dtype=out_dtype))
+        assert "float32 output" in gemm_decode.supports(dg)
+        return
+    got = decode(a, b, out_dtype=out_dtype)
+    assert not check_result(got, qa, qb, out_dtype, x=x, w=w)
+
+
+@pytest.mark.parametrize("mt", K.DECODE_MT)
+def test_every_configuration(mt):
+    """Each token tile with every K-warp count and unroll depth: the same problem, the reference each time."""
+    m, n, k = min(8 * mt, 37), 70, 1024
+    x, w, qa, qb = operands(m, n, k, "e4m3", "e2m1", seed=mt)
+    a, b = to_device(qa), to_device(qb)
+    dg = gemm_op.device_gemm(gemm_problem(a, b, out_dtype="bfloat16"))
+    for kw in K.DECODE_KW:
+        if kw > K.DECODE_KW_MAX[mt]:
+            continue
+        for u in (1, 2, 3, K.DECODE_U[mt]):
+            dg.out.fill(0xFFFF)
+            gemm_decode.run(dg, mt=mt, kw=kw, u=u)
+            assert not check_result(dg.out, qa, qb, "bfloat16", x=x, w=w), (kw, u)
+
+
+@pytest.mark.parametrize("deterministic", [True, False], ids=["det", "atomic"])
+@pytest.mark.parametrize("split", [2, 3, "max"])
+@pytest.mark.parametrize("case", [(1, 200, 1024, "e4m3", "e4m3", "bfloat16"), (13, 65, 320, "e2m1", "e2m1", "float32"),
+                                  (40, 33, 256, "e4m3", "e2m1", "float16")], ids=str)  # fmt: skip
+def test_split_k(case, split, deterministic):
+    m, n, k, fa, fb, out_dtype = case
+    split_k = k // 32 if split == "max" else split
+    x, w, qa, qb = operands(m, n, k, fa, fb, seed=split_k)
+    got = decode(to_device(qa), to_device(qb), out_dtype=out_dtype, split_k=split_k, deterministic=deterministic)
+    rounded = split_k if (not deterministic and out_dtype != "float32") else 1
+    assert not check_result(got, qa, qb, out_dtype, x=x, w=w, splits_rounded=rounded)
+
+
+@pytest.mark.parametrize("out_dtype", ["bfloat16", "float16"])
+@pytest.mark.parametrize("pair", [("e4m3", "e4m3"), ("e5m2", "e4m3"), ("e2m1", "e2m1"), ("e4m3", "e2m1")], ids="x".join)
+def test_extreme_scale_pairs(pair, out_dtype):
+    """Legal extreme pairs (sa = 0 with sb = 254, ...; products near 2^0), one block of zero codes under 2^254
+    factors (0, not NaN), and NaN scale bytes: the reference's NaN rows and columns exactly, the rest in the bar."""
+    m, n, k = 11, 72, 320
+    rng = np.random.default_rng(3)
+    _, _, qa, qb = operands(m, n, k, *pair, seed=3)
+    off = {0: 36, 1: 20, 2: 12}[pair.count("e2m1")] if out_dtype == "float16" else 0
+    kb = k // 32
+    base = np.linspace(0, 254, kb).astype(np.int64)
+    sa = np.clip(base + rng.integers(-6, 7, (m, kb)), 0, 254).astype(np.uint8)
+    sb = np.clip(254 - off - base + rng.integers(-6, 7, (n, kb)), 0, 254).astype(np.uint8)
+    sa[:, 0], sb[:, 0] = 0, 254 - off
+    sa[:, -1], sb[:, -1] = 254 - off, 0
+    a_codes = qa.data.copy()
+    sa[:, 4], sb[:, 4] = 254, 254
+    if pair[0] == "e2m1":
+        a_codes[:, 4 * 16 : 5 * 16] = 0
+    else:
+        a_codes[:, 4 * 32 : 5 * 32] = 0
+    sa[6, 2], sb[40, 7] = 255, 255
+    a = (cupy.asarray(a_codes), cupy.asarray(sa), pair[0], k)
+    b = (cupy.asarray(qb.data), cupy.asarray(sb), pair[1], k)
+    want = mxrt.reference.gemm_mx((a_codes, sa, pair[0], k), (qb.data, sb, pair[1], k), out_dtype="float64")
+    got = host_result(decode(a, b, out_dtype=out_dtype), out_dtype)
+    nan = np.isnan(want)
+    assert nan[6].all() and nan[:, 40].all() and nan.sum() == m + n - 1
+    np.testing.assert_array_equal(np.isnan(got), nan)
+    ok = ~nan
+    assert np.isfinite(got[ok]).all() and np.isfinite(want[ok].astype(out_dtype)).all()
+    assert mxrt.reference.calc_diff(got[ok], want[ok]) <= 1e-5
+
+
+def test_bitwise_reruns_and_auto_dispatch():
+    _, _, qa, qb = operands(64, 300, 1024, "e4m3", "e4m3", seed=1)
+    a, b = to_device(qa), to_device(qb)
+    first = decode(a, b).get()
+    for _ in range(3):
+        np.testing.assert_array_equal(mxrt.gemm_mx(a, b).get(), first)
+    _, _, qa65, _ = operands(65, 300, 1024, "e4m3", "e4m3", seed=1)
+    dg = gemm_op.device_gemm(gemm_problem(to_device(qa65), b))
+    assert select_gemm_path(dg).name != "sm90_decode"
+    assert "decode envelope" in gemm_decode.supports(dg)
+
+
+def test_declines_outside_the_envelope():
+    _, _, qa, qb = operands(4, 64, 100, "e4m3", "e4m3", seed=2)
+    dg = gemm_op.device_gemm(gemm_problem(to_device(qa), to_device(qb)))
+    assert "multiple of 32" in gemm_decode.supports(dg)
+    assert select_gemm_path(dg).name != "sm90_decode"
+    got = mxrt.gemm_mx(to_device(qa), to_device(qb))  # served by another path
+    assert not check_result(got, qa, qb, "bfloat16")
+
+
+def test_cuda_graph_capture():
+    """Captured once per accumulation mode; new operands written into the same buffers between replays."""
+    m, n, k = 4, 520, 2048
+    _, _, qa1, qb1 = operands(m, n, k, "e4m3", "e4m3", seed=31)
+    _, _, qa2, qb2 = operands(m, n, k, "e4m3", "e4m3", seed=32)
+    with mxrt.runtime.debug():
+        a, b = to_device(qa1), to_device(qb1)
+        for kw in ({"split_k": 1}, {"split_k": 3}, {"split_k": 4, "deterministic": False}):
+            out = cupy.empty((m, n), cupy.uint16)
+            decode(a, b, out=out, **kw)
+            cupy.cuda.Device().synchronize()
+            stream = cupy.cuda.Stream()
+            with stream:
+                stream.begin_capture()
+                mxrt.gemm_mx(a, b, out=out, **kw)
+                graph = stream.end_capture()
+            for qa, qb in ((qa2, qb2), (qa1, qb1)):
+                for dst, src in ((a.data, qa.data), (a.scales, qa.scales), (b.data, qb.data), (b.scales, qb.scales)):
+                    dst[...] = cupy.asarray(src)
+                out.fill(0xFFFF)
+                cupy.cuda.Device().synchronize()
+                graph.launch(stream=stream)
+                stream.synchronize()
+                rounded = kw["split_k"] if kw.get("deterministic") is False else 1
+                assert not check_result(out, qa, qb, "bfloat16", splits_rounded=rounded), kw

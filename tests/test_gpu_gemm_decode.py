@@ -18,7 +18,7 @@ from mxrt.problems.gemm import GEMM_FORMAT_PAIRS
 pytestmark = pytest.mark.gpu
 cupy = pytest.importorskip("cupy")
 
-from gemm_cases import check_result, host_result, operands, to_device  # noqa: E402
+from support.gemm_cases import check_result, host_result, operands, to_device  # noqa: E402
 
 from mxrt.ops import gemm as gemm_op  # noqa: E402
 from mxrt.ops import gemm_decode  # noqa: E402

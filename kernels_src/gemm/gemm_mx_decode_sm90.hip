@@ -113,40 +113,47 @@ extern "C" __global__ void __launch_bounds__(DEC_THREADS)
 #pragma unroll
     for (int i = 0; i < 4; ++i) acc[t][i] = 0.0f;
 
-  for (u32 kb = kb0; kb < kb1; kb += U) {
+  // One batch of U blocks in registers: the weight fragments (4 words per block: rows g and g+8, K columns
+  // {4q..} and {16+4q..}), the token fragments of every tile, and the scale bytes. The loop issues the loads of
+  // batch i+1 before the mma and promotion of batch i, so 2U blocks per warp are in flight at the peak.
+  struct Batch {
     u32 wf[U][4], xf[U][MT][2], ws[U][2], xs[U][MT][2];
+  };
+  auto load = [&](Batch& bt, u32 kb) {
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const u32 kbu = kb + u;
       const bool in = kbu < kb1;
-      dec_load<B_FMT>(w0, kbu, q, in && v0, wf[u][0], wf[u][2]);
-      dec_load<B_FMT>(w1, kbu, q, in && v1, wf[u][1], wf[u][3]);
-      ws[u][0] = in && v0 ? __ldg(s0 + kbu) : 127u;
-      ws[u][1] = in && v1 ? __ldg(s1 + kbu) : 127u;
+      dec_load<B_FMT>(w0, kbu, q, in && v0, bt.wf[u][0], bt.wf[u][2]);
+      dec_load<B_FMT>(w1, kbu, q, in && v1, bt.wf[u][1], bt.wf[u][3]);
+      bt.ws[u][0] = in && v0 ? __ldg(s0 + kbu) : 127u;
+      bt.ws[u][1] = in && v1 ? __ldg(s1 + kbu) : 127u;
 #pragma unroll
       for (int t = 0; t < MT; ++t) {
-        // token j of this lane is the mma B column g (operand), and 2q, 2q + 1 of the accumulator
+        // token 8t + g is this lane's mma B column; tokens 8t + 2q, 8t + 2q + 1 its accumulator columns
         const u32 j = 8u * t + g;
         const bool vj = in && j < m;
-        dec_load<A_FMT>(a + (u64)(vj ? j : 0u) * (kbt * A_BLOCK_BYTES), kbu, q, vj, xf[u][t][0], xf[u][t][1]);
+        dec_load<A_FMT>(a + (u64)(vj ? j : 0u) * (kbt * A_BLOCK_BYTES), kbu, q, vj, bt.xf[u][t][0], bt.xf[u][t][1]);
 #pragma unroll
         for (int c = 0; c < 2; ++c) {
           const u32 jc = 8u * t + 2u * q + c;
-          xs[u][t][c] = in && jc < m ? __ldg(sa + (u64)jc * kbt + kbu) : 127u;
+          bt.xs[u][t][c] = in && jc < m ? __ldg(sa + (u64)jc * kbt + kbu) : 127u;
         }
       }
     }
+  };
+  auto compute = [&](const Batch& bt, u32 kb) {
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       if (kb + u >= kb1) break;
 #pragma unroll
       for (int t = 0; t < MT; ++t) {
         float d[4];
-        dec_mma<DEC_MMA_TYPE(WFMT), DEC_MMA_TYPE(XFMT)>(wf[u], xf[u][t][0], xf[u][t][1], d);
+        dec_mma<DEC_MMA_TYPE(WFMT), DEC_MMA_TYPE(XFMT)>(bt.wf[u], bt.xf[u][t][0], bt.xf[u][t][1], d);
         // d[0]: (row g, token 2q), d[1]: (g, 2q+1), d[2]: (g+8, 2q), d[3]: (g+8, 2q+1)
-        const u32 sw[4] = {ws[u][0], ws[u][0], ws[u][1], ws[u][1]};
-        const u32 sx[4] = {xs[u][t][0], xs[u][t][1], xs[u][t][0], xs[u][t][1]};
-        if (dec_fast(ws[u][0]) && dec_fast(ws[u][1]) && dec_fast(xs[u][t][0]) && dec_fast(xs[u][t][1])) {
+        const u32 sw[4] = {bt.ws[u][0], bt.ws[u][0], bt.ws[u][1], bt.ws[u][1]};
+        const u32 sx[4] = {bt.xs[u][t][0], bt.xs[u][t][1], bt.xs[u][t][0], bt.xs[u][t][1]};
+        if (dec_fast(sw[0]) && dec_fast(sw[2]) && dec_fast(sx[0]) && dec_fast(sx[1])) {
 #pragma unroll
           for (int i = 0; i < 4; ++i)
             acc[t][i] = mxrt_fma(d[i] * mxrt_pow2((i32)sw[i] - 127), mxrt_pow2((i32)sx[i] - 127), acc[t][i]);
@@ -163,6 +170,16 @@ extern "C" __global__ void __launch_bounds__(DEC_THREADS)
           }
         }
       }
+    }
+  };
+  if (kb0 < kb1) {
+    Batch cur;
+    load(cur, kb0);
+    for (u32 kb = kb0; kb < kb1; kb += U) {
+      Batch nxt;
+      if (kb + U < kb1) load(nxt, kb + U);
+      compute(cur, kb);
+      cur = nxt;
     }
   }
 

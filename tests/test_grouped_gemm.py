@@ -270,10 +270,13 @@ def test_torch_cpu_in_and_out():
     assert (td[~ok] == 7).all()
 
 
-def test_readme_grouped_gemm_example_runs():
+def test_readme_grouped_gemm_examples_run():
+    # every python block of the section: the API example and the MoE layer forward and backward in ten lines
     from pathlib import Path
 
     text = Path(__file__).resolve().parents[1].joinpath("README.md").read_text()
     section = text[text.index("<!-- api:grouped_gemm -->") : text.index("<!-- /api:grouped_gemm -->")]
-    code = section.split("```python\n", 1)[1].split("```", 1)[0]
-    exec(compile(code, "README.md:grouped_gemm", "exec"), {})
+    blocks = [b.split("```", 1)[0] for b in section.split("```python\n")[1:]]
+    assert len(blocks) >= 2 and any("grouped_gemm_mx_wgrad(col(" in b for b in blocks)
+    for i, code in enumerate(blocks):
+        exec(compile(code, f"README.md:grouped_gemm[{i}]", "exec"), {})

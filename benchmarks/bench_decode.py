@@ -8,7 +8,7 @@ round-robin over input sets larger than 3x the L2 (mxrt.bench.core), so weights 
 ``--eager`` adds plain-call timings (host overhead included) for the issue's cell.
 
     python3 benchmarks/bench_decode.py [--quick] [--tp 1,8] [--m 1,2,4,8,16,32,64] [--json FILE] [--plot FILE]
-    python3 benchmarks/bench_decode.py --sweep 1x7168x4096,16x7168x4096    # kernel configurations (kw, u)
+    python3 benchmarks/bench_decode.py --sweep 1x7168x4096,16x7168x4096    # kernel configurations (kw, stages)
 
 Bytes read per call: weight codes + weight scales + token codes + token scales (+ the bf16 output written);
 ``copy%`` is that over the copy kernel's rate.
@@ -61,7 +61,7 @@ def main(argv=None) -> int:
     ap.add_argument("--m", default="1,2,4,8,16,32,64")
     ap.add_argument("--fmts", default="e4m3,e2m1", help="weight formats (tokens are e4m3)")
     ap.add_argument("--eager", action="store_true", help="also plain calls (host overhead) on the issue's cell")
-    ap.add_argument("--sweep", default="", help="MxNxK list: time every (kw, u) of the decode kernel")
+    ap.add_argument("--sweep", default="", help="MxNxK list: time every (kw, stages) of the decode kernel")
     ap.add_argument("--json", default="")
     ap.add_argument("--plot", default="")
     ap.add_argument("--budget-s", type=float, default=400)
@@ -103,20 +103,21 @@ def main(argv=None) -> int:
                 _, qx = quant(m, k, "e4m3", 0)
                 base = gemm_decode.plan(m, n, k, 1)
                 print(f"sweep {m}x{n}x{k} {fmt}: plan {base}, {sets} weight sets")
+                fa, fb = mxrt.codes.FMT_CODES["e4m3"], mxrt.codes.FMT_CODES[fmt]
                 for kw in K.DECODE_KW:
-                    if kw > K.DECODE_KW_MAX[base.mt]:
-                        continue
-                    for u in (1, 2, 4, 8):
+                    for st in K.DECODE_STAGES:
+                        if K.smem_bytes(fa, fb, base.mt, kw, st) > K.DECODE_SMEM_MAX:
+                            continue
                         dgs = [gemm_op.device_gemm(gemm_problem(qx, w)) for w in ws]
+                        launches = [lambda dg=dg, kw=kw, st=st: gemm_decode.run(dg, kw=kw, stages=st) for dg in dgs]
                         try:
-                            t, _ = core.time_cupy(
-                                [lambda dg=dg, kw=kw, u=u: gemm_decode.run(dg, kw=kw, u=u) for dg in dgs], 7, log=print
-                            )
+                            t, _ = core.time_cupy(launches, 7, log=print)
                         except Exception as e:  # a configuration that does not build or launch
-                            print(f"  kw={kw:2d} u={u}: {type(e).__name__}: {str(e)[:100]}")
+                            print(f"  kw={kw:2d} stages={st}: {type(e).__name__}: {str(e)[:100]}")
                             continue
                         gbs = (mx_bytes(qw) + mx_bytes(qx)) / t
-                        print(f"  kw={kw:2d} u={u}: {t * 1e6:7.2f} us  {gbs / 1e12:5.2f} TB/s  {gbs / copy_bw:5.1%}")
+                        frac = gbs / copy_bw
+                        print(f"  kw={kw:2d} stages={st}: {t * 1e6:7.2f} us  {gbs / 1e12:5.2f} TB/s  {frac:5.1%}")
                 del ws
         return 0
 

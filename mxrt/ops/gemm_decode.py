@@ -6,13 +6,16 @@ N side in tiles of 8), keeps the partials of a block in registers, promotes them
 the K-splitting warps of a CTA in shared memory in a fixed order. e2m1 operands are widened to e4m3 in registers,
 so MXFP4 weights are read at half the bytes of MXFP8.
 
-Envelope (everything inside runs here, the ``generic`` path serves the rest): ``m <= 64``; row-major scales;
-``k % 32 == 0``; 16-byte aligned code bases; bf16 / fp16 out (float32 out only for e2m1 x e2m1, as on
-``sm90_wgmma``: the fp8 tensor cores' k32 partials carry ~2-5e-5 relative error); sizes below 2^31.
+Envelope (everything inside runs here; ``sm90_wgmma`` or ``generic`` serve the rest): ``m <= 64``; row-major
+scales; ``k % 128 == 0``; 16-byte aligned code bases and 4-byte aligned scales; bf16 / fp16 out (float32 out only
+for e2m1 x e2m1, as on ``sm90_wgmma``: the fp8 tensor cores' k32 partials carry ~2-5e-5 relative error); sizes
+below 2^31.
 
-Parallelism without a workspace: a CTA owns 16 weight rows and ``KW`` warps split its K range; ``KW`` (4, 8 or 16)
-is chosen so that the grid holds enough warps to keep the weight stream busy (:func:`plan`). ``split_k > 1``
-splits K across CTAs on top, with the shared deterministic / atomic modes (:mod:`mxrt.ops.gemm_splitk`).
+Memory-level parallelism without registers: each warp streams its 16 rows x its share of the CTA's K range through
+a private ring of shared-memory stages (cp.async of codes and scales, 4 MX blocks per stage), so many KB per SM are
+in flight while the warp multiplies the oldest stage. A CTA owns 16 weight rows; ``KW`` warps split its K range and
+are summed in shared memory in a fixed order. ``split_k > 1`` splits K across CTAs on top, with the shared
+deterministic / atomic modes (:mod:`mxrt.ops.gemm_splitk`).
 """
 
 from __future__ import annotations
@@ -35,8 +38,6 @@ NAME = "sm90_decode"
 TARGET = "sm_90a"
 PRIORITY = 30  # above sm90_wgmma (20): inside its envelope the decode kernel is the faster one (RESULTS.md)
 _LIMIT = 2**31
-#: warps the grid should hold to keep the weight stream busy: 132 SMs x ~16 warps in flight (RESULTS.md)
-TARGET_WARPS = 2048
 
 
 def supports(dg: DeviceGemm) -> str | None:
@@ -52,11 +53,12 @@ def supports(dg: DeviceGemm) -> str | None:
         return f"out dtype {out}"
     if out == "float32" and not p.a_fmt == p.b_fmt == "e2m1":
         return "float32 output with an fp8 operand (the fp8 tensor cores' k32 partials miss the 1e-5 relative bar)"
-    if p.k % 32:
-        return f"k = {p.k}, expected a multiple of 32 (whole MX blocks per row)"
-    for name, c in (("a", dg.a_codes), ("b", dg.b_codes)):
-        if c.data.ptr % 16:
-            return f"{name} codes start at {c.data.ptr:#x}, not 16-byte aligned"
+    if p.k % 128:
+        return f"k = {p.k}, expected a multiple of 128 (the kernel streams groups of 4 MX blocks)"
+    for name, c, align in (("a", dg.a_codes, 16), ("b", dg.b_codes, 16), ("a", dg.a_scales, 4), ("b", dg.b_scales, 4)):
+        if c.data.ptr % align:
+            what = "codes" if align == 16 else "scales"
+            return f"{name} {what} start at {c.data.ptr:#x}, not {align}-byte aligned (cp.async)"
     if max(p.m, p.n, p.k) >= _LIMIT or max(p.m, p.n) * p.k_blocks >= _LIMIT:
         return "sizes of 2^31 or more"
     return None
@@ -67,53 +69,47 @@ class DecodeConfig:
     """Tuning defines of one gemm_mx_decode_sm90 build (see the kernel header)."""
 
     mt: int
-    rw: int
     kw: int
-    u: int
+    stages: int
 
     @property
     def threads(self) -> int:
-        return 32 * self.rw * self.kw
-
-    @property
-    def rows(self) -> int:
-        return 16 * self.rw
+        return 32 * self.kw
 
 
 def plan(m: int, n: int, k: int, split_k: int) -> DecodeConfig:
-    """The smallest token tile that holds ``m``; as many K warps per CTA as the grid needs to reach
-    :data:`TARGET_WARPS` warps, but no fewer than ``U`` blocks per warp."""
+    """The smallest token tile that holds ``m``; warps and ring depth from the sweep in RESULTS.md (session 5)."""
     mt = next(t for t in K.DECODE_MT if 8 * t >= m)
-    ctas = -(-n // (16 * K.DECODE_RW)) * split_k
-    blocks = max(1, k // 32 // split_k)
-    u = K.DECODE_U[mt]
-    kw = K.DECODE_KW[0]
-    for cand in K.DECODE_KW:
-        if ctas * K.DECODE_RW * kw >= TARGET_WARPS or blocks < cand * u or cand > K.DECODE_KW_MAX[mt]:
-            break
-        kw = cand
-    return DecodeConfig(mt, K.DECODE_RW, kw, u)
+    return DecodeConfig(mt, *DEFAULT[mt])
 
 
+#: (kw, stages) per MT
+DEFAULT = {1: (4, 4), 2: (4, 4), 4: (4, 3), 8: (4, 2)}
+
+_KERNELS: dict = {}
 _LAUNCHES: dict = {}  # (sizes, formats, out code, atomic, tune, arch) -> (kernel, LaunchConfig)
+
+
+def _kernel(d: Any, arch: Any, smem: int) -> Any:
+    key = (d, arch)
+    kernel = _KERNELS.get(key)
+    if kernel is None:
+        kernel = build(K.GEMM_MX_DECODE_SM90, d, arch)
+        if kernel.max_dynamic_shared_size_bytes < smem:
+            kernel.max_dynamic_shared_size_bytes = smem
+        _KERNELS[key] = kernel
+    return kernel
 
 
 def _launch_plan(dg: DeviceGemm, out_code: int, atomic: bool, tune: dict) -> tuple[Any, LaunchConfig]:
     p = dg.p
     c = plan(p.m, p.n, p.k, p.split_k)
-    c = DecodeConfig(*(tune.get(f, getattr(c, f)) for f in ("mt", "rw", "kw", "u")))
-    d = defines(
-        A_FMT=codes.FMT_CODES[p.a_fmt],
-        ATOMIC=int(atomic),
-        B_FMT=codes.FMT_CODES[p.b_fmt],
-        KW=c.kw,
-        MT=c.mt,
-        OUT_DTYPE=out_code,
-        RW=c.rw,
-        U=c.u,
-    )
-    kernel = build(K.GEMM_MX_DECODE_SM90, d, dg.arch)
-    return kernel, LaunchConfig((-(-p.n // c.rows), 1, p.split_k), (c.threads, 1, 1))
+    c = DecodeConfig(*(tune.get(f, getattr(c, f)) for f in ("mt", "kw", "stages")))
+    fa, fb = codes.FMT_CODES[p.a_fmt], codes.FMT_CODES[p.b_fmt]
+    d = defines(A_FMT=fa, ATOMIC=int(atomic), B_FMT=fb, KW=c.kw, MT=c.mt, OUT_DTYPE=out_code, STAGES=c.stages)
+    smem = K.smem_bytes(fa, fb, c.mt, c.kw, c.stages)
+    kernel = _kernel(d, dg.arch, smem)
+    return kernel, LaunchConfig((-(-p.n // 16), 1, p.split_k), (c.threads, 1, 1), smem)
 
 
 def _launch(dg: DeviceGemm, dst: Any, out_code: int, atomic: bool, tune: dict) -> None:
@@ -132,7 +128,7 @@ def _launch(dg: DeviceGemm, dst: Any, out_code: int, atomic: bool, tune: dict) -
 
 def run(dg: DeviceGemm, **tune: int) -> None:
     """Launch on the current stream (split-K reduce / zeroing included). ``tune`` overrides the defines ``mt``,
-    ``rw``, ``kw``, ``u`` (benchmarks/bench_decode.py); no host synchronisation."""
+    ``kw``, ``stages`` (benchmarks/bench_decode.py); no host synchronisation."""
     if dg.p.is_empty:
         dg.out.fill(0)
         return

@@ -11,37 +11,47 @@ from ..runtime.kernel_spec import Defines, KernelSpec, defines
 DECODE_MT = (1, 2, 4, 8)
 #: the largest m the path takes (its envelope)
 DECODE_MAX_M = 8 * max(DECODE_MT)
-#: 16-row weight groups per CTA (define RW) and warps splitting K inside a CTA (define KW)
-DECODE_RW = 1
-DECODE_KW = (4, 8, 16)
-#: MX blocks loaded per batch by each warp (define U), per MT: the token fragments and scales of U blocks live in
-#: registers (MT 8: 2 blocks, ~180 registers)
-DECODE_U = {1: 4, 2: 4, 4: 2, 8: 2}
-#: the largest KW per MT: the K-warp partials [KW][16][8 * MT] fp32 stay within 48 KB of static shared memory and
-#: 32 * KW threads leave the registers of the MT 8 build unspilled (255 at 256 threads)
-DECODE_KW_MAX = {1: 16, 2: 16, 4: 8, 8: 8}
-
-
-def decode_variant(a_fmt: int, b_fmt: int, atomic: int, kw: int, mt: int, out: int) -> Defines:
-    return defines(A_FMT=a_fmt, ATOMIC=atomic, B_FMT=b_fmt, KW=kw, MT=mt, OUT_DTYPE=out, RW=DECODE_RW,
-                   U=DECODE_U[mt])  # fmt: skip
-
+#: warps per CTA, each streaming its share of the CTA's K range (define KW)
+DECODE_KW = (2, 4, 8)
+#: ring depth per warp (define STAGES), each stage 4 MX blocks of 16 weight rows and 8 * MT tokens
+DECODE_STAGES = (2, 3, 4, 6)
+#: shared memory a CTA may use (H100: 227 KB per block)
+DECODE_SMEM_MAX = 227 * 1024
 
 _F32, _BF16, _F16 = (GEMM_OUT_DTYPE_CODES[n] for n in ("float32", "bfloat16", "float16"))
+_E2M1 = FMT_CODES["e2m1"]
 
+
+def stage_bytes(a_fmt: int, b_fmt: int, mt: int) -> int:
+    """One ring stage: 16 weight rows and 8 * mt token rows of 4 blocks (128 bytes fp8, 64 e2m1), their scales."""
+    wrow = 64 if b_fmt == _E2M1 else 128
+    xrow = 64 if a_fmt == _E2M1 else 128
+    return 16 * wrow + 8 * mt * xrow + 16 * 4 + 8 * mt * 4
+
+
+def smem_bytes(a_fmt: int, b_fmt: int, mt: int, kw: int, stages: int) -> int:
+    """Dynamic shared memory of a build: the warps' rings, reused for the [kw][16][8 * mt] fp32 partials."""
+    return max(kw * stages * stage_bytes(a_fmt, b_fmt, mt), kw * 16 * 8 * mt * 4)
+
+
+def decode_variant(a_fmt: int, b_fmt: int, atomic: int, kw: int, mt: int, out: int, stages: int) -> Defines:
+    return defines(A_FMT=a_fmt, ATOMIC=atomic, B_FMT=b_fmt, KW=kw, MT=mt, OUT_DTYPE=out, STAGES=stages)
+
+
+_E4M3 = FMT_CODES["e4m3"]
 GEMM_MX_DECODE_SM90 = KernelSpec(
     symbol="gemm_mx_decode_sm90",
     file="gemm/gemm_mx_decode_sm90.hip",
-    required=("A_FMT", "ATOMIC", "B_FMT", "KW", "MT", "OUT_DTYPE", "RW", "U"),
-    # every format pair at the default tile with bf16 out; every MT / KW / out dtype / accumulation mode on e4m3
-    variants=tuple(decode_variant(FMT_CODES[fa], FMT_CODES[fb], 0, 4, 1, _BF16) for fa, fb in GEMM_FORMAT_PAIRS)
+    required=("A_FMT", "ATOMIC", "B_FMT", "KW", "MT", "OUT_DTYPE", "STAGES"),
+    # every format pair at one tile with bf16 out; every MT / KW / ring depth / out dtype / mode on e4m3
+    variants=tuple(decode_variant(FMT_CODES[fa], FMT_CODES[fb], 0, 4, 1, _BF16, 4) for fa, fb in GEMM_FORMAT_PAIRS)
     + tuple(
-        decode_variant(FMT_CODES["e4m3"], FMT_CODES["e4m3"], at, kw, mt, od)
+        decode_variant(_E4M3, _E4M3, at, kw, mt, od, st)
         for mt in DECODE_MT
         for kw in DECODE_KW
-        if kw <= DECODE_KW_MAX[mt]
-        for od in (_F32, _BF16, _F16)
-        for at in (0, 1)
+        for st in DECODE_STAGES
+        if smem_bytes(_E4M3, _E4M3, mt, kw, st) <= DECODE_SMEM_MAX
+        for od, at in ((_BF16, 0), (_F16, 1), (_F32, 0))
     ),
     targets=("sm_90a",),
     expect_mma=(("sm_90a", ("mma.sync.aligned.m16n8k32",)),),

@@ -6,7 +6,7 @@
 //          void* out | const void* groups (int32, or int64 when lens_i64) | u32 m, n, k, kb, num_groups, extra
 //          (mode 3: align) | u32 flags (MXRT_GEMM_FLAG_VEC_A/_B) | u32 lens_i64   (gemm_mx_grouped_generic's)
 // grid     mode 0: (ceil(n/128), ceil(m/128)+G+1, 1); 3: (ceil(n/128), ceil(m/128), G)   block (256,1,1)
-//          smem 0 (static LDS ~55 KB (45,072 + 10,256 schedule))
+//          smem 0 (static LDS, compile check: 55,328 B mode 0 / 51,216 mode 3)
 // defines  A_FMT, B_FMT (MXRT_FMT_*), MODE (0, 3), OUT_DTYPE (MXRT_OUT_*), ACCUM (mode 3), THREADS = 256
 //                                                                  set by mxrt/ops/grouped_gemm_amd.py
 // requires gfx942; G <= MXRT_MAX_GROUPS; grid y, z <= 65535; a's and one group's b's codes < 2^31 bytes (32-bit

@@ -27,6 +27,7 @@
 //          4 k-grouped (DeepGEMM k_grouped_fp8_gemm_nt_contiguous): ks [G] on the device, k = sum(ks); group g's
 //                     a_g [m, ks[g]] / b_g [n, ks[g]] K-major at flat offsets P[g]*m / P[g]*n; out [G, m, n] fp32.
 #include "gemm_generic_tile.h"
+#include "gemm_grouped_tiles.h"
 
 #if !defined(MODE) || !defined(OUT_DTYPE) || !defined(ACCUM) || !defined(SCALE_F32) || !defined(SF_GMN_B)
 #error "MODE, OUT_DTYPE, ACCUM, SCALE_F32 and SF_GMN_B must be defined by the launcher"
@@ -40,70 +41,6 @@ MXRT_STATIC_ASSERT(MODE != 4 || (FMT_A != MXRT_FMT_E2M1 && FMT_B != MXRT_FMT_E2M
 // scale storage: E8M0 bytes per 32 elements of K, or (SCALE_F32) float32 per 128; B's rows per SF_GMN_B
 #define SF_K (SCALE_F32 ? 128u : 32u)
 #define SF_BYTES (SCALE_F32 ? 4u : 1u)
-
-// groups per thread of the in-kernel prefix sums (G + 2 entries: the groups, mode 0's tail group, the end)
-#define GG_PER ((MXRT_MAX_GROUPS + 2 + THREADS - 1) / THREADS)
-
-// The largest g in [0, G] with starts[g] <= r (starts non-decreasing, starts[0] == 0 <= r): the group that owns
-// entry r, empty groups skipped (mx_group.h's mxg_find_group, whose header pulls in the quantizers' warp helpers).
-MXRT_DEVICE i32 gg_find(const i32* starts, i32 num_groups, i32 r) {
-  i32 lo = 0, hi = num_groups;
-  while (lo < hi) {
-    const i32 mid = (lo + hi + 1) >> 1;
-    if (starts[mid] <= r) {
-      lo = mid;
-    } else {
-      hi = mid - 1;
-    }
-  }
-  return lo;
-}
-
-MXRT_DEVICE u64 gg_row_bytes(u32 bits, u32 k) { return bits == 4u ? (k + 1u) / 2u : k; }
-
-MXRT_DEVICE i64 gg_len(const void* lens, u32 g, u32 lens_i64) {
-  return lens_i64 ? ((const i64*)lens)[g] : (i64)((const i32*)lens)[g];
-}
-
-// Exclusive block-wide prefix of one i64 per thread (Hillis-Steele in shared memory); every thread calls it.
-MXRT_DEVICE i64 gg_exclusive_scan(i64 v, i64* part) {
-  const u32 tid = MXRT_TID_X;
-  mxrt_sync();
-  part[tid] = v;
-  mxrt_sync();
-  for (u32 off = 1; off < THREADS; off <<= 1) {
-    const i64 o = tid >= off ? part[tid - off] : 0;
-    mxrt_sync();
-    part[tid] += o;
-    mxrt_sync();
-  }
-  return part[tid] - v;
-}
-
-// starts[g] (g <= G) of groups whose lengths are lens[g] clamped to [0, cap], each padded to a multiple of `pad`,
-// cut at `total`: starts[g] = min(sum_{j<g} pad(clamp(lens[j])), total). pad = 1, total = m: mode 0's row offsets
-// (mxrt.group_offsets for valid lens); pad = align, total = k: mode 3's column ranges (pad_group_layout).
-MXRT_DEVICE void gg_offsets(const void* lens, u32 lens_i64, u32 G, i64 cap, i64 pad, i64 total, i32* starts,
-                            i64* part) {
-  const u32 tid = MXRT_TID_X;
-  i64 l[GG_PER], run = 0;
-#pragma unroll
-  for (u32 j = 0; j < GG_PER; ++j) {
-    const u32 g = tid * GG_PER + j;
-    i64 v = g < G ? gg_len(lens, g, lens_i64) : 0;
-    v = v < 0 ? 0 : (v > cap ? cap : v);
-    l[j] = (v + pad - 1) / pad * pad;
-    run += l[j];
-  }
-  i64 s = gg_exclusive_scan(run, part);
-#pragma unroll
-  for (u32 j = 0; j < GG_PER; ++j) {
-    const u32 g = tid * GG_PER + j;
-    if (g <= G) starts[g] = (i32)(s < total ? s : total);
-    s += l[j];
-  }
-  mxrt_sync();
-}
 
 // AMD: the dense kernel's register budget (gemm_mx_generic.hip): exactly THREADS threads, one wave per SIMD.
 #if defined(MXRT_HIP)
@@ -201,26 +138,7 @@ extern "C" __global__ void __launch_bounds__(THREADS)
   __shared__ i32 starts[MXRT_MAX_GROUPS + 2];
   __shared__ i32 tiles[MXRT_MAX_GROUPS + 2];
   const u32 G = num_groups;
-  gg_offsets(groups, lens_i64, G, (i64)m, 1, (i64)m, starts, part);
-  if (tid == 0) starts[G + 1] = (i32)m;  // group G: the tail rows [S, m) past the last group, stored as zeros
-  {  // tile prefix over the G + 1 groups (the tail included): tiles[g], g <= G + 1
-    i64 run = 0, cnt[GG_PER];
-    mxrt_sync();
-#pragma unroll
-    for (u32 j = 0; j < GG_PER; ++j) {
-      const u32 g = tid * GG_PER + j;
-      cnt[j] = g <= G ? (i64)((starts[g + 1] - starts[g] + (i32)BM - 1) / (i32)BM) : 0;
-      run += cnt[j];
-    }
-    i64 s = gg_exclusive_scan(run, part);
-#pragma unroll
-    for (u32 j = 0; j < GG_PER; ++j) {
-      const u32 g = tid * GG_PER + j;
-      if (g <= G + 1u) tiles[g] = (i32)s;
-      s += cnt[j];
-    }
-    mxrt_sync();
-  }
+  gg_lens_tiles(groups, lens_i64, G, m, BM, starts, tiles, part);
   const i32 tile = (i32)MXRT_BID_Y;
   if (tile >= tiles[G + 1]) return;  // past the real tiles (uniform over the block)
   const i32 grp = gg_find(tiles, (i32)G + 1, tile);

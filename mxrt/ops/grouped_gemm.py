@@ -1,5 +1,7 @@
-"""The GPU twin of the grouped MX GEMMs (:mod:`mxrt.problems.grouped_gemm`) on the portable ``generic`` path:
-kernels_src/gemm/gemm_mx_grouped_generic.hip, whose main loop is the dense generic kernel's.
+"""The GPU twin of the grouped MX GEMMs (:mod:`mxrt.problems.grouped_gemm`): the portable ``generic`` kernel
+(kernels_src/gemm/gemm_mx_grouped_generic.hip, whose main loop is the dense generic kernel's) and, on gfx950 /
+gfx942, the AMD grouped kernels for the lens and wgrad problems (:mod:`mxrt.ops.grouped_gemm_amd`; same arguments,
+the dense AMD kernels' main loops). :func:`choose_kernel` picks one per problem and target.
 
 The group description stays on the device and is never read back: the kernel turns ``group_lens`` into row (or,
 for wgrad, padded column) offsets and row tiles itself, and the launch grid comes from host-known bounds
@@ -26,9 +28,9 @@ from .. import codes
 from .._kinds import dtype_name
 from ..errors import ShapeError
 from ..problems.grouped_gemm import GroupedGemmProblem
-from ..runtime.kernel_spec import Defines, defines
+from ..runtime.kernel_spec import Defines, KernelSpec, defines, select
 from ..runtime.launch import MAX_GRID_YZ, LaunchConfig
-from . import gemm_kernels, grouped_gemm_kernels
+from . import gemm_kernels, grouped_gemm_amd, grouped_gemm_kernels
 
 _U32 = 2**32
 _I31 = 2**31
@@ -45,6 +47,7 @@ class GroupedPlan:
 
     defines: Defines
     cfg: LaunchConfig
+    spec: KernelSpec
     m: int
     n: int
     k: int
@@ -57,8 +60,20 @@ def _row_bytes(fmt: str, k: int) -> int:
     return _cdiv(k, 2) if fmt == "e2m1" else k
 
 
-def grouped_plan(p: GroupedGemmProblem) -> GroupedPlan:
-    """The launch of ``p`` from host-known sizes only; typed errors for what the kernel cannot index."""
+def choose_kernel(p: GroupedGemmProblem, target: str) -> KernelSpec:
+    """The kernel that runs ``p`` on ``target``: the target's row of ``grouped_gemm_kernels.DISPATCH`` (the AMD
+    grouped kernel on gfx950 / gfx942) when that kernel takes ``p``, else the generic one."""
+    generic = grouped_gemm_kernels.GEMM_MX_GROUPED_GENERIC
+    op = "grouped_gemm_mx_wgrad" if p.kind == "wgrad" else "grouped_gemm_mx"
+    spec = select(grouped_gemm_kernels.DISPATCH, op, target)
+    if spec is not generic and grouped_gemm_amd.unsupported(target, p) is not None:
+        return generic
+    return spec
+
+
+def grouped_plan(p: GroupedGemmProblem, target: str = "generic") -> GroupedPlan:
+    """The launch of ``p`` on ``target`` (:func:`choose_kernel`) from host-known sizes only; typed errors for what
+    the kernel cannot index."""
     op = p.op
     bm, bn = gemm_kernels.GEMM_GENERIC_TILE
     g = p.num_groups
@@ -88,6 +103,18 @@ def grouped_plan(p: GroupedGemmProblem) -> GroupedPlan:
         extra = p.align
     if grid[1] > MAX_GRID_YZ or grid[2] > MAX_GRID_YZ:
         raise ShapeError(f"{op}: the launch grid {grid} is past 65535 in y or z (too many row tiles or groups)")
+    spec = choose_kernel(p, target)
+    if spec is not grouped_gemm_kernels.GEMM_MX_GROUPED_GENERIC:  # an AMD grouped kernel: its tile, its defines
+        d = defines(
+            A_FMT=codes.FMT_CODES[p.a_fmt],
+            ACCUM=int(p.accumulate),
+            B_FMT=codes.FMT_CODES[p.b_fmt],
+            MODE=grouped_gemm_kernels.GROUPED_GEMM_MODES[p.kind],
+            OUT_DTYPE=codes.GEMM_OUT_DTYPE_CODES[dtype_name(p.out_dtype)],
+            THREADS=grouped_gemm_kernels.GROUPED_AMD_THREADS,
+        )
+        cfg = LaunchConfig(grid=grouped_gemm_amd.grid(p), block=(grouped_gemm_kernels.GROUPED_AMD_THREADS, 1, 1))
+        return GroupedPlan(d, cfg, spec, p.m, p.n, p.k, kb, g, extra)
     d = defines(
         ACCUM=int(p.accumulate),
         FMT_A=codes.FMT_CODES[p.a_fmt],
@@ -99,7 +126,7 @@ def grouped_plan(p: GroupedGemmProblem) -> GroupedPlan:
         THREADS=gemm_kernels.GEMM_GENERIC_THREADS,
     )
     cfg = LaunchConfig(grid=grid, block=(gemm_kernels.GEMM_GENERIC_THREADS, 1, 1))
-    return GroupedPlan(d, cfg, p.m, p.n, p.k, kb, g, extra)
+    return GroupedPlan(d, cfg, spec, p.m, p.n, p.k, kb, g, extra)
 
 
 def unsupported_reason(p: GroupedGemmProblem) -> str | None:
@@ -145,7 +172,7 @@ def grouped_gemm_gpu(p: GroupedGemmProblem) -> Any:
             out=dev_out,
             device=True,
         )
-    plan = grouped_plan(p)
+    plan = grouped_plan(p, get_arch().target)
     groups = p.groups
     if p.kind == "indices" and dtype_name(groups.dtype) != "int32":
         groups = groups.astype("int32")  # a device op, no synchronisation
@@ -153,7 +180,7 @@ def grouped_gemm_gpu(p: GroupedGemmProblem) -> Any:
     if dtype_name(out.dtype) == "bfloat16":
         out = out.view("uint16")  # CuPy >= 14 bfloat16: the kernel writes its bits
     if out.size and p.n:  # every other case has nothing to write
-        kernel = build(grouped_gemm_kernels.GEMM_MX_GROUPED_GENERIC, plan.defines, get_arch())
+        kernel = build(plan.spec, plan.defines, get_arch())
         flags = 0
         rows_a = 32 if p.kind == "kgrouped" else _row_bytes(p.a_fmt, plan.k)  # kgrouped: ks[g] % 32 == 0 (host)
         rows_b = 32 if p.kind == "kgrouped" else _row_bytes(p.b_fmt, plan.kb)

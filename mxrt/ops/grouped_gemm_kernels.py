@@ -1,7 +1,12 @@
 """Kernel specs and variants of the grouped MX GEMMs on the generic path (kernels_src/gemm/gemm_mx_grouped_generic.hip,
 launched by mxrt/ops/grouped_gemm.py): forward / dgrad by group lengths (MODE 0), DeepGEMM's contiguous layout of
 per-row group ids (MODE 1) and masked layout (MODE 2), and the variable-K wgrad (MODE 3). The main loop is the dense
-generic kernel's (kernels_src/gemm/gemm_generic_tile.h)."""
+generic kernel's (kernels_src/gemm/gemm_generic_tile.h).
+
+On gfx950 / gfx942 the lens (MODE 0) and wgrad (MODE 3) problems run on the AMD grouped kernels
+(kernels_src/gemm/gemm_mx_grouped_gfx950.hip / _gfx942.hip: the dense AMD kernels' main loops under the same
+device-side group schedule); :data:`DISPATCH` names them, mxrt/ops/grouped_gemm_amd.py says which problems they take
+(the others fall back to the generic kernel)."""
 
 from __future__ import annotations
 
@@ -54,5 +59,50 @@ GEMM_MX_GROUPED_GENERIC = KernelSpec(
     ),
 )
 
-SPECS = (GEMM_MX_GROUPED_GENERIC,)
-DISPATCH = {"grouped_gemm_mx": {"generic": GEMM_MX_GROUPED_GENERIC}}
+#: the AMD grouped kernels' 256 threads (4 waves of 64; kernels_src/gemm/amd_gemm.h's CTA)
+GROUPED_AMD_THREADS = 256
+#: MODE defines of the AMD grouped kernels (forward / dgrad by lens, variable-K wgrad)
+GROUPED_AMD_KINDS = ("lens", "wgrad")
+
+
+def _amd_v(fa: str, fb: str, mode: int, out: int, accum: int = 0) -> Defines:
+    return defines(
+        A_FMT=FMT_CODES[fa], ACCUM=accum, B_FMT=FMT_CODES[fb], MODE=mode, OUT_DTYPE=out, THREADS=GROUPED_AMD_THREADS
+    )
+
+
+_GROUPED_AMD_VARIANTS = (
+    # group_lens forward / dgrad: every pair, every out dtype
+    *(_amd_v(fa, fb, 0, od) for fa, fb in GEMM_FORMAT_PAIRS for od in GEMM_OUT_DTYPE_CODES.values()),
+    # variable-K wgrad: every pair, fp32 / bf16, plain or accumulating
+    *(
+        _amd_v(fa, fb, 3, GEMM_OUT_DTYPE_CODES[od], acc)
+        for fa, fb in GEMM_FORMAT_PAIRS
+        for od in WGRAD_OUT
+        for acc in (0, 1)
+    ),
+)
+_AMD_REQUIRED = ("A_FMT", "ACCUM", "B_FMT", "MODE", "OUT_DTYPE", "THREADS")
+
+GEMM_MX_GROUPED_GFX950 = KernelSpec(
+    symbol="gemm_mx_grouped_gfx950",
+    file="gemm/gemm_mx_grouped_gfx950.hip",
+    required=_AMD_REQUIRED,
+    variants=_GROUPED_AMD_VARIANTS,
+    targets=("gfx950",),
+    expect_mma=(("gfx950", ("v_mfma_scale_f32_16x16x128_f8f6f4",)),),
+)
+GEMM_MX_GROUPED_GFX942 = KernelSpec(
+    symbol="gemm_mx_grouped_gfx942",
+    file="gemm/gemm_mx_grouped_gfx942.hip",
+    required=_AMD_REQUIRED,
+    variants=_GROUPED_AMD_VARIANTS,
+    targets=("gfx942",),
+    expect_mma=(("gfx942", ("v_mfma_f32_16x16x32_",)),),
+)
+
+SPECS = (GEMM_MX_GROUPED_GENERIC, GEMM_MX_GROUPED_GFX950, GEMM_MX_GROUPED_GFX942)
+#: op -> {target: spec}; an AMD entry serves only the problems mxrt/ops/grouped_gemm_amd.py accepts (lens / wgrad),
+#: the DeepGEMM layouts (indices, masked, k-grouped) run on "generic" everywhere
+_ROW = {"generic": GEMM_MX_GROUPED_GENERIC, "gfx950": GEMM_MX_GROUPED_GFX950, "gfx942": GEMM_MX_GROUPED_GFX942}
+DISPATCH = {"grouped_gemm_mx": dict(_ROW), "grouped_gemm_mx_wgrad": dict(_ROW)}

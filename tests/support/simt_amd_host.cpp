@@ -27,7 +27,8 @@
 //
 // The instructions accumulate in float64 and round once to fp32 (the hardware's internal order and precision
 // are UNVERIFIED: the tests compare GEMM results with a tolerance). Build: g++ -std=c++17 -O1 -shared -fPIC
-// -DSIMT_KERNEL=950|942.
+// -DSIMT_KERNEL=950|942 (the dense kernel's 14 builds), or with -DSIMT_GROUPED=1 -DA_FMT=.. -DB_FMT=.. -DMODE=..
+// -DOUT_DTYPE=.. -DACCUM=.. the one build of gemm_mx_grouped_gfx950|942.hip (tests/test_grouped_gemm_amd_host.py).
 #include <ucontext.h>
 
 #include <cmath>
@@ -293,6 +294,56 @@ void mxrt_host_atomic_pk_add_16(u32* p, u32 packed, int out_dtype) {
   *p = mxrt_gemm_16(lo, out_dtype) | (mxrt_gemm_16(hi, out_dtype) << 16);
 }
 
+#if defined(SIMT_GROUPED)
+// ---- the grouped kernel: one build per library (its defines from the command line) ---------------------------
+#define THREADS 256
+#if SIMT_KERNEL == 950
+#include "../../kernels_src/gemm/gemm_mx_grouped_gfx950.hip"
+#define SIMT_GROUPED_FN gemm_mx_grouped_gfx950
+#else
+#include "../../kernels_src/gemm/gemm_mx_grouped_gfx942.hip"
+#define SIMT_GROUPED_FN gemm_mx_grouped_gfx942
+#endif
+
+namespace simt {
+static const u8 *g_a, *g_sa, *g_b, *g_sb;
+static void* g_out;
+static const void* g_groups;
+static u32 g_u[8];
+static void run_grouped() {
+  SIMT_GROUPED_FN(g_a, g_sa, g_b, g_sb, g_out, g_groups, g_u[0], g_u[1], g_u[2], g_u[3], g_u[4], g_u[5], g_u[6],
+                  g_u[7]);
+}
+}  // namespace simt
+
+extern "C" const char* simt_error() { return simt::error; }
+extern "C" unsigned long long simt_collectives() { return simt::collectives; }
+
+// u = {m, n, k, kb, num_groups, extra, flags, lens_i64} (the kernel's scalars); blocks in a scrambled order
+// (order 2) or in launch order, every block's fibers in `order`.
+extern "C" int simt_grouped(const u8* a, const u8* sa, const u8* b, const u8* sb, void* out, const void* groups,
+                            const u32* u, int gx, int gy, int gz, int order) {
+  simt::failed = false;
+  simt::error[0] = 0;
+  simt::g_a = a;
+  simt::g_sa = sa;
+  simt::g_b = b;
+  simt::g_sb = sb;
+  simt::g_out = out;
+  simt::g_groups = groups;
+  for (int i = 0; i < 8; ++i) simt::g_u[i] = u[i];
+  simt::body = simt::run_grouped;
+  const u64 total = (u64)gx * gy * gz;
+  for (u64 i = 0; i < total; ++i) {
+    const u64 b = order == 2 && total % 7919u != 0 ? (i * 7919u + 13u) % total : i;  // 7919 prime: a permutation
+    simt::bid_x = (u32)(b % (u32)gx);
+    simt::bid_y = (u32)((b / (u32)gx) % (u32)gy);
+    simt::bid_z = (u32)(b / ((u64)gx * (u32)gy));
+    if (!simt::run_block(THREADS, order, simt::bid_x * 7u + simt::bid_y * 13u + simt::bid_z * 5u)) return 1;
+  }
+  return 0;
+}
+#else
 // ---- the kernels, once per format pair (namespaces keep the seven builds apart) ---------------------------------
 #define THREADS 256
 #if SIMT_KERNEL == 950
@@ -611,6 +662,8 @@ extern "C" int simt_gemm(int a_fmt, int b_fmt, int edge, const u8* a, const u8* 
       }
   return 0;
 }
+
+#endif  // SIMT_GROUPED
 
 // One instruction on given registers, for the emulator's own tests: a, b [64][32] bytes, c [64][4], sa, sb [64]
 // (gfx950) or a, b [64][8] (gfx942); d [64][4]. Runs one wave of fibers around the collective.

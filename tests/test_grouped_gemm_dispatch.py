@@ -1,0 +1,120 @@
+"""Which grouped GEMM kernel each target runs (CPU only): backend="auto" on a gfx950 / gfx942 device takes the AMD
+grouped kernel for the lens (forward / dgrad) and wgrad problems, the generic kernel everywhere else; the launch
+plan's grid and defines follow the chosen kernel (mxrt/ops/grouped_gemm.py choose_kernel / grouped_plan)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import mxrt
+from mxrt import codes
+from mxrt.ops import grouped_gemm_amd, grouped_gemm_kernels, kernels
+from mxrt.ops.grouped_gemm import choose_kernel, grouped_plan
+from mxrt.problems.grouped_gemm import grouped_gemm_problem, wgrad_problem
+
+GENERIC = grouped_gemm_kernels.GEMM_MX_GROUPED_GENERIC
+AMD = {"gfx950": grouped_gemm_kernels.GEMM_MX_GROUPED_GFX950, "gfx942": grouped_gemm_kernels.GEMM_MX_GROUPED_GFX942}
+TARGETS = ["gfx950", "gfx942", "sm_90a", "sm_80", "gfx90a", "generic"]
+
+
+def _lens(fa="e4m3", fb="e4m3", lens=(37, 0, 150, 1), n=72, k=96, out_dtype="bfloat16"):
+    rng = np.random.default_rng(0)
+    lens = np.asarray(lens)
+    qa = mxrt.quantize_mx(rng.standard_normal((int(lens.sum()), k)), fa)
+    qb = mxrt.quantize_mx(rng.standard_normal((lens.size, n, k)), fb, axis=2)
+    return grouped_gemm_problem(qa, qb, lens, out_dtype=out_dtype)
+
+
+def _wgrad(lens=(5, 0, 90), accumulate=False):
+    rng = np.random.default_rng(1)
+    lens = np.asarray(lens)
+    m = int(lens.sum())
+    qg = mxrt.quantize_mx_grouped(rng.standard_normal((m, 40)), lens, colwise=True, col_align=32)
+    qx = mxrt.quantize_mx_grouped(rng.standard_normal((m, 24)), lens, colwise=True, col_align=32)
+    out = np.zeros((lens.size, 40, 24), np.float32) if accumulate else None
+    return wgrad_problem(qg, qx, lens, out=out, accumulate=accumulate)
+
+
+def _indices():
+    rng = np.random.default_rng(2)
+    ids = mxrt.contiguous_m_indices(np.array([50, 0, 7]), 32)
+    qa = mxrt.quantize_mx(rng.standard_normal((ids.size, 64)))
+    qb = mxrt.quantize_mx(rng.standard_normal((3, 40, 64)), axis=2)
+    return grouped_gemm_problem(qa, qb, ids, kind="indices", out=np.zeros((ids.size, 40), ml_dtypes.bfloat16))
+
+
+def _masked():
+    rng = np.random.default_rng(3)
+    qa = mxrt.quantize_mx(rng.standard_normal((3 * 32, 64)))
+    qb = mxrt.quantize_mx(rng.standard_normal((3, 40, 64)), axis=2)
+    masked = np.array([0, 5, 32])
+    return grouped_gemm_problem(qa, qb, masked, kind="masked", max_m=32, out=np.zeros((96, 40), ml_dtypes.bfloat16))
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("kind", ["lens", "wgrad", "wgrad_accumulate"])
+def test_auto_picks_the_amd_kernel_on_gfx950_and_gfx942(target, kind):
+    p = {"lens": _lens, "wgrad": _wgrad, "wgrad_accumulate": lambda: _wgrad(accumulate=True)}[kind]()
+    assert choose_kernel(p, target) is AMD.get(target, GENERIC)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("make", [_indices, _masked], ids=["indices", "masked"])
+def test_deepgemm_layouts_stay_generic(target, make):
+    p = make()
+    assert choose_kernel(p, target) is GENERIC
+    if target in AMD:
+        assert "kind" in grouped_gemm_amd.unsupported(target, p)
+
+
+@pytest.mark.parametrize("target", ["gfx950", "gfx942"])
+@pytest.mark.parametrize(
+    "pair", [("e4m3", "e4m3"), ("e5m2", "e4m3"), ("e2m1", "e2m1"), ("e4m3", "e2m1")], ids=lambda p: "x".join(p)
+)
+def test_every_format_pair_and_out_dtype_has_an_amd_build(target, pair):
+    for out_dtype in ("bfloat16", "float16", "float32"):
+        p = _lens(*pair, out_dtype=out_dtype)
+        plan = grouped_plan(p, target)
+        assert plan.spec is AMD[target]
+        assert plan.defines in AMD[target].variants  # the compile check builds exactly what the launcher asks for
+        d = dict(plan.defines)
+        assert (d["A_FMT"], d["B_FMT"]) == (codes.FMT_CODES[pair[0]], codes.FMT_CODES[pair[1]])
+        assert d["OUT_DTYPE"] == codes.GEMM_OUT_DTYPE_CODES[out_dtype] and d["MODE"] == 0 and d["ACCUM"] == 0
+
+
+def test_amd_plans_use_the_128_by_128_tile():
+    p = _lens(lens=(37, 0, 150, 1), n=200)
+    for target in ("gfx950", "gfx942"):
+        plan = grouped_plan(p, target)
+        assert plan.cfg.grid == (2, -(-p.m // 128) + 4 + 1, 1) and plan.cfg.block == (256, 1, 1)
+        w = _wgrad(accumulate=True)
+        wp = grouped_plan(w, target)
+        assert wp.cfg.grid == (1, 1, 3) and dict(wp.defines)["MODE"] == 3 and dict(wp.defines)["ACCUM"] == 1
+        assert wp.defines in AMD[target].variants
+        assert (wp.m, wp.n, wp.k, wp.num_groups, wp.extra) == (w.m, w.n, w.k, 3, 32)
+    generic = grouped_plan(p, "sm_90a")
+    assert generic.spec is GENERIC and generic.cfg.grid == (4, -(-p.m // 128) + 4 + 1, 1)  # 128 x 64 tiles
+    assert grouped_plan(p) == generic  # the default target is the generic kernel
+
+
+def test_dispatch_table_rows():
+    for op in ("grouped_gemm_mx", "grouped_gemm_mx_wgrad"):
+        assert kernels.select(op, "gfx950") is AMD["gfx950"]
+        assert kernels.select(op, "gfx942") is AMD["gfx942"]
+        assert kernels.select(op, "sm_90a") is GENERIC
+    for spec in AMD.values():
+        assert spec in kernels.ALL_SPECS
+
+
+def test_problems_past_the_amd_limits_fall_back():
+    p = _lens()
+    big = dataclasses.replace(p, m=2**31)  # a's codes past the 32-bit buffer offsets
+    assert "2^31" in grouped_gemm_amd.unsupported("gfx950", big)
+    assert choose_kernel(big, "gfx950") is GENERIC
+    assert "float32 scales" in grouped_gemm_amd.unsupported("gfx942", dataclasses.replace(p, scale_f32=True))
+    assert "no AMD grouped" in grouped_gemm_amd.unsupported("sm_90a", p)
+    assert grouped_gemm_amd.unsupported("gfx950", p) is None

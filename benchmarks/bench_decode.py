@@ -94,6 +94,12 @@ def main(argv=None) -> int:
     def mx_bytes(q):
         return q.data.nbytes + q.scales.nbytes
 
+    def same_size_copy(nbytes):
+        """The copy kernel moving ``nbytes`` in all (half read, half written): the bandwidth a kernel of this
+        traffic reaches with its launch, ramp and tail included."""
+        launches, moved = core.copy_launches(nbytes, l2)
+        return moved / core.time_cupy(launches, 7, log=print)[0]
+
     if args.sweep:
         for m, n, k in core.parse_shapes(args.sweep, 3):
             for fmt in args.fmts.split(","):
@@ -102,7 +108,9 @@ def main(argv=None) -> int:
                 ws = [qw] + [quant(n, k, fmt, 2 + i)[1] for i in range(sets - 1)]
                 _, qx = quant(m, k, "e4m3", 0)
                 base = gemm_decode.plan(m, n, k, 1)
-                print(f"sweep {m}x{n}x{k} {fmt}: plan {base}, {sets} weight sets")
+                same = same_size_copy(mx_bytes(qw) + mx_bytes(qx))
+                print(f"sweep {m}x{n}x{k} {fmt}: plan {base}, {sets} weight sets; copy of the same bytes "
+                      f"{same / 1e12:.2f} TB/s")  # fmt: skip
                 fa, fb = mxrt.codes.FMT_CODES["e4m3"], mxrt.codes.FMT_CODES[fmt]
                 for kw in K.DECODE_KW:
                     for st in K.DECODE_STAGES:
@@ -149,8 +157,10 @@ def main(argv=None) -> int:
             got = torch.from_dlpack(mxrt.gemm_mx(qx, qw)).view(torch.bfloat16).double()
             cd = float(1 - 2 * (got * ref).sum() / ((got * got).sum() + (ref * ref).sum()))
             nbytes = mx_bytes(qw) + mx_bytes(qx) + 2 * m * n
+            same = same_size_copy(nbytes)
             row = dict(model=model, gemm=gemm, tp=tp, m=m, n=n, k=k, fmt=fmt, path=path, mxrt_us=t_mx * 1e6,
-                       mxrt_tbps=nbytes / t_mx / 1e12, copy_frac=nbytes / t_mx / copy_bw, torch_us=t_torch * 1e6,
+                       mxrt_tbps=nbytes / t_mx / 1e12, copy_frac=nbytes / t_mx / copy_bw,
+                       same_copy_tbps=same / 1e12, same_copy_frac=nbytes / t_mx / same, torch_us=t_torch * 1e6,
                        torch_tbps=(2 * n * k + 2 * m * k + 2 * m * n) / t_torch / 1e12, speedup=t_torch / t_mx,
                        calc_diff_vs_bf16=cd, method=how, torch_method=how_t)  # fmt: skip
             if args.eager and (n, k) == ISSUE_CELL:
@@ -173,7 +183,8 @@ def main(argv=None) -> int:
                 eager = f" | eager {row['mxrt_eager_us']:.1f} vs {row['torch_eager_us']:.1f} us"
             print(
                 f"{model:11s} {gemm:7s} tp{tp} M={m:2d} N={n:5d} K={k:5d} {fmt}: mxrt {t_mx * 1e6:7.2f} us "
-                f"({row['mxrt_tbps']:.2f} TB/s, {row['copy_frac']:.0%} copy, {path}) | cuBLAS bf16 "
+                f"({row['mxrt_tbps']:.2f} TB/s, {row['copy_frac']:.0%} copy, "
+                f"{row['same_copy_frac']:.0%} same-size copy, {path}) | cuBLAS bf16 "
                 f"{t_torch * 1e6:7.2f} us ({row['torch_tbps']:.2f} TB/s) | {row['speedup']:.2f}x | calc_diff {cd:.1e}"
                 + eager
             )

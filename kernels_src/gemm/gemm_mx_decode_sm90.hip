@@ -37,15 +37,13 @@ MXRT_STATIC_ASSERT(B_FMT == MXRT_FMT_E4M3 || B_FMT == MXRT_FMT_E5M2 || B_FMT == 
 #define DEC_XROW (A_FMT == MXRT_FMT_E2M1 ? 64 : 128)
 #define DEC_STAGE_BYTES (16 * DEC_WROW + 8 * MT * DEC_XROW + 16 * 4 + 8 * MT * 4)
 
-// 8 e2m1 codes (nibbles, element 0 in bits 0..3) -> 8 e4m3 bytes: lo word elements 0..3, hi word 4..7.
-// Magnitudes through a byte permute of the table {0, 0.5, 1, 1.5, 2, 3, 4, 6}, signs moved from bit 3 to bit 7.
-MXRT_DEVICE void dec_e2m1x8_to_e4m3(u32 w, u32& lo, u32& hi) {
-  const u32 t0 = 0x3C383000u, t1 = 0x4C484440u;
-  const u32 s = w & 0x88888888u, sh = s >> 16;
-  const u32 slo = ((s & 0x8u) << 4) | ((s & 0x80u) << 8) | ((s & 0x800u) << 12) | ((s & 0x8000u) << 16);
-  const u32 shi = ((sh & 0x8u) << 4) | ((sh & 0x80u) << 8) | ((sh & 0x800u) << 12) | ((sh & 0x8000u) << 16);
-  lo = __byte_perm(t0, t1, w & 0x7777u) | slo;
-  hi = __byte_perm(t0, t1, (w >> 16) & 0x7777u) | shi;
+// 4 e2m1 codes (nibbles 0..3 of w, element 0 in bits 0..3) -> 4 e4m3 bytes. Magnitudes through a byte permute of
+// the table {0, 0.5, 1, 1.5, 2, 3, 4, 6}; signs through a second permute in sign-replicate mode: selector nibble 8
+// (negative) replicates the msb of byte 0 (0x80) -> 0xFF, nibble 4 (positive) selects byte 4 (0).
+MXRT_DEVICE u32 dec_e2m1x4_to_e4m3(u32 w) {
+  const u32 mag = __byte_perm(0x3C383000u, 0x4C484440u, w & 0x7777u);
+  const u32 sgn = __byte_perm(0x80u, 0u, 0x4444u + ((w >> 1) & 0x4444u));
+  return mag | (sgn & 0x80808080u);
 }
 
 // Byte offset of (row r, 16-byte chunk c) in a stage tile of ROW-byte rows: chunks XOR-swizzled by row so that the
@@ -74,19 +72,10 @@ MXRT_DEVICE void dec_wait() {
   asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
 }
 
-// The 8 codes of quad position q in block u of row r of a stage tile, as two e4m3/e5m2 words (lo = mma K columns
-// 4q..4q+3, hi = 16+4q..16+4q+3): fp8 bytes [8q, 8q+8) of the block; e2m1 nibbles [8q, 8q+8) widened.
-template <int FMT>
-MXRT_DEVICE void dec_frag(const u8* tile, u32 r, u32 u, u32 q, u32& lo, u32& hi) {
-  if constexpr (FMT == MXRT_FMT_E2M1) {
-    const u32 w = *(const u32*)(tile + dec_swz<64>(r, u) + 4u * q);
-    dec_e2m1x8_to_e4m3(w, lo, hi);
-  } else {
-    const uint2 v = *(const uint2*)(tile + dec_swz<128>(r, 2u * u + (q >> 1)) + 8u * (q & 1u));
-    lo = v.x;
-    hi = v.y;
-  }
-}
+template <auto V>
+struct dec_const {
+  static constexpr decltype(V) value = V;
+};
 
 #define DEC_MMA_TYPE(F) (F == MXRT_FMT_E5M2 ? 1 : 0)
 
@@ -109,7 +98,20 @@ MXRT_DEVICE void dec_mma(u32 w0, u32 w1, u32 w2, u32 w3, u32 x0, u32 x1, float (
 #undef DEC_MMA
 }
 
-MXRT_DEVICE bool dec_fast(u32 s) { return s - 64u <= 126u; }
+// All four scale bytes of w in [64, 190] (the range where P * 2^(sb-127) * 2^(sa-127) is exact with normal
+// factors): b + 65 and b + 64, added per byte without carries between bytes, both have their top bit set exactly
+// for b in [64, 190] (b + 65 alone also for b = 63; b + 64 alone also for b = 191).
+MXRT_DEVICE u32 dec_fast4(u32 w) {
+  const u32 lo7 = w & 0x7F7F7F7Fu, top = w & 0x80808080u;
+  const u32 p65 = (lo7 + 0x41414141u) ^ top, p64 = (lo7 + 0x40404040u) ^ top;
+  return p65 & p64 & 0x80808080u;
+}
+
+// The normal fp32 2^(s-127) of scale byte `byte` (0..3) of w, s in [1, 254]: s << 23 is its bit pattern.
+template <u32 BYTE>
+MXRT_DEVICE float dec_factor(u32 w) {
+  return mxrt_f32_from_bits(BYTE == 3u ? (w >> 1) & 0x7F800000u : (w << (23u - 8u * BYTE)) & 0x7F800000u);
+}
 
 extern "C" __global__ void __launch_bounds__(DEC_THREADS, 1)
     gemm_mx_decode_sm90(const u8* __restrict__ a, const u8* __restrict__ sa, const u8* __restrict__ b,
@@ -132,37 +134,40 @@ extern "C" __global__ void __launch_bounds__(DEC_THREADS, 1)
   const u32 ring_s = dec_smem_addr(ring);
   const u64 wrow_bytes = (u64)kbt * (WROW / 4u), xrow_bytes = (u64)kbt * (XROW / 4u);
 
-  // Issue the copies of group gi into ring slot `slot`: weight rows, token rows (zero past n / m), 4 scale bytes
-  // per row (the scale row's 4 blocks of the group; 4-byte aligned as k % 128 == 0).
+  // Copies of group gi into ring slot `slot`: weight rows and token rows (zero fill past n / m; the source then
+  // points at the buffer's start, read for 0 bytes), 4 scale bytes per row (the row's 4 blocks of the group,
+  // 4-byte aligned as k % 128 == 0). Lane l copies 16-byte chunk l % CH of rows l / CH + (32 / CH) * i.
+  constexpr u32 WCH = WROW / 16u, XCH = XROW / 16u, WPER = 16u * WCH / 32u, XPER = (8u * MT * XCH + 31u) / 32u;
+  const u8* w_lane = b + (u64)(row0 + lane / WCH) * wrow_bytes + 16u * (lane % WCH);
+  const u8* x_lane = a + (u64)(lane / XCH) * xrow_bytes + 16u * (lane % XCH);
+  const u64 w_step = (u64)(32u / WCH) * wrow_bytes, x_step = (u64)(32u / XCH) * xrow_bytes;
   auto issue = [&](u32 gi, u32 slot) {
     const u32 base = ring_s + slot * STAGE;
-    constexpr u32 WCH = WROW / 16u, XCH = XROW / 16u;
 #pragma unroll
-    for (u32 i = 0; i < 16u * WCH / 32u; ++i) {
-      const u32 id = i * 32u + lane, r = id / WCH, c = id % WCH;
+    for (u32 i = 0; i < WPER; ++i) {
+      const u32 r = i * (32u / WCH) + lane / WCH;
       const bool ok = row0 + r < n;
-      const u8* src = b + (ok ? (u64)(row0 + r) * wrow_bytes + (u64)gi * WROW + 16u * c : 0u);
-      dec_cp16(base + dec_swz<WROW>(r, c), src, ok ? 16u : 0u);
+      dec_cp16(base + dec_swz<WROW>(r, lane % WCH), ok ? w_lane + i * w_step + (u64)gi * WROW : b, ok ? 16u : 0u);
     }
 #pragma unroll
-    for (u32 i = 0; i < (8u * MT * XCH + 31u) / 32u; ++i) {
-      const u32 id = i * 32u + lane, r = id / XCH, c = id % XCH;
-      if (id < 8u * MT * XCH) {
+    for (u32 i = 0; i < XPER; ++i) {
+      const u32 r = i * (32u / XCH) + lane / XCH;
+      if (r < 8u * MT) {
         const bool ok = r < m;
-        const u8* src = a + (ok ? (u64)r * xrow_bytes + (u64)gi * XROW + 16u * c : 0u);
-        dec_cp16(base + X_OFF + dec_swz<XROW>(r, c), src, ok ? 16u : 0u);
+        dec_cp16(base + X_OFF + dec_swz<XROW>(r, lane % XCH), ok ? x_lane + i * x_step + (u64)gi * XROW : a,
+                 ok ? 16u : 0u);
       }
     }
     if (lane < 16u) {
       const bool ok = row0 + lane < n;
-      dec_cp4(base + WS_OFF + 4u * lane, sb + (ok ? (u64)(row0 + lane) * kbt + 4u * gi : 0u), ok ? 4u : 0u);
+      dec_cp4(base + WS_OFF + 4u * lane, ok ? sb + (u64)(row0 + lane) * kbt + 4u * gi : sb, ok ? 4u : 0u);
     }
 #pragma unroll
     for (u32 i = 0; i < (8u * MT + 31u) / 32u; ++i) {
       const u32 r = i * 32u + lane;
       if (r < 8u * MT) {
         const bool ok = r < m;
-        dec_cp4(base + XS_OFF + 4u * r, sa + (ok ? (u64)r * kbt + 4u * gi : 0u), ok ? 4u : 0u);
+        dec_cp4(base + XS_OFF + 4u * r, ok ? sa + (u64)r * kbt + 4u * gi : sa, ok ? 4u : 0u);
       }
     }
   };
@@ -173,8 +178,12 @@ extern "C" __global__ void __launch_bounds__(DEC_THREADS, 1)
 #pragma unroll
     for (int i = 0; i < 4; ++i) acc[t][i] = 0.0f;
 
-  // scale bytes of rows / tokens past n / m read as 127 (factor 1), so padding never takes the wide path
+  // scale words of rows / tokens past n / m read as 0x7F bytes (factor 1): padding never takes the wide path
   const bool vw0 = row0 + g < n, vw1 = row0 + g + 8u < n;
+  // fragment offsets of row g in a stage tile (dec_swz with the block index split off: row g+8 adds 8 rows, token
+  // row 8t+g adds 8t rows; both keep row g's swizzle)
+  const u32 f8 = g * 128u + 8u * (q & 1u) + ((((q >> 1) ^ g) & 1u) << 4), f8x = (g & 6u) << 4;
+  const u32 f4 = g * 64u + 4u * q, f4x = ((g >> 1) & 3u) << 4;
 
 #pragma unroll
   for (u32 s = 0; s + 1u < STAGES; ++s) {
@@ -190,33 +199,59 @@ extern "C" __global__ void __launch_bounds__(DEC_THREADS, 1)
     const u32 sw0 = vw0 ? *(const u32*)(st + WS_OFF + 4u * g) : 0x7F7F7F7Fu;
     const u32 sw1 = vw1 ? *(const u32*)(st + WS_OFF + 4u * (g + 8u)) : 0x7F7F7F7Fu;
     u32 sx0[MT], sx1[MT];
+    u32 fast = dec_fast4(sw0) & dec_fast4(sw1);
 #pragma unroll
     for (int t = 0; t < MT; ++t) {
       const u32 j = 8u * t + 2u * q;
       sx0[t] = j < m ? *(const u32*)(st + XS_OFF + 4u * j) : 0x7F7F7F7Fu;
       sx1[t] = j + 1u < m ? *(const u32*)(st + XS_OFF + 4u * (j + 1u)) : 0x7F7F7F7Fu;
+      fast &= dec_fast4(sx0[t]) & dec_fast4(sx1[t]);
     }
-#pragma unroll
-    for (u32 u = 0; u < 4u; ++u) {
+    auto block = [&](auto ublk, auto wide) {
+      constexpr u32 u = decltype(ublk)::value;
+      constexpr bool W = decltype(wide)::value;
       u32 w0, w1, w2, w3;
-      dec_frag<B_FMT>(st, g, u, q, w0, w2);
-      dec_frag<B_FMT>(st, g + 8u, u, q, w1, w3);
-      const u32 s_w0 = (sw0 >> (8u * u)) & 0xFFu, s_w1 = (sw1 >> (8u * u)) & 0xFFu;
+      if constexpr (B_FMT == MXRT_FMT_E2M1) {
+        const u8* p = st + f4 + ((u << 4) ^ f4x);
+        const u32 v0 = *(const u32*)p, v1 = *(const u32*)(p + 512u);
+        w0 = dec_e2m1x4_to_e4m3(v0);
+        w2 = dec_e2m1x4_to_e4m3(v0 >> 16);
+        w1 = dec_e2m1x4_to_e4m3(v1);
+        w3 = dec_e2m1x4_to_e4m3(v1 >> 16);
+      } else {
+        const u8* p = st + f8 + (((2u * u) << 4) ^ f8x);
+        const uint2 v0 = *(const uint2*)p, v1 = *(const uint2*)(p + 1024u);
+        w0 = v0.x;
+        w2 = v0.y;
+        w1 = v1.x;
+        w3 = v1.y;
+      }
 #pragma unroll
       for (int t = 0; t < MT; ++t) {
         u32 x0, x1;
-        dec_frag<A_FMT>(st + X_OFF, 8u * t + g, u, q, x0, x1);
+        if constexpr (A_FMT == MXRT_FMT_E2M1) {
+          const u32 v = *(const u32*)(st + X_OFF + 512u * t + f4 + ((u << 4) ^ f4x));
+          x0 = dec_e2m1x4_to_e4m3(v);
+          x1 = dec_e2m1x4_to_e4m3(v >> 16);
+        } else {
+          const uint2 v = *(const uint2*)(st + X_OFF + 1024u * t + f8 + (((2u * u) << 4) ^ f8x));
+          x0 = v.x;
+          x1 = v.y;
+        }
         float d[4];
         dec_mma<DEC_MMA_TYPE(WFMT), DEC_MMA_TYPE(XFMT)>(w0, w1, w2, w3, x0, x1, d);
         // d[0]: (row g, token 2q), d[1]: (g, 2q+1), d[2]: (g+8, 2q), d[3]: (g+8, 2q+1)
-        const u32 s_x0 = (sx0[t] >> (8u * u)) & 0xFFu, s_x1 = (sx1[t] >> (8u * u)) & 0xFFu;
-        const u32 sw[4] = {s_w0, s_w0, s_w1, s_w1};
-        const u32 sx[4] = {s_x0, s_x1, s_x0, s_x1};
-        if (dec_fast(s_w0) && dec_fast(s_w1) && dec_fast(s_x0) && dec_fast(s_x1)) {
-#pragma unroll
-          for (int e = 0; e < 4; ++e)
-            acc[t][e] = mxrt_fma(d[e] * mxrt_pow2((i32)sw[e] - 127), mxrt_pow2((i32)sx[e] - 127), acc[t][e]);
+        if constexpr (!W) {
+          const float fw0 = dec_factor<u>(sw0), fw1 = dec_factor<u>(sw1);
+          const float fx0 = dec_factor<u>(sx0[t]), fx1 = dec_factor<u>(sx1[t]);
+          acc[t][0] = mxrt_fma(d[0] * fw0, fx0, acc[t][0]);
+          acc[t][1] = mxrt_fma(d[1] * fw0, fx1, acc[t][1]);
+          acc[t][2] = mxrt_fma(d[2] * fw1, fx0, acc[t][2]);
+          acc[t][3] = mxrt_fma(d[3] * fw1, fx1, acc[t][3]);
         } else {
+          const u32 bw0 = (sw0 >> (8u * u)) & 0xFFu, bw1 = (sw1 >> (8u * u)) & 0xFFu;
+          const u32 bx0 = (sx0[t] >> (8u * u)) & 0xFFu, bx1 = (sx1[t] >> (8u * u)) & 0xFFu;
+          const u32 sw[4] = {bw0, bw0, bw1, bw1}, sx[4] = {bx0, bx1, bx0, bx1};
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
             if (sw[e] == MXRT_E8M0_NAN || sx[e] == MXRT_E8M0_NAN) {
@@ -229,6 +264,18 @@ extern "C" __global__ void __launch_bounds__(DEC_THREADS, 1)
           }
         }
       }
+    };
+    // one branch per stage: the fast promotion unless a scale of the stage lies outside [64, 190]
+    if (fast == 0x80808080u) {
+      block(dec_const<0>{}, dec_const<false>{});
+      block(dec_const<1>{}, dec_const<false>{});
+      block(dec_const<2>{}, dec_const<false>{});
+      block(dec_const<3>{}, dec_const<false>{});
+    } else {
+      block(dec_const<0>{}, dec_const<true>{});
+      block(dec_const<1>{}, dec_const<true>{});
+      block(dec_const<2>{}, dec_const<true>{});
+      block(dec_const<3>{}, dec_const<true>{});
     }
     __syncwarp();  // every lane has read slot i % STAGES before iteration i + 1 refills it
   }

@@ -1,20 +1,19 @@
 // kernel   gemm_mx_decode_sm90                                                        (extern "C")
-// computes out[m,n] = sum_kb 2^(sa[m,kb]-127) * 2^(sb[n,kb]-127) * sum_{k in kb} A[m,k] * B[n,k], m <= 8*MT tokens
-//          (decode). Swap-AB: 16 weight rows (B) x 8 tokens (A) per mma.sync m16n8k32 per MX block, from zero,
-//          promoted as acc = fma(P * 2^(sb-127), 2^(sa-127), acc) when its scales lie in [64, 190], else by the
-//          exact two-step factors (mxrt_scale_steps; NaN for 0xFF). Each warp streams its 16 rows x its K range
-//          through a private ring of STAGES shared-memory stages of 4 blocks (cp.async, codes and scales, zero
-//          fill past m / n); e2m1 is widened to e4m3 at the fragment read. KW warps split a CTA's 4-block groups,
-//          summed in shared memory in warp order; split z covers groups [z*G/split_k, (z+1)*G/split_k), G = k/128.
-//          ATOMIC=0 stores slice z of out (fp32 [split_k,m,n] when split_k > 1, else [m,n] OUT_DTYPE); ATOMIC=1
-//          adds (fp32 / bf16x2 / f16x2)
-// args     const u8* a [m,row bytes] (tokens) | const u8* sa [m,k/32] | const u8* b [n,row bytes] (weights) |
-//          const u8* sb [n,k/32] (E8M0, row-major) | void* out | u32 m, u32 n, u32 k, u32 split_k
-// grid     (ceil(n/16),1,split_k)   block (32*KW,1,1)   smem max(KW*STAGES*stage bytes, KW*16*8*MT*4) dynamic
-// defines  A_FMT, B_FMT (MXRT_FMT_E4M3/_E5M2/_E2M1), OUT_DTYPE (MXRT_OUT_*), ATOMIC, MT (1/2/4/8), KW (warps),
-//          STAGES (ring depth)   set by mxrt/ops/gemm_decode.py (variants, smem: mxrt/ops/gemm_decode_kernels.py)
-// requires sm_89+; k % 128 == 0; a, b 16-byte aligned; m <= 8*MT; m, n, k/32*max(m,n) < 2^31; split_k <= 65535;
-//          ATOMIC with 16-bit out: out 4-byte aligned, m*n even           checked by mxrt/ops/gemm_decode.py
+// computes out[m,n] = sum_kb 2^(sa[m,kb]-127) * 2^(sb[n,kb]-127) * sum_{k in kb} A[m,k] * B[n,k], m <= 8*MT (decode).
+//          Swap-AB: 16 weight rows x 8 tokens per mma.sync m16n8k32 per MX block, from zero, promoted as acc =
+//          fma(P * 2^(sb-127), 2^(sa-127), acc) when a stage's scales lie in [64, 190], else by the exact two-step
+//          factors (mxrt_scale_steps; NaN for 0xFF). Each warp streams its 16 rows x K range through a private ring
+//          of STAGES stages of 4 blocks: code tiles by TMA (an mbarrier per slot, zero fill past n / m), scale words
+//          by cp.async; e2m1 widened to e4m3 at the fragment read. KW warps split a CTA's 4-block groups, summed in
+//          warp order; split z: groups [z*G/split_k, (z+1)*G/split_k), G = k/128. ATOMIC=0 stores slice z (fp32
+//          [split_k,m,n] when split_k > 1, else [m,n] OUT_DTYPE); ATOMIC=1 adds (fp32 / bf16x2 / f16x2)
+// args     const __grid_constant__ mxrt_tmap tmx, tmw (tokens A [m,row bytes], weights B [n,row bytes], uint8; boxes
+//          8*MT / 16 rows x 128 B, SWIZZLE_128B (fp8) or 64 B, SWIZZLE_64B (e2m1)) | const u8* sa [m,k/32] |
+//          const u8* sb [n,k/32] | void* out | u32 m, n, k, split_k
+// grid     (ceil(n/16),1,split_k)   block (32*KW,1,1)   smem gemm_decode_kernels.smem_bytes (dynamic)
+// defines  A_FMT, B_FMT (MXRT_FMT_*), OUT_DTYPE, ATOMIC, MT (1/2/4/8), KW, STAGES   set by mxrt/ops/gemm_decode.py
+// requires sm_90a; k % 128 == 0; codes 16-B / scales 4-B aligned; m <= 8*MT; sizes < 2^31; split_k <= 65535; ATOMIC
+//          with 16-bit out: out 4-byte aligned, m*n even                  checked by mxrt/ops/gemm_decode.py
 #include "../common/mx_gemm.h"
 
 #if !defined(A_FMT) || !defined(B_FMT) || !defined(OUT_DTYPE) || !defined(ATOMIC) || !defined(MT) || \
@@ -35,7 +34,9 @@ MXRT_STATIC_ASSERT(B_FMT == MXRT_FMT_E4M3 || B_FMT == MXRT_FMT_E5M2 || B_FMT == 
 // bytes of one row's 4 blocks: 128 (fp8) or 64 (e2m1); a stage = 16 weight rows + 8*MT token rows + their scales
 #define DEC_WROW (B_FMT == MXRT_FMT_E2M1 ? 64 : 128)
 #define DEC_XROW (A_FMT == MXRT_FMT_E2M1 ? 64 : 128)
-#define DEC_STAGE_BYTES (16 * DEC_WROW + 8 * MT * DEC_XROW + 16 * 4 + 8 * MT * 4)
+// code stage: the weight tile then the token tile, padded to 1024 bytes (the 128-byte swizzle's alignment)
+#define DEC_CODE_STAGE (((16 * DEC_WROW + 8 * MT * DEC_XROW) + 1023) / 1024 * 1024)
+#define DEC_SCALE_STAGE (16 * 4 + 8 * MT * 4)
 
 // 4 e2m1 codes (nibbles 0..3 of w, element 0 in bits 0..3) -> 4 e4m3 bytes. Magnitudes through a byte permute of
 // the table {0, 0.5, 1, 1.5, 2, 3, 4, 6}; signs through a second permute in sign-replicate mode: selector nibble 8
@@ -46,12 +47,9 @@ MXRT_DEVICE u32 dec_e2m1x4_to_e4m3(u32 w) {
   return mag | (sgn & 0x80808080u);
 }
 
-// Byte offset of (row r, 16-byte chunk c) in a stage tile of ROW-byte rows: chunks XOR-swizzled by row so that the
-// fragment reads of 8 rows fall in distinct banks (fp8: c ^ (r & 7); e2m1: c ^ ((r >> 1) & 3)).
-template <int ROW>
-MXRT_DEVICE u32 dec_swz(u32 r, u32 c) {
-  return ROW == 128 ? r * 128u + ((c ^ (r & 7u)) << 4) : r * 64u + ((c ^ ((r >> 1) & 3u)) << 4);
-}
+// Stage tiles are written by TMA with the 128-byte swizzle (fp8 rows of 128 bytes: the 16-byte chunk c of row r
+// sits at chunk c ^ (r & 7)) or the 64-byte swizzle (e2m1 rows of 64 bytes: chunk c ^ ((r >> 1) & 3)); the fragment
+// reads of 8 rows then fall in distinct banks.
 
 MXRT_DEVICE u32 dec_smem_addr(const void* p) {
   u32 r;
@@ -59,12 +57,33 @@ MXRT_DEVICE u32 dec_smem_addr(const void* p) {
   return r;
 }
 
-// cp.async of 16 (or 4) bytes; src_bytes 0 fills zeros and reads nothing.
-MXRT_DEVICE void dec_cp16(u32 dst, const void* src, u32 src_bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
-}
+// cp.async of 4 bytes (the scale words).
 MXRT_DEVICE void dec_cp4(u32 dst, const void* src, u32 src_bytes) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
+}
+struct __attribute__((aligned(64))) mxrt_tmap {
+  u64 opaque[16];
+};
+MXRT_DEVICE void dec_mbar_init(u32 bar, u32 count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+}
+MXRT_DEVICE void dec_mbar_wait(u32 bar, u32 parity) {
+  asm volatile(
+      "{\n.reg .pred P1;\nLAB_WAIT:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 P1, [%0], %1;\n"
+      "@P1 bra DONE;\nbra LAB_WAIT;\nDONE:\n}\n" ::"r"(bar),
+      "r"(parity)
+      : "memory");
+}
+MXRT_DEVICE void dec_mbar_arrive_tx(u32 bar, u32 bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
+}
+MXRT_DEVICE void dec_tma_2d(u32 dst, const void* tmap, u32 bar, i32 c0, i32 c1) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::"r"(
+          dst),
+      "l"(tmap), "r"(c0), "r"(c1), "r"(bar)
+      : "memory");
 }
 MXRT_DEVICE void dec_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 template <int N>
@@ -83,7 +102,7 @@ struct dec_const {
 template <int WT, int XT>
 MXRT_DEVICE void dec_mma(u32 w0, u32 w1, u32 w2, u32 w3, u32 x0, u32 x1, float (&d)[4]) {
 #define DEC_MMA(TA, TB)                                                                                         \
-  asm volatile("mma.sync.aligned.m16n8k32.row.col.f32." TA "." TB ".f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, " \
+  asm("mma.sync.aligned.m16n8k32.row.col.f32." TA "." TB ".f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, " \
                "{%10,%10,%10,%10};"                                                                             \
                : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])                                                 \
                : "r"(w0), "r"(w1), "r"(w2), "r"(w3), "r"(x0), "r"(x1), "f"(0.0f))
@@ -114,13 +133,16 @@ MXRT_DEVICE float dec_factor(u32 w) {
 }
 
 extern "C" __global__ void __launch_bounds__(DEC_THREADS, 1)
-    gemm_mx_decode_sm90(const u8* __restrict__ a, const u8* __restrict__ sa, const u8* __restrict__ b,
-                        const u8* __restrict__ sb, void* __restrict__ out, u32 m, u32 n, u32 k, u32 split_k) {
+    gemm_mx_decode_sm90(const __grid_constant__ mxrt_tmap tmx, const __grid_constant__ mxrt_tmap tmw,
+                        const u8* __restrict__ sa, const u8* __restrict__ sb, void* __restrict__ out, u32 m, u32 n,
+                        u32 k, u32 split_k) {
   constexpr int WFMT = B_FMT == MXRT_FMT_E2M1 ? MXRT_FMT_E4M3 : B_FMT;  // what the tensor cores see
   constexpr int XFMT = A_FMT == MXRT_FMT_E2M1 ? MXRT_FMT_E4M3 : A_FMT;
-  constexpr u32 WROW = DEC_WROW, XROW = DEC_XROW, STAGE = DEC_STAGE_BYTES;
-  constexpr u32 X_OFF = 16u * WROW, WS_OFF = X_OFF + 8u * MT * XROW, XS_OFF = WS_OFF + 64u;
-  extern __shared__ __align__(16) u8 dsm[];
+  constexpr u32 WROW = DEC_WROW, XROW = DEC_XROW, CODE = DEC_CODE_STAGE, SCALE = DEC_SCALE_STAGE;
+  constexpr u32 X_OFF = 16u * WROW, TX_BYTES = 16u * WROW + 8u * MT * XROW;
+  extern __shared__ u8 smem_raw[];
+  // [KW][STAGES] code stages (1024-aligned) | [KW][STAGES] scale stages | [KW][STAGES] mbarriers
+  u8* dsm = smem_raw + ((1024u - (dec_smem_addr(smem_raw) & 1023u)) & 1023u);
 
   const u32 tid = MXRT_TID_X, lane = tid % 32u, warp = tid / 32u;
   const u32 g = lane / 4u, q = lane % 4u;
@@ -130,45 +152,33 @@ extern "C" __global__ void __launch_bounds__(DEC_THREADS, 1)
   const u32 g0 = cg0 + (u32)((u64)warp * (cg1 - cg0) / KW), g1 = cg0 + (u32)((u64)(warp + 1u) * (cg1 - cg0) / KW);
   const u32 ngr = g1 - g0;
   const u32 row0 = MXRT_BID_X * 16u;
-  u8* ring = dsm + warp * (STAGES * STAGE);
-  const u32 ring_s = dec_smem_addr(ring);
-  const u64 wrow_bytes = (u64)kbt * (WROW / 4u), xrow_bytes = (u64)kbt * (XROW / 4u);
+  u8* codes = dsm + warp * (STAGES * CODE);
+  u8* scales = dsm + KW * STAGES * CODE + warp * (STAGES * SCALE);
+  const u32 codes_s = dec_smem_addr(codes), scales_s = dec_smem_addr(scales);
+  const u32 bar0 = dec_smem_addr(dsm + KW * STAGES * (CODE + SCALE)) + warp * (STAGES * 8u);
+  if (lane == 0) {
+    for (u32 s = 0; s < STAGES; ++s) dec_mbar_init(bar0 + 8u * s, 1u);
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncwarp();
 
-  // Copies of group gi into ring slot `slot`: weight rows and token rows (zero fill past n / m; the source then
-  // points at the buffer's start, read for 0 bytes), 4 scale bytes per row (the row's 4 blocks of the group,
-  // 4-byte aligned as k % 128 == 0). Lane l copies 16-byte chunk l % CH of rows l / CH + (32 / CH) * i.
-  constexpr u32 WCH = WROW / 16u, XCH = XROW / 16u, WPER = 16u * WCH / 32u, XPER = (8u * MT * XCH + 31u) / 32u;
-  const u8* w_lane = b + (u64)(row0 + lane / WCH) * wrow_bytes + 16u * (lane % WCH);
-  const u8* x_lane = a + (u64)(lane / XCH) * xrow_bytes + 16u * (lane % XCH);
-  const u64 w_step = (u64)(32u / WCH) * wrow_bytes, x_step = (u64)(32u / XCH) * xrow_bytes;
+  // Group gi into ring slot `slot`: lane 0 arms the slot's barrier and issues the two TMA tiles (rows past n / m
+  // arrive as zeros and count in the bytes); lanes copy 4 scale bytes per row (the row's 4 blocks of the group,
+  // 4-byte aligned as k % 128 == 0; rows past n / m are not copied and read as 127 later).
   auto issue = [&](u32 gi, u32 slot) {
-    const u32 base = ring_s + slot * STAGE;
-#pragma unroll
-    for (u32 i = 0; i < WPER; ++i) {
-      const u32 r = i * (32u / WCH) + lane / WCH;
-      const bool ok = row0 + r < n;
-      dec_cp16(base + dec_swz<WROW>(r, lane % WCH), ok ? w_lane + i * w_step + (u64)gi * WROW : b, ok ? 16u : 0u);
+    if (lane == 0) {
+      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // this slot's generic reads before the refill
+      const u32 bar = bar0 + 8u * slot, dst = codes_s + slot * CODE;
+      dec_mbar_arrive_tx(bar, TX_BYTES);
+      dec_tma_2d(dst, &tmw, bar, (i32)(gi * WROW), (i32)row0);
+      dec_tma_2d(dst + X_OFF, &tmx, bar, (i32)(gi * XROW), 0);
     }
-#pragma unroll
-    for (u32 i = 0; i < XPER; ++i) {
-      const u32 r = i * (32u / XCH) + lane / XCH;
-      if (r < 8u * MT) {
-        const bool ok = r < m;
-        dec_cp16(base + X_OFF + dec_swz<XROW>(r, lane % XCH), ok ? x_lane + i * x_step + (u64)gi * XROW : a,
-                 ok ? 16u : 0u);
-      }
-    }
-    if (lane < 16u) {
-      const bool ok = row0 + lane < n;
-      dec_cp4(base + WS_OFF + 4u * lane, ok ? sb + (u64)(row0 + lane) * kbt + 4u * gi : sb, ok ? 4u : 0u);
-    }
+    const u32 sbase = scales_s + slot * SCALE;
+    if (lane < 16u && row0 + lane < n) dec_cp4(sbase + 4u * lane, sb + (u64)(row0 + lane) * kbt + 4u * gi, 4u);
 #pragma unroll
     for (u32 i = 0; i < (8u * MT + 31u) / 32u; ++i) {
       const u32 r = i * 32u + lane;
-      if (r < 8u * MT) {
-        const bool ok = r < m;
-        dec_cp4(base + XS_OFF + 4u * r, ok ? sa + (u64)r * kbt + 4u * gi : sa, ok ? 4u : 0u);
-      }
+      if (r < 8u * MT && r < m) dec_cp4(sbase + 64u + 4u * r, sa + (u64)r * kbt + 4u * gi, 4u);
     }
   };
 
@@ -194,17 +204,19 @@ extern "C" __global__ void __launch_bounds__(DEC_THREADS, 1)
     if (i + STAGES - 1u < ngr) issue(g0 + i + STAGES - 1u, (i + STAGES - 1u) % STAGES);
     dec_commit();
     dec_wait<STAGES - 1>();
+    dec_mbar_wait(bar0 + 8u * (i % STAGES), (i / STAGES) & 1u);
     __syncwarp();
-    const u8* st = ring + (i % STAGES) * STAGE;
-    const u32 sw0 = vw0 ? *(const u32*)(st + WS_OFF + 4u * g) : 0x7F7F7F7Fu;
-    const u32 sw1 = vw1 ? *(const u32*)(st + WS_OFF + 4u * (g + 8u)) : 0x7F7F7F7Fu;
+    const u8* st = codes + (i % STAGES) * CODE;
+    const u8* ss = scales + (i % STAGES) * SCALE;
+    const u32 sw0 = vw0 ? *(const u32*)(ss + 4u * g) : 0x7F7F7F7Fu;
+    const u32 sw1 = vw1 ? *(const u32*)(ss + 4u * (g + 8u)) : 0x7F7F7F7Fu;
     u32 sx0[MT], sx1[MT];
     u32 fast = dec_fast4(sw0) & dec_fast4(sw1);
 #pragma unroll
     for (int t = 0; t < MT; ++t) {
       const u32 j = 8u * t + 2u * q;
-      sx0[t] = j < m ? *(const u32*)(st + XS_OFF + 4u * j) : 0x7F7F7F7Fu;
-      sx1[t] = j + 1u < m ? *(const u32*)(st + XS_OFF + 4u * (j + 1u)) : 0x7F7F7F7Fu;
+      sx0[t] = j < m ? *(const u32*)(ss + 64u + 4u * j) : 0x7F7F7F7Fu;
+      sx1[t] = j + 1u < m ? *(const u32*)(ss + 64u + 4u * (j + 1u)) : 0x7F7F7F7Fu;
       fast &= dec_fast4(sx0[t]) & dec_fast4(sx1[t]);
     }
     auto block = [&](auto ublk, auto wide) {
@@ -281,7 +293,7 @@ extern "C" __global__ void __launch_bounds__(DEC_THREADS, 1)
   }
   dec_wait<0>();
 
-  // K warps -> shared memory (the ring, now idle) -> summed in warp order
+  // K warps -> shared memory (the code rings, now idle) -> summed in warp order
   __syncthreads();
   float* red = (float*)dsm;  // [KW][16][8 * MT]
   constexpr u32 RS = 8u * MT;

@@ -11,11 +11,12 @@ scales; ``k % 128 == 0``; 16-byte aligned code bases and 4-byte aligned scales; 
 for e2m1 x e2m1, as on ``sm90_wgmma``: the fp8 tensor cores' k32 partials carry ~2-5e-5 relative error); sizes
 below 2^31.
 
-Memory-level parallelism without registers: each warp streams its 16 rows x its share of the CTA's K range through
-a private ring of shared-memory stages (cp.async of codes and scales, 4 MX blocks per stage), so many KB per SM are
-in flight while the warp multiplies the oldest stage. A CTA owns 16 weight rows; ``KW`` warps split its K range and
-are summed in shared memory in a fixed order. ``split_k > 1`` splits K across CTAs on top, with the shared
-deterministic / atomic modes (:mod:`mxrt.ops.gemm_splitk`).
+Memory-level parallelism without registers or issue slots: each warp streams its 16 rows x its share of the
+CTA's K range through a private ring of shared-memory stages of 4 MX blocks (two TMA tiles per stage issued by one
+lane, scale words by cp.async), so many KB per SM are in flight while the warp multiplies the oldest stage. A CTA
+owns 16 weight rows; ``KW`` warps split its K range and are summed in shared memory in a fixed order.
+``split_k > 1`` splits K across CTAs on top, with the shared deterministic / atomic modes
+(:mod:`mxrt.ops.gemm_splitk`).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from ..runtime.kernel_spec import defines
 from ..runtime.launch import MAX_GRID_YZ, LaunchConfig, launch
 from . import gemm_decode_kernels as K
 from .gemm_paths import DeviceGemm, GemmPath, register_gemm_path
+from .gemm_sm90 import tensor_map_arg
 from .gemm_splitk import run_split_k
 
 NAME = "sm90_decode"
@@ -87,7 +89,7 @@ def plan(m: int, n: int, k: int, split_k: int) -> DecodeConfig:
 DEFAULT = {1: (4, 4), 2: (4, 4), 4: (4, 3), 8: (4, 2)}
 
 _KERNELS: dict = {}
-_LAUNCHES: dict = {}  # (sizes, formats, out code, atomic, tune, arch) -> (kernel, LaunchConfig)
+_LAUNCHES: dict = {}  # (sizes, formats, out code, atomic, tune, arch) -> (kernel, LaunchConfig, map boxes)
 
 
 def _kernel(d: Any, arch: Any, smem: int) -> Any:
@@ -101,7 +103,7 @@ def _kernel(d: Any, arch: Any, smem: int) -> Any:
     return kernel
 
 
-def _launch_plan(dg: DeviceGemm, out_code: int, atomic: bool, tune: dict) -> tuple[Any, LaunchConfig]:
+def _launch_plan(dg: DeviceGemm, out_code: int, atomic: bool, tune: dict) -> tuple[Any, LaunchConfig, tuple]:
     p = dg.p
     c = plan(p.m, p.n, p.k, p.split_k)
     c = DecodeConfig(*(tune.get(f, getattr(c, f)) for f in ("mt", "kw", "stages")))
@@ -109,7 +111,8 @@ def _launch_plan(dg: DeviceGemm, out_code: int, atomic: bool, tune: dict) -> tup
     d = defines(A_FMT=fa, ATOMIC=int(atomic), B_FMT=fb, KW=c.kw, MT=c.mt, OUT_DTYPE=out_code, STAGES=c.stages)
     smem = K.smem_bytes(fa, fb, c.mt, c.kw, c.stages)
     kernel = _kernel(d, dg.arch, smem)
-    return kernel, LaunchConfig((-(-p.n // 16), 1, p.split_k), (c.threads, 1, 1), smem)
+    cfg = LaunchConfig((-(-p.n // 16), 1, p.split_k), (c.threads, 1, 1), smem)
+    return kernel, cfg, (K.row_bytes(fa), K.row_bytes(fb), c.mt)
 
 
 def _launch(dg: DeviceGemm, dst: Any, out_code: int, atomic: bool, tune: dict) -> None:
@@ -120,9 +123,12 @@ def _launch(dg: DeviceGemm, dst: Any, out_code: int, atomic: bool, tune: dict) -
         if len(_LAUNCHES) >= 4096:
             _LAUNCHES.clear()
         hit = _LAUNCHES[key] = _launch_plan(dg, out_code, atomic, tune)
-    kernel, cfg = hit
+    kernel, cfg, (xrow, wrow, mt) = hit
+    dev = dg.a_codes.data.device_id
+    tmx = tensor_map_arg(dg.a_codes.data.ptr, p.m, p.k * xrow // 128, 8 * mt, dev, xrow)
+    tmw = tensor_map_arg(dg.b_codes.data.ptr, p.n, p.k * wrow // 128, 16, dev, wrow)
     u32 = np.uint32
-    args = (dg.a_codes, dg.a_scales, dg.b_codes, dg.b_scales, dst, u32(p.m), u32(p.n), u32(p.k), u32(p.split_k))
+    args = (tmx, tmw, dg.a_scales, dg.b_scales, dst, u32(p.m), u32(p.n), u32(p.k), u32(p.split_k))
     launch(p.op, kernel, cfg, args)
 
 

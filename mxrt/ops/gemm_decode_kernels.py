@@ -22,16 +22,22 @@ _F32, _BF16, _F16 = (GEMM_OUT_DTYPE_CODES[n] for n in ("float32", "bfloat16", "f
 _E2M1 = FMT_CODES["e2m1"]
 
 
+def row_bytes(fmt: int) -> int:
+    """Bytes of one row's 4 MX blocks in a stage (the TMA box width): 128 (fp8) or 64 (e2m1)."""
+    return 64 if fmt == _E2M1 else 128
+
+
 def stage_bytes(a_fmt: int, b_fmt: int, mt: int) -> int:
-    """One ring stage: 16 weight rows and 8 * mt token rows of 4 blocks (128 bytes fp8, 64 e2m1), their scales."""
-    wrow = 64 if b_fmt == _E2M1 else 128
-    xrow = 64 if a_fmt == _E2M1 else 128
-    return 16 * wrow + 8 * mt * xrow + 16 * 4 + 8 * mt * 4
+    """One ring stage: the code tiles (16 weight rows, 8 * mt token rows) padded to 1024 bytes, the scale words, the
+    slot's mbarrier."""
+    codes = -(-(16 * row_bytes(b_fmt) + 8 * mt * row_bytes(a_fmt)) // 1024) * 1024
+    return codes + 16 * 4 + 8 * mt * 4 + 8
 
 
 def smem_bytes(a_fmt: int, b_fmt: int, mt: int, kw: int, stages: int) -> int:
-    """Dynamic shared memory of a build: the warps' rings, reused for the [kw][16][8 * mt] fp32 partials."""
-    return max(kw * stages * stage_bytes(a_fmt, b_fmt, mt), kw * 16 * 8 * mt * 4)
+    """Dynamic shared memory of a build: the warps' rings (the code stages also hold the [kw][16][8 * mt] fp32
+    partials at the end) and 1024 bytes of alignment slack."""
+    return kw * stages * stage_bytes(a_fmt, b_fmt, mt) + 1024
 
 
 def decode_variant(a_fmt: int, b_fmt: int, atomic: int, kw: int, mt: int, out: int, stages: int) -> Defines:

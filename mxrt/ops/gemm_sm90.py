@@ -60,6 +60,7 @@ _LIMIT = 2**31
 # ---- tensor maps (driver API through ctypes: CuPy does not expose cuTensorMapEncodeTiled) -------------------
 _CU_TENSOR_MAP_DATA_TYPE_UINT8 = 0
 _CU_TENSOR_MAP_INTERLEAVE_NONE = 0
+_CU_TENSOR_MAP_SWIZZLE_64B = 2
 _CU_TENSOR_MAP_SWIZZLE_128B = 3
 _CU_TENSOR_MAP_L2_PROMOTION_L2_256B = 3
 _CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE = 0  # out-of-bounds elements read as zero
@@ -98,15 +99,16 @@ def _encode_tiled() -> Any:
     return _driver
 
 
-def tensor_map_2d(ptr: int, rows: int, cols: int, box_rows: int = 128) -> np.ndarray:
+def tensor_map_2d(ptr: int, rows: int, cols: int, box_rows: int = 128, box_cols: int = 128) -> np.ndarray:
     """The 128-byte CUtensorMap of a row-major uint8 ``[rows, cols]`` matrix at device address ``ptr``, box
-    ``box_rows`` x 128 bytes, 128-byte swizzle, zero fill out of bounds (``cols % 16 == 0``, ``ptr % 16 == 0``)."""
+    ``box_rows`` x ``box_cols`` bytes (128: 128-byte swizzle; 64: 64-byte swizzle), zero fill out of bounds
+    (``cols % 16 == 0``, ``ptr % 16 == 0``)."""
     buf = np.zeros(_TMAP_BYTES + 64, np.uint8)
     off = (-buf.ctypes.data) % 64
     u64 = ctypes.c_uint64
     dims = (u64 * 2)(cols, rows)
     strides = (u64 * 1)(cols)
-    box = (ctypes.c_uint32 * 2)(128, box_rows)
+    box = (ctypes.c_uint32 * 2)(box_cols, box_rows)
     estr = (ctypes.c_uint32 * 2)(1, 1)
     res = _encode_tiled()(
         buf.ctypes.data + off,
@@ -118,7 +120,7 @@ def tensor_map_2d(ptr: int, rows: int, cols: int, box_rows: int = 128) -> np.nda
         box,
         estr,
         _CU_TENSOR_MAP_INTERLEAVE_NONE,
-        _CU_TENSOR_MAP_SWIZZLE_128B,
+        _CU_TENSOR_MAP_SWIZZLE_128B if box_cols == 128 else _CU_TENSOR_MAP_SWIZZLE_64B,
         _CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
         _CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
     )
@@ -130,7 +132,9 @@ def tensor_map_2d(ptr: int, rows: int, cols: int, box_rows: int = 128) -> np.nda
     return buf[off : off + _TMAP_BYTES].copy()
 
 
-def tensor_map_arg(ptr: int, rows: int, cols: int, box_rows: int, device_id: int | None = None) -> np.void:
+def tensor_map_arg(
+    ptr: int, rows: int, cols: int, box_rows: int, device_id: int | None = None, box_cols: int = 128
+) -> np.void:
     """:func:`tensor_map_2d` as a kernel argument (a 128-byte numpy scalar passed by value), cached on the host by
     what it encodes (a host-side cache of bytes: nothing is copied to the device). ``device_id``: the buffer's
     device (default: CuPy's current one)."""
@@ -138,13 +142,13 @@ def tensor_map_arg(ptr: int, rows: int, cols: int, box_rows: int, device_id: int
         import cupy
 
         device_id = cupy.cuda.Device().id
-    key = (device_id, ptr, rows, cols, box_rows)
+    key = (device_id, ptr, rows, cols, box_rows, box_cols)
     with _lock:
         hit = _maps.get(key)
         if hit is not None:
             _maps.move_to_end(key)
             return hit
-    arg = tensor_map_2d(ptr, rows, cols, box_rows).view(TMAP_DTYPE)[0]
+    arg = tensor_map_2d(ptr, rows, cols, box_rows, box_cols).view(TMAP_DTYPE)[0]
     with _lock:
         _maps[key] = arg
         while len(_maps) > _MAPS_KEPT:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 
@@ -154,6 +155,15 @@ def main(argv=None) -> int:
             dg = gemm_op.device_gemm(gemm_problem(qx, qw))
             path = select_gemm_path(dg).name
             t_mx, how = core.time_cupy([lambda w=w, qx=qx: mxrt.gemm_mx(qx, w) for w in ws], 7, log=print)
+            t_wg = None  # the dense Hopper path on the same cell (what served decode before sm90_decode)
+            if path == "sm90_decode" and not budget.over():
+                os.environ["MXRT_GEMM_PATH"] = "sm90_wgmma"
+                try:
+                    t_wg, _ = core.time_cupy([lambda w=w, qx=qx: mxrt.gemm_mx(qx, w) for w in ws], 7, log=print)
+                except Exception as e:  # the path declines the cell
+                    print(f"    sm90_wgmma: {type(e).__name__}: {str(e)[:100]}")
+                finally:
+                    del os.environ["MXRT_GEMM_PATH"]
             got = torch.from_dlpack(mxrt.gemm_mx(qx, qw)).view(torch.bfloat16).double()
             cd = float(1 - 2 * (got * ref).sum() / ((got * got).sum() + (ref * ref).sum()))
             nbytes = mx_bytes(qw) + mx_bytes(qx) + 2 * m * n
@@ -162,7 +172,8 @@ def main(argv=None) -> int:
                        mxrt_tbps=nbytes / t_mx / 1e12, copy_frac=nbytes / t_mx / copy_bw,
                        same_copy_tbps=same / 1e12, same_copy_frac=nbytes / t_mx / same, torch_us=t_torch * 1e6,
                        torch_tbps=(2 * n * k + 2 * m * k + 2 * m * n) / t_torch / 1e12, speedup=t_torch / t_mx,
-                       calc_diff_vs_bf16=cd, method=how, torch_method=how_t)  # fmt: skip
+                       calc_diff_vs_bf16=cd, method=how, torch_method=how_t,
+                       wgmma_us=None if t_wg is None else t_wg * 1e6)  # fmt: skip
             if args.eager and (n, k) == ISSUE_CELL:
                 mxrt.gemm_mx(qx, qw)
                 cupy.cuda.Device().synchronize()
@@ -187,12 +198,15 @@ def main(argv=None) -> int:
                 f"{row['same_copy_frac']:.0%} same-size copy, {path}) | cuBLAS bf16 "
                 f"{t_torch * 1e6:7.2f} us ({row['torch_tbps']:.2f} TB/s) | {row['speedup']:.2f}x | calc_diff {cd:.1e}"
                 + eager
+                + ("" if t_wg is None else f" | sm90_wgmma {t_wg * 1e6:.1f} us")
             )
             del ws, qw
         del w32, wb
         cupy.get_default_memory_pool().free_all_blocks()
         torch.cuda.empty_cache()
     print(f"wall {time.monotonic() - t_start:.0f} s on {dev}")
+    if rows:
+        print(markdown(rows))
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"device": dev, "copy_bw": bw, "rows": rows}, f, indent=1)
@@ -200,6 +214,21 @@ def main(argv=None) -> int:
     if args.plot and rows:
         _plot(rows, args.plot, dev)
     return 0
+
+
+def markdown(rows) -> str:
+    """The RESULTS.md table: one line per cell and weight format."""
+    head = ("| model | gemm | TP | M | N | K | weights | mxrt us | TB/s | % copy | % same-size copy | cuBLAS bf16 us | "
+            "speedup | sm90_wgmma us |")  # fmt: skip
+    lines = [head, "|---|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        wg = "-" if r.get("wgmma_us") is None else f"{r['wgmma_us']:.1f}"
+        lines.append(
+            f"| {r['model']} | {r['gemm']} | {r['tp']} | {r['m']} | {r['n']} | {r['k']} | "
+            f"{'MXFP8' if r['fmt'] == 'e4m3' else 'MXFP4'} | {r['mxrt_us']:.1f} | {r['mxrt_tbps']:.2f} | "
+            f"{r['copy_frac']:.0%} | {r['same_copy_frac']:.0%} | {r['torch_us']:.1f} | {r['speedup']:.2f}x | {wg} |"
+        )
+    return "\n".join(lines)
 
 
 def _plot(rows, path, dev):

@@ -1,6 +1,6 @@
 """A few decode GEMM calls (M x 7168 x 4096, bf16 out) for `ncu -k regex:gemm_mx_decode -s 2 -c 1` (issue 12).
 
-    python3 benchmarks/ncu_decode.py M [e4m3|e2m1] [kw stages]
+python3 benchmarks/ncu_decode.py M [e4m3|e2m1] [kw stages]
 """
 
 import sys

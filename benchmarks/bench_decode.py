@@ -108,7 +108,7 @@ def main(argv=None) -> int:
                 sets = core.n_input_sets(mx_bytes(qw), l2)
                 ws = [qw] + [quant(n, k, fmt, 2 + i)[1] for i in range(sets - 1)]
                 _, qx = quant(m, k, "e4m3", 0)
-                base = gemm_decode.plan(m, n, k, 1)
+                base, _ = gemm_decode.plan(m, n, k, 1)
                 same = same_size_copy(mx_bytes(qw) + mx_bytes(qx))
                 print(f"sweep {m}x{n}x{k} {fmt}: plan {base}, {sets} weight sets; copy of the same bytes "
                       f"{same / 1e12:.2f} TB/s")  # fmt: skip

@@ -16,11 +16,14 @@ CTA's K range through a private ring of shared-memory stages of 4 MX blocks (two
 lane, scale words by cp.async), so many KB per SM are in flight while the warp multiplies the oldest stage. A CTA
 owns 16 weight rows; ``KW`` warps split its K range and are summed in shared memory in a fixed order.
 ``split_k > 1`` splits K across CTAs on top, with the shared deterministic / atomic modes
-(:mod:`mxrt.ops.gemm_splitk`).
+(:mod:`mxrt.ops.gemm_splitk`); with ``split_k == 1`` (the default) the path splits K itself when its 16-row CTAs
+would leave SMs idle (:func:`plan`; still deterministic unless ``deterministic=False``).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -79,14 +82,29 @@ class DecodeConfig:
         return 32 * self.kw
 
 
-def plan(m: int, n: int, k: int, split_k: int) -> DecodeConfig:
-    """The smallest token tile that holds ``m``; warps and ring depth from the sweep in RESULTS.md (session 5)."""
-    mt = next(t for t in K.DECODE_MT if 8 * t >= m)
-    return DecodeConfig(mt, *DEFAULT[mt])
-
-
 #: (kw, stages) per MT: the best of the sweep at 7168 x 4096 on an H100 (RESULTS.md, session 5 call 6)
 DEFAULT = {1: (2, 3), 2: (4, 3), 4: (2, 2), 8: (2, 2)}
+#: warps the grid should hold (~7 per SM on 132 SMs: the 7168 x 4096 optimum); fewer CTAs get more warps each
+GRID_WARPS = 896
+
+
+@functools.lru_cache(maxsize=4096)
+def plan(m: int, n: int, k: int, split_k: int, sms: int = 132) -> tuple[DecodeConfig, int]:
+    """The build and the split of one problem: the smallest token tile that holds ``m``; warps and ring depth
+    from the sweep (RESULTS.md, session 5); with ``split_k == 1`` (the default) and fewer 16-row CTAs than SMs,
+    K is split across CTAs (deterministic: fp32 slices reduced in order), at most 16 ways and 4 groups of 4 MX
+    blocks per split; then more K warps per CTA while the grid holds fewer than :data:`GRID_WARPS` warps and
+    each warp keeps at least two groups."""
+    mt = next(t for t in K.DECODE_MT if 8 * t >= m)
+    kw, stages = DEFAULT[mt]
+    ctas, groups = -(-n // 16), max(1, k // 128)
+    split = split_k
+    if split_k == 1 and ctas < sms:
+        split = max(1, min(-(-2 * sms // ctas), groups // 4, 16))
+    while ctas * split * kw < GRID_WARPS and kw < max(K.DECODE_KW) and groups // (split * kw * 2) >= 2:
+        kw *= 2
+    return DecodeConfig(mt, kw, stages), split
+
 
 _KERNELS: dict = {}
 _LAUNCHES: dict = {}  # (sizes, formats, out code, atomic, tune, arch) -> (kernel, LaunchConfig, map boxes)
@@ -105,7 +123,7 @@ def _kernel(d: Any, arch: Any, smem: int) -> Any:
 
 def _launch_plan(dg: DeviceGemm, out_code: int, atomic: bool, tune: dict) -> tuple[Any, LaunchConfig, tuple]:
     p = dg.p
-    c = plan(p.m, p.n, p.k, p.split_k)
+    c, _ = plan(p.m, p.n, p.k, p.split_k, dg.arch.num_cus)
     c = DecodeConfig(*(tune.get(f, getattr(c, f)) for f in ("mt", "kw", "stages")))
     fa, fb = codes.FMT_CODES[p.a_fmt], codes.FMT_CODES[p.b_fmt]
     d = defines(A_FMT=fa, ATOMIC=int(atomic), B_FMT=fb, KW=c.kw, MT=c.mt, OUT_DTYPE=out_code, STAGES=c.stages)
@@ -135,9 +153,13 @@ def _launch(dg: DeviceGemm, dst: Any, out_code: int, atomic: bool, tune: dict) -
 def run(dg: DeviceGemm, **tune: int) -> None:
     """Launch on the current stream (split-K reduce / zeroing included). ``tune`` overrides the defines ``mt``,
     ``kw``, ``stages`` (benchmarks/bench_decode.py); no host synchronisation."""
-    if dg.p.is_empty:
+    p = dg.p
+    if p.is_empty:
         dg.out.fill(0)
         return
+    _, split = plan(p.m, p.n, p.k, p.split_k, dg.arch.num_cus)
+    if split != p.split_k:  # the path's own split of a split_k=1 call (plan)
+        dg = dataclasses.replace(dg, p=dataclasses.replace(p, split_k=split))
     run_split_k(dg, lambda dst, out_code, atomic: _launch(dg, dst, out_code, atomic, tune))
 
 

@@ -63,5 +63,21 @@ GEMM_MX_DECODE_SM90 = KernelSpec(
     expect_mma=(("sm_90a", ("mma.sync.aligned.m16n8k32",)),),
 )
 
-SPECS = (GEMM_MX_DECODE_SM90,)
+#: the MoE decode kernel of the same file (mxrt/ops/moe_gemm.py): sorted_token_ids gather, one expert per CTA
+GEMM_MX_DECODE_SM90_MOE = KernelSpec(
+    symbol="gemm_mx_decode_sm90_moe",
+    file="gemm/gemm_mx_decode_sm90_moe.hip",
+    required=("A_FMT", "ATOMIC", "B_FMT", "KW", "MT", "OUT_DTYPE", "STAGES"),
+    variants=tuple(decode_variant(FMT_CODES[fa], FMT_CODES[fb], 0, 2, 1, _BF16, 3) for fa, fb in GEMM_FORMAT_PAIRS)
+    + tuple(
+        decode_variant(_E4M3, _E4M3, 0, kw, mt, od, 3 if mt <= 2 else 2)
+        for mt in DECODE_MT
+        for kw in (2, 4)
+        for od in (_BF16, _F16, _F32)
+    ),
+    targets=("sm_90a",),
+    expect_mma=(("sm_90a", ("mma.sync.aligned.m16n8k32",)),),
+)
+
+SPECS = (GEMM_MX_DECODE_SM90, GEMM_MX_DECODE_SM90_MOE)
 DISPATCH: dict = {}  # a GemmPath (mxrt/ops/gemm_paths.py) chooses it, not a dispatch row

@@ -1,0 +1,139 @@
+"""MoE decode on the GPU (mxrt.moe_gemm_mx -> gemm_mx_decode_sm90_moe): the device result against the numpy twin
+and an independent per-slot float64 loop, on layouts from mxrt.moe_align_block_size (device-built too), gate/up
+(a_div = top_k) and down (a_div = 1), topk weights, expert parallelism (-1 experts), format pairs, tails,
+several block sizes (token chunks), poisoned out, CUDA-graph capture with new routing between replays.
+
+Marker ``gpu``: skips without cupy, a device, or an sm_90a target.
+"""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import mxrt
+
+pytestmark = pytest.mark.gpu
+cupy = pytest.importorskip("cupy")
+
+from mxrt.runtime import device_available, get_arch  # noqa: E402
+
+if not device_available() or get_arch().target != "sm_90a":
+    pytest.skip("the MoE decode kernel runs on sm_90a", allow_module_level=True)
+
+BF16 = ml_dtypes.bfloat16
+
+
+@pytest.fixture(autouse=True)
+def poisoned():
+    with mxrt.runtime.debug(poison=0xFF, sync_after_launch=True) as session:
+        yield session
+
+
+def routing(rng, t, e, top_k, block_size, emap=None):
+    ids = np.stack([rng.choice(e, top_k, replace=False) for _ in range(t)]).astype(np.int32)
+    w = rng.random((t, top_k)).astype(np.float32)
+    return ids, w, mxrt.moe_align_block_size(ids, block_size, e, emap, backend="numpy")
+
+
+def loop_ref(x, w, ids, topk_w, a_div, emap=None):
+    """Independent float64 per-slot loop on the unquantized-then-dequantized operands."""
+    dx, dw = mxrt.dequantize_mx(x).astype(np.float64), mxrt.dequantize_mx(w).astype(np.float64)
+    flat = ids.reshape(-1)
+    out = np.zeros((flat.size, dw.shape[1]))
+    for i, ge in enumerate(flat):
+        e = ge if emap is None else emap[ge]
+        if e < 0:
+            continue
+        out[i] = dx[i // a_div] @ dw[e].T * (1.0 if topk_w is None else topk_w.reshape(-1)[i])
+    return out
+
+
+def dev(q):
+    return mxrt.MXArray(cupy.asarray(q.data), cupy.asarray(q.scales), q.fmt, q.block_size, q.axis, q.shape,
+                        q.scale_mode)  # fmt: skip
+
+
+def host(d, out_dtype):
+    h = d.get()
+    return (h.view(BF16) if out_dtype == "bfloat16" else h).astype(np.float64)
+
+
+def check(got, want, out_dtype):
+    assert np.isfinite(got).all()
+    if out_dtype == "float32":
+        assert np.linalg.norm(got - want) <= 1e-5 * max(np.linalg.norm(want), 1e-30)
+    elif np.abs(want).max(initial=0) > 0:
+        assert mxrt.calc_diff(got, want) <= 1e-5
+
+
+@pytest.mark.parametrize("out_dtype", ["bfloat16", "float16"])
+@pytest.mark.parametrize("gemm", ["gate_up", "down"])
+@pytest.mark.parametrize("t,e,top_k,block_size", [(1, 8, 2, 16), (3, 64, 8, 16), (17, 16, 4, 64), (5, 4, 4, 128),
+                                                  (64, 32, 8, 32), (2, 1, 1, 1)])  # fmt: skip
+def test_against_the_twin_and_a_loop(t, e, top_k, block_size, gemm, out_dtype):
+    rng = np.random.default_rng(t * 100 + e)
+    n, k = (2 * 144, 256) if gemm == "gate_up" else (136, 384)
+    ids, topk_w, (sorted_ids, eids, ntpp) = routing(rng, t, e, top_k, block_size)
+    a_div = top_k if gemm == "gate_up" else 1
+    x = mxrt.quantize_mx(rng.standard_normal((t * top_k // a_div, k)).astype(np.float32))
+    w = mxrt.quantize_mx(rng.standard_normal((e, n, k)).astype(np.float32), axis=2)
+    kw = dict(top_k=top_k, block_size=block_size, a_div=a_div, out_dtype=out_dtype)
+    tw = topk_w if gemm == "down" else None
+    got = mxrt.moe_gemm_mx(dev(x), dev(w), cupy.asarray(sorted_ids), cupy.asarray(eids), cupy.asarray(ntpp),
+                           topk_weights=None if tw is None else cupy.asarray(tw), **kw)  # fmt: skip
+    twin = mxrt.moe_gemm_mx(x, w, sorted_ids, eids, ntpp, topk_weights=tw, backend="numpy", **kw)
+    h = host(got, out_dtype)
+    check(h, twin.astype(np.float64), out_dtype)
+    check(h, loop_ref(x, w, ids, tw, a_div), out_dtype)
+
+
+@pytest.mark.parametrize("pair", [("e4m3", "e2m1"), ("e2m1", "e2m1"), ("e5m2", "e4m3")], ids="x".join)
+def test_format_pairs_and_expert_parallel(pair):
+    rng = np.random.default_rng(7)
+    t, e, top_k, bs = 6, 16, 4, 16
+    emap = np.where(np.arange(e) % 2 == 0, np.arange(e) // 2, -1).astype(np.int32)  # half the experts local
+    ids, _, (sorted_ids, eids, ntpp) = routing(rng, t, e, top_k, bs, emap)
+    x = mxrt.quantize_mx(rng.standard_normal((t, 512)).astype(np.float32), pair[0])
+    w = mxrt.quantize_mx(rng.standard_normal((e // 2, 200, 512)).astype(np.float32), pair[1], axis=2)
+    out_dtype = "float32" if pair == ("e2m1", "e2m1") else "bfloat16"
+    kw = dict(top_k=top_k, block_size=bs, out_dtype=out_dtype)
+    got = mxrt.moe_gemm_mx(dev(x), dev(w), cupy.asarray(sorted_ids), cupy.asarray(eids), cupy.asarray(ntpp), **kw)
+    h = host(got, out_dtype)
+    check(h, loop_ref(x, w, ids, None, top_k, emap), out_dtype)
+    flat = ids.reshape(-1)
+    assert (h[emap[flat] < 0] == 0).all()  # slots of non-local experts stay zero
+
+
+def test_device_built_layout_and_graph_capture():
+    """moe_align_block_size on the device feeds the GEMM; both captured once, replayed with new routing."""
+    rng = np.random.default_rng(11)
+    t, e, top_k, bs, n, k = 8, 32, 8, 16, 256, 512
+    x = dev(mxrt.quantize_mx(rng.standard_normal((t, k)).astype(np.float32)))
+    wq = mxrt.quantize_mx(rng.standard_normal((e, n, k)).astype(np.float32), axis=2)
+    w = dev(wq)
+    ids_d = cupy.asarray(np.stack([rng.choice(e, top_k, replace=False) for _ in range(t)]).astype(np.int32))
+    with mxrt.runtime.debug():
+        out = cupy.empty((t * top_k, n), cupy.uint16)
+
+        def step():
+            s, b, p = mxrt.moe_align_block_size(ids_d, bs, e)
+            mxrt.moe_gemm_mx(x, w, s, b, p, top_k=top_k, block_size=bs, out=out)
+
+        step()
+        cupy.cuda.Device().synchronize()
+        stream = cupy.cuda.Stream()
+        with stream:
+            stream.begin_capture()
+            step()
+            graph = stream.end_capture()
+        xh = mxrt.MXArray(x.data.get(), x.scales.get(), x.fmt, 32, 1, x.shape, x.scale_mode)
+        for seed in (1, 2):
+            new = np.stack([np.random.default_rng(seed + r).choice(e, top_k, replace=False) for r in range(t)])
+            ids_d[...] = cupy.asarray(new.astype(np.int32))
+            out.fill(0xFFFF)
+            cupy.cuda.Device().synchronize()
+            graph.launch(stream=stream)
+            stream.synchronize()
+            check(host(out, "bfloat16"), loop_ref(xh, wq, new, None, top_k), "bfloat16")

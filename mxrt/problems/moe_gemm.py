@@ -113,6 +113,7 @@ def _host_array(x: Any, op: str, arg: str, kind: str, itemsize: int, what: str) 
         )
     if x.dtype.kind != kind or x.dtype.itemsize != itemsize:
         raise DtypeError(f"{op}: argument '{arg}' has dtype {x.dtype}, expected {what}")
+    check_size_limit(x.size, op, f"argument '{arg}': its element count")  # before any copy
     want = np.dtype(what)
     return np.ascontiguousarray(x.astype(want, copy=False) if x.dtype != want else x)
 

@@ -382,3 +382,142 @@ def test_readme_moe_gemm_example_runs() -> None:
     blocks = [b.split("```", 1)[0] for b in section.split("```python\n")[1:]]
     assert len(blocks) == 1 and "moe_gemm_mx(" in blocks[0] and "moe_align_block_size(" in blocks[0]
     exec(compile(blocks[0], "README.md:moe_gemm", "exec"), {})
+
+
+# ---- device arrays (validated from metadata only) and the GPU dispatch, without a GPU ------------------------------
+
+
+class _Flags:
+    def __init__(self, c: bool) -> None:
+        self.c_contiguous = c
+
+
+class FakeDevice:
+    """Looks like a CuPy array to mxrt (its type's module starts with 'cupy'); carries a numpy array's metadata."""
+
+    def __init__(self, a: np.ndarray) -> None:
+        self._a = a
+        self.shape, self.dtype, self.strides, self.ndim, self.size = a.shape, a.dtype, a.strides, a.ndim, a.size
+        self.flags = _Flags(a.flags.c_contiguous)
+
+    def reshape(self, *shape: int) -> FakeDevice:
+        return FakeDevice(self._a.reshape(*shape))
+
+    def min(self):  # the host must never read a device array
+        raise AssertionError("device array read on the host")
+
+    max = min
+
+
+FakeDevice.__module__ = "cupy._fake"
+
+
+def _dev(g: dict) -> dict:
+    qx, qw = g["x"], g["w"]
+    d = dict(g)
+    d["x"] = mxrt.MXArray(FakeDevice(qx.data), FakeDevice(qx.scales), qx.fmt, 32, 1, qx.shape, "given")
+    d["w"] = mxrt.MXArray(FakeDevice(qw.data), FakeDevice(qw.scales), qw.fmt, 32, 2, qw.shape, "given")
+    for name in ("sorted_token_ids", "expert_ids", "num_tokens_post_padded"):
+        d[name] = FakeDevice(g[name])
+    return d
+
+
+def test_device_problem_validates_without_reading() -> None:
+    g = _setup()
+    d = _dev(g)
+    ids = g["sorted_token_ids"].copy()
+    ids[0] = 99  # out of range: the host cannot see it on the device, the kernel skips it
+    d["sorted_token_ids"] = FakeDevice(ids)
+    d["expert_ids"] = FakeDevice(np.full_like(g["expert_ids"], 17))
+    tw = FakeDevice(np.ones((3, 2), np.float32))
+    out = FakeDevice(np.zeros((6, 8), np.uint16))  # bfloat16 bits
+    p = moe_gemm_problem(**d, topk_weights=tw, out=out)
+    assert p.device and (p.m_act, p.e, p.n, p.k, p.numel, p.a_div) == (3, 4, 8, 64, 6, 2)
+    assert p.sorted_token_ids is d["sorted_token_ids"] and p.expert_ids is d["expert_ids"]
+    assert p.num_tokens_post_padded is d["num_tokens_post_padded"] and p.out is out
+    assert p.x_codes is d["x"].data and p.x_scales is d["x"].scales
+    assert p.w_codes.shape == (4, 8, 64) and p.w_scales.shape == (4, 8, 2) and p.w_codes._a.base is not None
+    assert p.topk_weights.shape == (6,) and p.out_dtype == "bfloat16"
+
+
+@pytest.mark.parametrize(
+    ("change", "err", "pattern"),
+    [
+        (dict(sorted_token_ids=FakeDevice(np.zeros(20, np.int64))), DtypeError, "'sorted_token_ids' is a CuPy"),
+        (dict(expert_ids=FakeDevice(np.zeros((5, 2), np.int32)[:, 0])), LayoutError, "'expert_ids' has strides"),
+        (dict(num_tokens_post_padded=np.zeros(1, np.int32)), DtypeError, "'num_tokens_post_padded' is a host"),
+        (dict(topk_weights=FakeDevice(np.ones(6, np.float64))), DtypeError, "'topk_weights'"),
+        (dict(out=FakeDevice(np.zeros((6, 8), np.float32))), DtypeError, "'out'"),
+        (dict(out=np.zeros((6, 8), ml_dtypes.bfloat16)), DtypeError, "'out'"),
+        (dict(backend="numpy"), DtypeError, "backend='numpy'"),
+    ],
+    ids=["ids_int64", "experts_strided", "ntpp_host", "tw_float64", "out_float32", "out_host", "backend_numpy"],
+)
+def test_device_misuse_is_typed(change: dict, err: type, pattern: str) -> None:
+    with pytest.raises(err, match=pattern) as info:
+        mxrt.moe_gemm_mx(**{**_dev(_setup()), **change})
+    assert str(info.value).startswith(f"{OP}: ")
+
+
+class _FakeOps:
+    """Stands in for mxrt/ops/moe_gemm.py (the GPU module): records the problems it is handed."""
+
+    def __init__(self, reason: str | None = None) -> None:
+        self.reason, self.runs, self.asked = reason, [], []
+
+    def unsupported(self, p: MoeGemmProblem) -> str | None:
+        self.asked.append(p)
+        return self.reason
+
+    def moe_gemm_mx_gpu(self, p: MoeGemmProblem):
+        self.runs.append(p)
+        if p.device:
+            return p.out if p.out is not None else FakeDevice(np.zeros(p.out_shape, np.uint16))
+        from mxrt.reference.moe_gemm import moe_gemm_numpy
+
+        return moe_gemm_numpy(p)  # a host problem comes back on the host
+
+
+@pytest.fixture
+def fake_ops(monkeypatch):
+    import sys
+
+    import mxrt.ops
+
+    def install(reason: str | None = None, device: bool = False) -> _FakeOps:
+        ops = _FakeOps(reason)
+        monkeypatch.setitem(sys.modules, "mxrt.ops.moe_gemm", ops)
+        monkeypatch.setattr(mxrt.ops, "moe_gemm", ops, raising=False)
+        monkeypatch.setattr(mxrt.runtime, "device_available", lambda: device)
+        return ops
+
+    return install
+
+
+def test_device_inputs_run_the_gpu_op(fake_ops) -> None:
+    d = _dev(_setup())  # before the fake GPU appears (quantize_mx would pick it)
+    ops = fake_ops(device=True)
+    got = mxrt.moe_gemm_mx(**d)
+    assert len(ops.runs) == 1 and ops.runs[0].device and ops.asked == ops.runs
+    assert isinstance(got, FakeDevice) and got.dtype == np.uint16 and got.shape == (6, 8)  # CuPy in, CuPy out
+    out = FakeDevice(np.zeros((6, 8), np.float16))
+    assert mxrt.moe_gemm_mx(**d, out=out, out_dtype="float16") is out and ops.runs[1].out is out
+    ops.reason = "no kernel for this shape"
+    with pytest.raises(UnsupportedArchError, match=f"^{OP}: no kernel for this shape"):
+        mxrt.moe_gemm_mx(**d)
+
+
+def test_host_inputs_dispatch(fake_ops) -> None:
+    g = _setup()
+    want = mxrt.moe_gemm_mx(**g, backend="numpy")
+    ops = fake_ops(device=True)  # auto on a GPU machine: the GPU op when it covers the problem
+    np.testing.assert_array_equal(mxrt.moe_gemm_mx(**g).view(np.uint16), want.view(np.uint16))
+    assert len(ops.runs) == 1 and not ops.runs[0].device
+    ops = fake_ops(reason="declined", device=True)  # auto falls back to the numpy twin when it does not
+    np.testing.assert_array_equal(mxrt.moe_gemm_mx(**g).view(np.uint16), want.view(np.uint16))
+    assert ops.asked and not ops.runs
+    with pytest.raises(UnsupportedArchError, match="declined"):
+        mxrt.moe_gemm_mx(**g, backend="gpu")
+    ops = fake_ops(device=False)  # no GPU: auto never asks the GPU module
+    mxrt.moe_gemm_mx(**g)
+    assert not ops.asked and not ops.runs

@@ -46,6 +46,7 @@ from .api.layouts import (
     unshuffle_scales,
     unshuffle_weight,
 )
+from .api.moe_gemm import moe_gemm_mx
 from .api.quant import (
     dequantize_mx,
     per_block_cast_to_fp8,
@@ -72,7 +73,7 @@ from .layouts import (
     scale_layout_shape,
     weight_layout_shape,
 )
-from .problems import GEMM_FORMAT_PAIRS, GemmProblem
+from .problems import GEMM_FORMAT_PAIRS, GemmProblem, MoeGemmProblem
 
 __all__ = [
     "BACKENDS",
@@ -88,6 +89,7 @@ __all__ = [
     "MXArray",
     "MXDual",
     "MXGrouped",
+    "MoeGemmProblem",
     "MxrtError",
     "ScaleMode",
     "ShapeError",
@@ -115,6 +117,7 @@ __all__ = [
     "m_grouped_fp8_gemm_nt_contiguous",
     "m_grouped_fp8_gemm_nt_masked",
     "moe_align_block_size",
+    "moe_gemm_mx",
     "moe_sorting",
     "pack_fp4",
     "pad_group_layout",

@@ -202,6 +202,33 @@ BYTES = [
     Bad("huge", _huge(np.uint8), ERROR),
 ]
 
+#: int32-only layout arrays (vLLM's moe_align_block_size outputs, read in place by the kernels): other integer
+#: dtypes and lists are errors; int32 in another byte order or stride is the same array
+INT32 = [
+    *(b for b in ARRAY if b.id != "list"),
+    Bad("int_list", lambda g: _arr(g).tolist(), ERROR),
+    Bad("int64", _astype(np.int64), ERROR),
+    Bad("uint32", _astype(np.uint32), ERROR),
+    Bad("float32", _astype(np.float32), ERROR),
+    Bad("bool", _astype(bool), ERROR),
+    Bad("negative", _fill(-3), ANY),
+    Bad("int32_max", _fill(2**31 - 1), ANY),
+    Bad("huge", _huge(np.int32), ERROR),
+]
+
+#: float32-only arrays where None is the documented default (routing weights)
+OPT_FLOAT32 = [
+    *(b for b in ARRAY if b.id != "none"),
+    Bad("none", _const(None), ANY),
+    Bad("int32", _astype(np.int32), ERROR),
+    Bad("float64", _astype(np.float64), ERROR),
+    Bad("float16", _astype(np.float16), ERROR),
+    Bad("bfloat16", _astype(ml_dtypes.bfloat16), ERROR),
+    Bad("nan", _fill(np.nan), ANY),
+    Bad("inf", _fill(np.inf), ANY),
+    Bad("huge", _huge(np.float32), ERROR),
+]
+
 #: Rows moved by the group layouts: any numeric dtype is legal (kept in the answer).
 ROWS = [
     *(b for b in ARRAY if b.id != "complex64"),
@@ -354,6 +381,8 @@ BAD: dict[str, list[Bad]] = {
     "rows": ROWS,
     "real": REAL,
     "ints": INTS,
+    "int32": INT32,
+    "opt_float32": OPT_FLOAT32,
     "bytes": BYTES,
     "array": ARRAY,  # any dtype is legal (weights: fp8 codes or fp16/bf16)
     "size": SIZE,
@@ -390,6 +419,10 @@ DG_IDS = np.array([0, 0, 0, -1, 2, 2, 2, 2], np.int32)
 DGM = mxrt.quantize_mx(RNG.standard_normal((3, 4, 64)).astype(np.float32), axis=2, backend="numpy")
 KG_A = (np.zeros(256 * 4, ml_dtypes.float8_e4m3fn), np.ones((4, 2), np.float32))  # ks [128, 0, 128], m = 4
 KG_B = (np.zeros(256 * 5, ml_dtypes.float8_e4m3fn), np.ones((5, 2), np.float32))
+MOE_IDS = np.array([[0, 2], [3, 0], [2, 1]], np.int32)  # [T, top_k] routing of MOE_X
+MOE_X = mxrt.quantize_mx(RNG.standard_normal((3, 64)).astype(np.float32), backend="numpy")
+MOE_W = mxrt.quantize_mx(RNG.standard_normal((4, 5, 64)).astype(np.float32), axis=2, backend="numpy")
+MOE_LAYOUT = mxrt.moe_align_block_size(MOE_IDS, 2, 4, backend="numpy")
 GWA = mxrt.quantize_mx_grouped(RNG.standard_normal((8, 5)).astype(np.float32), LENS, colwise=True, col_align=32).col
 GWB = mxrt.quantize_mx_grouped(RNG.standard_normal((8, 6)).astype(np.float32), LENS, colwise=True, col_align=32).col
 
@@ -769,6 +802,59 @@ FNS = [
             ("accumulate_no_out", dict(accumulate=True), ("out", "accumulate")),
             ("out_shape", dict(out=np.zeros((3, 5, 5), np.float32)), ("out",)),
             ("out_dtype", dict(out_dtype="float16"), ("out_dtype",)),
+        ],
+    ),
+    Fn(
+        "moe_gemm_mx",
+        mxrt.moe_gemm_mx,
+        dict(
+            x=MOE_X,
+            w=MOE_W,
+            sorted_token_ids=MOE_LAYOUT[0],
+            expert_ids=MOE_LAYOUT[1],
+            num_tokens_post_padded=MOE_LAYOUT[2],
+            top_k=2,
+            block_size=2,
+            topk_weights=RNG.random((3, 2), dtype=np.float32),
+            a_div=2,
+            out=None,
+            out_dtype="bfloat16",
+            backend="numpy",
+        ),
+        dict(
+            x="mxarray",
+            w="mxarray",
+            sorted_token_ids="int32",
+            expert_ids="int32",
+            num_tokens_post_padded="int32",
+            top_k="size",
+            block_size="size",
+            topk_weights="opt_float32",
+            a_div="opt_size",
+            out_dtype="dtype",
+            backend="backend",
+        ),
+        [
+            (
+                "ids_past_numel",
+                dict(sorted_token_ids=np.where(MOE_LAYOUT[0] == 6, 7, MOE_LAYOUT[0])),
+                ("sorted_token_ids",),
+            ),
+            ("expert_past_e", dict(expert_ids=np.full_like(MOE_LAYOUT[1], 4)), ("expert_ids",)),
+            ("expert_not_local", dict(expert_ids=np.full_like(MOE_LAYOUT[1], -1)), ("expert_ids",), ANY),
+            ("nblocks", dict(expert_ids=MOE_LAYOUT[1][:-1]), ("expert_ids",)),
+            ("block_size_mismatch", dict(block_size=4), ("expert_ids",)),
+            ("a_div_down", dict(a_div=1), ("sorted_token_ids", "topk_weights")),
+            ("a_div_down_no_weights", dict(a_div=1, topk_weights=None), ("sorted_token_ids",)),
+            ("k", dict(w=mxrt.quantize_mx(np.ones((4, 5, 32), np.float32), axis=2)), ("w",)),
+            ("w_2d", dict(w=QB), ("w",)),
+            ("w_axis1", dict(w=mxrt.quantize_mx(np.ones((4, 64, 64), np.float32), axis=1)), ("w",)),
+            ("w_pieces", dict(w=(MOE_W.data, MOE_W.scales[:, :4], "e4m3")), ("w",)),
+            ("x_pieces", dict(x=(MOE_X.data, MOE_X.scales, "e4m3", 64)), ("x",), SAME),
+            ("topk_weights_size", dict(topk_weights=np.ones(5, np.float32)), ("topk_weights",)),
+            ("out_shape", dict(out=np.zeros((6, 4), ml_dtypes.bfloat16)), ("out",)),
+            ("out_dtype_mismatch", dict(out=np.zeros((6, 5), np.float32)), ("out",)),
+            ("out_readonly", dict(out=_readonly(np.zeros((6, 5), ml_dtypes.bfloat16))), ("out",)),
         ],
     ),
     Fn(

@@ -100,28 +100,29 @@ class GroupedGemmProblem:
         return 2 * self.m * self.n * self.k
 
 
-def _grouped_b(b: object, op: str) -> tuple[MXArray, int, int, int]:
+def _grouped_b(b: object, op: str, name: str = "b") -> tuple[MXArray, int, int, int]:
     """``b [G, N, Kb]`` along its last axis (MXArray or ``(codes, scales, fmt[, kb])``) as a flat ``[G*N, Kb]``
-    MXArray for :func:`mxrt.problems.gemm._operand`; returns ``(flat, G, N, Kb)``."""
+    MXArray for :func:`mxrt.problems.gemm._operand`; returns ``(flat, G, N, Kb)``. ``name`` is the argument's name in
+    error messages (``"w"`` for :func:`mxrt.moe_gemm_mx`)."""
     if isinstance(b, MXArray):
-        shape, axis, _ = _check_geometry(b, op, "b")
+        shape, axis, _ = _check_geometry(b, op, name)
         if len(shape) != 3:
-            raise ShapeError(f"{op}: b has shape {shape}, expected a 3-D [G, n, k] MXArray (one weight per group)")
+            raise ShapeError(f"{op}: {name} has shape {shape}, expected a 3-D [G, n, k] MXArray (one weight per group)")
         if axis != 2:
             raise ShapeError(
-                f"{op}: b is quantized along axis {axis}, expected axis 2 (the reduction dim of b [G, n, k])"
+                f"{op}: {name} is quantized along axis {axis}, expected axis 2 (the reduction dim of {name} [G, n, k])"
             )
         if b.scale_layout is not None:
-            raise LayoutError(f"{op}: b.scale_layout is {b.scale_layout!r}, expected None (row-major scales)")
+            raise LayoutError(f"{op}: {name}.scale_layout is {b.scale_layout!r}, expected None (row-major scales)")
         if is_device_array(b.data) or is_device_array(b.scales):
             data, scales = b.data, b.scales
         else:
-            b = check_mxarray(b, op, "b")
+            b = check_mxarray(b, op, name)
             data, scales = np.asarray(b.data), np.asarray(b.scales)
         g, n, kb = shape
         flat = MXArray(
-            _flat(data, g, n, op, "b.data"),
-            _flat(scales, g, n, op, "b.scales"),
+            _flat(data, g, n, op, f"{name}.data"),
+            _flat(scales, g, n, op, f"{name}.scales"),
             b.fmt,
             b.block_size,
             1,
@@ -133,20 +134,21 @@ def _grouped_b(b: object, op: str) -> tuple[MXArray, int, int, int]:
         codes, scales = b[0], b[1]
         if getattr(codes, "ndim", None) != 3 or getattr(scales, "ndim", None) != 3:
             raise ShapeError(
-                f"{op}: b codes / scales have shapes {getattr(codes, 'shape', None)} / {getattr(scales, 'shape', None)}"
-                ", expected 3-D [G, n, k] codes and [G, n, ceil(k/32)] scales"
+                f"{op}: {name} codes / scales have shapes {getattr(codes, 'shape', None)} / "
+                f"{getattr(scales, 'shape', None)}, expected 3-D [G, n, k] codes and [G, n, ceil(k/32)] scales"
             )
         g, n = int(codes.shape[0]), int(codes.shape[1])
         if tuple(scales.shape[:2]) != (g, n):
             raise ShapeError(
-                f"{op}: b scales have shape {tuple(scales.shape)}, expected [{g}, {n}, ceil(k/32)] for codes of shape "
-                f"{tuple(codes.shape)}"
+                f"{op}: {name} scales have shape {tuple(scales.shape)}, expected [{g}, {n}, ceil(k/32)] for codes of "
+                f"shape {tuple(codes.shape)}"
             )
-        pieces = (_flat(codes, g, n, op, "b codes"), _flat(scales, g, n, op, "b scales"), *b[2:])
-        q = _operand(pieces, "b", None, op)[0]
+        pieces = (_flat(codes, g, n, op, f"{name} codes"), _flat(scales, g, n, op, f"{name} scales"), *b[2:])
+        q = _operand(pieces, name, None, op)[0]
         return q, g, n, q.shape[1]
     raise DtypeError(
-        f"{op}: argument 'b' is a {type(b).__name__}, expected an MXArray [G, n, k] or a tuple (codes, scales, fmt)"
+        f"{op}: argument '{name}' is a {type(b).__name__}, expected an MXArray [G, n, k] or a tuple (codes, scales, "
+        "fmt)"
     )
 
 

@@ -1,0 +1,124 @@
+"""``mxrt.moe_gemm_mx``: the MoE decode GEMM on vLLM's ``moe_align_block_size`` layout (issue 12).
+
+Flow as :mod:`mxrt.api.gemm`: arrays in (:mod:`mxrt.api.interop`, zero-copy) -> :func:`mxrt.problems.moe_gemm.
+moe_gemm_problem` validates once -> :func:`mxrt.api.dispatch.use_gpu` -> :func:`mxrt.reference.moe_gemm.
+moe_gemm_numpy` or ``mxrt.ops.moe_gemm.moe_gemm_mx_gpu`` (imported when the GPU path is asked about) -> the result
+in the caller's kind.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..problems.moe_gemm import MoeGemmProblem, moe_gemm_problem
+from ..reference.moe_gemm import moe_gemm_numpy
+from . import interop
+from .dispatch import use_gpu
+from .grouped_gemm import _same_buffer, import_out
+
+OP = "moe_gemm_mx"
+
+
+def _unsupported(p: MoeGemmProblem) -> str | None:
+    from ..ops import moe_gemm as moe_gemm_ops
+
+    return moe_gemm_ops.unsupported(p)
+
+
+def _run_gpu(p: MoeGemmProblem) -> Any:
+    from ..ops import moe_gemm as moe_gemm_ops
+
+    return moe_gemm_ops.moe_gemm_mx_gpu(p)
+
+
+def moe_gemm_mx(
+    x: Any,
+    w: Any,
+    sorted_token_ids: Any,
+    expert_ids: Any,
+    num_tokens_post_padded: Any,
+    *,
+    top_k: int,
+    block_size: int,
+    topk_weights: Any = None,
+    a_div: int | None = None,
+    out: Any = None,
+    out_dtype: str = "bfloat16",
+    backend: str = "auto",
+) -> Any:
+    """MoE decode GEMM: one output row per routed slot, on the layout of :func:`mxrt.moe_align_block_size`.
+
+    Parameters
+    ----------
+    x : MX activations ``[m_act, k]`` quantized along axis 1 (K) with block 32 (``mxrt.quantize_mx(x)``), or raw
+        pieces ``(codes, scales, fmt[, k])`` as :func:`mxrt.gemm_mx` takes them (row-major scales). ``m_act = T``
+        for the gate/up GEMM (``a_div = top_k``), ``T * top_k`` for the down GEMM (``a_div = 1``).
+    w : MX weights ``[E, n, k]`` quantized along axis 2 (K) with block 32 (``mxrt.quantize_mx(w, axis=2)``), or
+        ``(codes [E, n, k] (packed e2m1: ceil(k/2)), scales [E, n, ceil(k/32)], fmt[, k])``. ``(x.fmt, w.fmt)`` is
+        one of ``mxrt.GEMM_FORMAT_PAIRS``.
+    sorted_token_ids : int32 ``[cap]``: slot ids sorted by expert, padded with the sentinel ``numel``.
+    expert_ids : int32 ``[ceil(cap / block_size)]``: the (local) expert of each block; negative = not local.
+    num_tokens_post_padded : int32 ``[1]``: blocks at or past ``num_tokens_post_padded[0] / block_size`` are idle.
+    top_k : experts per token (>= 1).
+    block_size : slots per block (>= 1), the ``block_size`` the layout was built with.
+    topk_weights : optional float32 with ``numel`` elements (``[T, top_k]`` or flat): row ``id`` is multiplied by
+        ``topk_weights.flat[id]``.
+    a_div : slot ``id`` reads activation row ``id // a_div``; default ``top_k`` (gate/up); 1 for the down GEMM.
+    out : optional ``[numel, n]`` array of ``out_dtype`` (the inputs' kind) written entirely and returned.
+    out_dtype : ``"bfloat16"`` (default), ``"float16"`` or ``"float32"``.
+    backend : ``"auto"``, ``"numpy"`` or ``"gpu"``; device inputs always run on the GPU.
+
+    Returns
+    -------
+    ``out [numel, n]``, ``numel = m_act * a_div``, in the inputs' kind (numpy with bfloat16 as
+    ``ml_dtypes.bfloat16``, torch, or CuPy with bfloat16 as uint16 bits, as :func:`mxrt.gemm_mx`):
+    ``out[id] = dequant(x)[id // a_div] @ dequant(w)[expert_ids[b]].T`` (times ``topk_weights.flat[id]``) for every
+    id at a position of a live block ``b`` (``b * block_size < num_tokens_post_padded[0]``, ``0 <= expert_ids[b] <
+    E``) with ``0 <= id < numel``; every other row is 0. Computed in float64 and rounded once (the numpy twin).
+
+    Raises
+    ------
+    DtypeError : operand types / formats, a format pair outside ``GEMM_FORMAT_PAIRS``, layout arrays that are not
+        int32, ``topk_weights`` not float32, ``out_dtype``, ``out``'s dtype, arrays on different sides.
+    ShapeError : ``x`` not 2-D along K, ``w`` not 3-D along axis 2, codes / scales that do not fit ``[E, n, k]``,
+        mismatched K, layout arrays not 1-D, ``len(expert_ids) != ceil(cap / block_size)``,
+        ``num_tokens_post_padded`` not ``[1]``, ``top_k`` / ``block_size`` / ``a_div`` < 1, ``topk_weights`` without
+        ``numel`` elements, ``out`` of the wrong shape; host ids outside ``[0, numel]`` or host expert ids ``>= E``
+        (device ones are skipped by the kernel: the host never reads them).
+    LayoutError : non-contiguous device arrays.
+
+    Notes
+    -----
+    vLLM's fused-MoE contract as aiter's ``grouped_gemm_mxfp8`` (PR #3783) uses it (``../shared/spec/PEERS_MOE.md``
+    3.3): sentinel ``num_valid_tokens = numel``, activation row ``id // a_div``, zero-initialised ``out``, the
+    routing weight applied at the store. The combine (summing a token's ``top_k`` rows) is left to the caller.
+    """
+    x, caller = interop.import_mx(x, OP, "x")
+    w, _ = interop.import_mx(w, OP, "w")
+    ids, _ = interop.import_array(sorted_token_ids, OP, "sorted_token_ids")
+    experts, _ = interop.import_array(expert_ids, OP, "expert_ids")
+    ntpp, _ = interop.import_array(num_tokens_post_padded, OP, "num_tokens_post_padded")
+    tw = interop.import_optional(topk_weights, OP, "topk_weights")
+    out_native = import_out(out, OP, caller)
+    p = moe_gemm_problem(
+        x,
+        w,
+        ids,
+        experts,
+        ntpp,
+        top_k=top_k,
+        block_size=block_size,
+        topk_weights=tw,
+        a_div=a_div,
+        out=out_native,
+        out_dtype=out_dtype,
+        op=OP,
+    )
+    gpu = use_gpu(OP, backend, p.device, lambda: _unsupported(p))
+    d = _run_gpu(p) if gpu else moe_gemm_numpy(p)
+    if out is not None:
+        if d is not out_native and not (p.device and d is not None and _same_buffer(d, out_native)):
+            out_native[...] = d
+        return out
+    bits = p.device and p.out_dtype == "bfloat16"
+    return interop.export(d, caller, "bfloat16" if bits else "value")

@@ -63,6 +63,7 @@ def main(argv=None) -> int:
     ap.add_argument("--fmts", default="e4m3,e2m1", help="weight formats (tokens are e4m3)")
     ap.add_argument("--eager", action="store_true", help="also plain calls (host overhead) on the issue's cell")
     ap.add_argument("--sweep", default="", help="MxNxK list: time every (kw, stages) of the decode kernel")
+    ap.add_argument("--moe", action="store_true", help="MoE decode: DeepSeek-V3 E=256 top-8 gate_up / down")
     ap.add_argument("--json", default="")
     ap.add_argument("--plot", default="")
     ap.add_argument("--budget-s", type=float, default=400)
@@ -100,6 +101,9 @@ def main(argv=None) -> int:
         traffic reaches with its launch, ramp and tail included."""
         launches, moved = core.copy_launches(nbytes, l2)
         return moved / core.time_cupy(launches, 7, log=print)[0]
+
+    if args.moe:
+        return bench_moe(args, core, copy_bw, dev)
 
     if args.sweep:
         for m, n, k in core.parse_shapes(args.sweep, 3):
@@ -213,6 +217,78 @@ def main(argv=None) -> int:
         print(f"wrote {args.json}")
     if args.plot and rows:
         _plot(rows, args.plot, dev)
+    return 0
+
+
+#: DeepSeek-V3 routed experts: E = 256, top-8, expert intermediate 2048 (gate_up N = 2 x 2048 on x [T, 7168];
+#: down N = 7168 on the activated slots [T * 8, 2048])
+MOE_GEMMS = {"gate_up": (4096, 7168, True), "down": (7168, 2048, False)}
+
+
+def bench_moe(args, core, copy_bw, dev) -> int:
+    """mxrt.moe_gemm_mx against torch._grouped_mm (bf16) on the same routing; bandwidth on the touched experts'
+    bytes (the weights of the experts the routing reaches, their scales, the tokens)."""
+    import cupy
+    import torch
+
+    import mxrt
+
+    e_num, top_k, bs = 256, 8, 16
+    rows = []
+    for gemm, (n, k, gate) in MOE_GEMMS.items():
+        for fmt in args.fmts.split(","):
+            rng = cupy.random.default_rng(1)
+            # random valid codes (no NaN bytes), scales near 2^-7: the whole [E, N, K] would take ~30 GB as fp32
+            codes = rng.integers(0, 256, (e_num, n, k if fmt != "e2m1" else k // 2), dtype=cupy.uint8)
+            if fmt != "e2m1":
+                codes[(codes & 0x7F) == 0x7F] = 0x3F
+            w = mxrt.MXArray(codes, rng.integers(118, 126, (e_num, n, k // 32), dtype=cupy.uint8), fmt, 32, 2,
+                             (e_num, n, k), "rceil")  # fmt: skip
+            wb = torch.randn(e_num, n, k, device="cuda", dtype=torch.bfloat16)
+            for t in [int(v) for v in args.m.split(",")]:
+                g = np.random.default_rng(t)
+                ids = np.stack([g.choice(e_num, top_k, replace=False) for _ in range(t)]).astype(np.int32)
+                s_ids, eids, ntpp = (cupy.asarray(v) for v in mxrt.moe_align_block_size(ids, bs, e_num))
+                rows_x = t if gate else t * top_k
+                x = mxrt.quantize_mx(cupy.random.default_rng(2).standard_normal((rows_x, k), dtype=cupy.float32))
+                kw = dict(top_k=top_k, block_size=bs, a_div=top_k if gate else 1)
+                t_mx, how = core.time_cupy([lambda x=x, w=w, s=s_ids, b=eids, p=ntpp, kw=kw: mxrt.moe_gemm_mx(
+                    x, w, s, b, p, **kw)], 7, log=print)  # fmt: skip
+                touched = np.unique(ids)
+                wbytes = touched.size * n * (codes.shape[2] + k // 32)
+                nbytes = wbytes + x.data.nbytes + x.scales.nbytes + 2 * t * top_k * n
+                # torch peer: the routed slots sorted by expert, one bf16 grouped GEMM over all E experts
+                flat = ids.reshape(-1)
+                order = np.argsort(flat, kind="stable")
+                rows_src = order // top_k if gate else order
+                xs = torch.randn(rows_x, k, device="cuda", dtype=torch.bfloat16)[torch.from_numpy(rows_src).cuda()]
+                offs = torch.from_numpy(np.cumsum(np.bincount(flat, minlength=e_num)).astype(np.int32)).cuda()
+                try:
+                    t_tc, _ = core.time_torch([lambda xs=xs, wb=wb, offs=offs: torch._grouped_mm(
+                        xs, wb.transpose(-2, -1), offs=offs)], 7, log=print)  # fmt: skip
+                except Exception as ex:  # no _grouped_mm in this torch
+                    print(f"    torch._grouped_mm: {type(ex).__name__}: {str(ex)[:100]}")
+                    t_tc = float("nan")
+                row = dict(gemm=gemm, fmt=fmt, t=t, n=n, k=k, experts=int(touched.size), mxrt_us=t_mx * 1e6,
+                           tbps=nbytes / t_mx / 1e12, copy_frac=nbytes / t_mx / copy_bw, torch_us=t_tc * 1e6,
+                           speedup=t_tc / t_mx, method=how)  # fmt: skip
+                rows.append(row)
+                print(f"moe {gemm:7s} {fmt} T={t:2d} ({touched.size:3d} experts): mxrt {t_mx * 1e6:7.1f} us "
+                      f"({row['tbps']:.2f} TB/s on touched bytes, {row['copy_frac']:.0%} copy) | torch._grouped_mm "
+                      f"bf16 {t_tc * 1e6:7.1f} us | {row['speedup']:.2f}x")  # fmt: skip
+            del w, codes, wb
+            cupy.get_default_memory_pool().free_all_blocks()
+            torch.cuda.empty_cache()
+    print("| gemm | weights | T | experts touched | mxrt us | TB/s (touched) | % copy | torch._grouped_mm bf16 us "
+          "| speedup |")  # fmt: skip
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    for r in rows:
+        print(f"| {r['gemm']} | {'MXFP8' if r['fmt'] == 'e4m3' else 'MXFP4'} | {r['t']} | {r['experts']} | "
+              f"{r['mxrt_us']:.1f} | {r['tbps']:.2f} | {r['copy_frac']:.0%} | {r['torch_us']:.1f} | "
+              f"{r['speedup']:.2f}x |")  # fmt: skip
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"device": dev, "copy_bw": copy_bw, "moe_rows": rows}, f, indent=1)
     return 0
 
 

@@ -239,10 +239,12 @@ def bench_moe(args, core, copy_bw, dev) -> int:
         for fmt in args.fmts.split(","):
             rng = cupy.random.default_rng(1)
             # random valid codes (no NaN bytes), scales near 2^-7: the whole [E, N, K] would take ~30 GB as fp32
-            codes = rng.integers(0, 256, (e_num, n, k if fmt != "e2m1" else k // 2), dtype=cupy.uint8)
+            shape = (e_num, n, k if fmt != "e2m1" else k // 2)
+            codes = rng.integers(0, 2**62, int(np.prod(shape)) // 8, dtype=cupy.int64).view(cupy.uint8).reshape(shape)
             if fmt != "e2m1":
                 codes[(codes & 0x7F) == 0x7F] = 0x3F
-            w = mxrt.MXArray(codes, rng.integers(118, 126, (e_num, n, k // 32), dtype=cupy.uint8), fmt, 32, 2,
+            scales = (rng.integers(118, 126, (e_num, n, k // 32), dtype=cupy.int32)).astype(cupy.uint8)
+            w = mxrt.MXArray(codes, scales, fmt, 32, 2,
                              (e_num, n, k), "rceil")  # fmt: skip
             wb = torch.randn(e_num, n, k, device="cuda", dtype=torch.bfloat16)
             for t in [int(v) for v in args.m.split(",")]:

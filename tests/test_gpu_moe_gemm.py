@@ -137,3 +137,25 @@ def test_device_built_layout_and_graph_capture():
             graph.launch(stream=stream)
             stream.synchronize()
             check(host(out, "bfloat16"), loop_ref(xh, wq, new, None, top_k), "bfloat16")
+
+
+def test_weights_past_2gb():
+    """A 2.7 GB MXFP8 weight (40 experts x 4096 x 16384): slots routed to the last experts read bytes past 2^31
+    (64-bit offsets and the TMA map); checked slot by slot against float64 math of the dequantized expert."""
+    e, n, k, t, top_k = 40, 4096, 16384, 2, 2
+    rng = cupy.random.default_rng(5)
+    codes = rng.integers(0, 2**62, e * n * k // 8, dtype=cupy.int64).view(cupy.uint8).reshape(e, n, k)
+    codes[(codes & 0x7F) == 0x7F] = 0x3F  # no NaN codes
+    scales = rng.integers(118, 126, (e, n, k // 32), dtype=cupy.int32).astype(cupy.uint8)
+    assert codes.nbytes > 2**31
+    w = mxrt.MXArray(codes, scales, "e4m3", 32, 2, (e, n, k), "rceil")
+    xh = mxrt.quantize_mx(np.random.default_rng(6).standard_normal((t, k)).astype(np.float32))
+    ids = np.array([[39, 0], [38, 21]], np.int32)
+    s, b, p = mxrt.moe_align_block_size(ids, 16, e, backend="numpy")
+    got = host(mxrt.moe_gemm_mx(dev(xh), w, cupy.asarray(s), cupy.asarray(b), cupy.asarray(p), top_k=top_k,
+                                block_size=16), "bfloat16")  # fmt: skip
+    dx = mxrt.dequantize_mx(xh).astype(np.float64)
+    for slot, ex in enumerate(ids.reshape(-1)):
+        we = mxrt.MXArray(codes[ex].get(), scales[ex].get(), "e4m3", 32, 1, (n, k), "rceil")
+        want = dx[slot // top_k] @ mxrt.dequantize_mx(we).astype(np.float64).T
+        assert mxrt.calc_diff(got[slot], want) <= 1e-5, slot

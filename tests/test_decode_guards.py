@@ -75,3 +75,19 @@ def test_moe_guards(monkeypatch):
     assert "float32 output" in moe_gemm.unsupported(moe(out_dtype="float32"))
     monkeypatch.setattr(moe_gemm, "get_arch", lambda: Arch("amd", "gfx950", "MI355", 64, 256, 163840))
     assert "sm_90a" in moe_gemm.unsupported(moe())
+
+
+def test_past_the_size_limit_is_a_typed_error_before_any_allocation():
+    """mxrt's 2^31-1 element limit (mxrt.errors.SIZE_LIMIT): a 2.7 G-element weight is refused by name and size."""
+    import numpy as np
+
+    import mxrt
+    from mxrt.errors import ShapeError
+
+    e, n, k = 40, 4096, 16384
+    codes = np.zeros((e, n, k), np.uint8)  # calloc: no page is touched
+    w = mxrt.MXArray(codes, np.zeros((e, n, k // 32), np.uint8), "e4m3", 32, 2, (e, n, k), "rceil")
+    x = mxrt.quantize_mx(np.ones((1, k), np.float32))
+    s, b, p = mxrt.moe_align_block_size(np.array([[0]], np.int32), 16, e, backend="numpy")
+    with pytest.raises(ShapeError, match=r"w\.shape \(40, 4096, 16384\).*2684354560.*2\^31-1"):
+        mxrt.moe_gemm_mx(x, w, s, b, p, top_k=1, block_size=16, backend="numpy")

@@ -1,4 +1,4 @@
-"""Command line: ``mxrt check | info | compile-check | bench``."""
+"""Command line: ``mxrt check | info | compile-check | bench | tune``."""
 
 from __future__ import annotations
 
@@ -133,6 +133,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return bench.run(args, args.argv)
 
 
+def cmd_tune(args: argparse.Namespace) -> int:
+    from .bench import tune
+
+    return tune.run(args, args.argv)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="mxrt", description="OCP MX numerics, layouts and kernels")
     p.add_argument("--version", action="version", version=f"mxrt {__version__}")
@@ -157,6 +163,13 @@ def build_parser() -> argparse.ArgumentParser:
     suites = b.add_subparsers(dest="suite", required=True, metavar="SUITE")
     bench.add_parsers(suites)
     b.set_defaults(func=cmd_bench)
+    from .bench import tune
+
+    t = sub.add_parser("tune", help="measure kernel configurations on this GPU and write the tuned table")
+    what = t.add_subparsers(dest="what", required=True, metavar="WHAT")
+    tg = what.add_parser("gemm", help=tune.HELP, description=(tune.__doc__ or tune.HELP).split("\n\n")[0])
+    tune.add_arguments(tg)
+    tg.set_defaults(func=cmd_tune)
     return p
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 #: ``MXRT_BACKEND``: what ``backend="auto"`` resolves to. ``auto`` (default) picks a GPU when mxrt has
 #: kernels for the op on the current device, numpy otherwise; ``numpy`` forces the reference everywhere.
@@ -55,3 +56,17 @@ ENV_LAUNCH = "MXRT_LAUNCH"
 
 def launch_mode() -> str:
     return os.environ.get(ENV_LAUNCH, "driver").strip().lower() or "driver"
+
+
+#: ``MXRT_TUNED_TABLE``: the user's tuned decode table (a JSON file), read before the one shipped in the package
+#: and written by ``mxrt tune gemm``. Default: ``$XDG_CACHE_HOME/mxrt/tuned_decode.json``, else
+#: ``~/.cache/mxrt/tuned_decode.json`` (:mod:`mxrt.ops.decode_table`).
+ENV_TUNED_TABLE = "MXRT_TUNED_TABLE"
+
+
+def tuned_table_path() -> Path:
+    path = os.environ.get(ENV_TUNED_TABLE, "").strip()
+    if path:
+        return Path(path).expanduser()
+    cache = os.environ.get("XDG_CACHE_HOME", "").strip()
+    return (Path(cache) if cache else Path.home() / ".cache") / "mxrt" / "tuned_decode.json"

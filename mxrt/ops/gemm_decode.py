@@ -18,6 +18,11 @@ owns 16 weight rows; ``KW`` warps split its K range and are summed in shared mem
 ``split_k > 1`` splits K across CTAs on top, with the shared deterministic / atomic modes
 (:mod:`mxrt.ops.gemm_splitk`); with ``split_k == 1`` (the default) the path splits K itself when its 16-row CTAs
 would leave SMs idle (:func:`plan`; still deterministic unless ``deterministic=False``).
+
+Tuned table (:mod:`mxrt.ops.decode_table`): a cell (target, device, N, K, M bucket) with an entry runs the entry's
+build and split (a ``split_k=1`` call, or one whose split_k equals the entry's); an entry naming another GEMM path
+makes :func:`supports` decline the cell with "tuned table routes it to <path>" (when that path supports it), so the
+selection falls through to it. Absent an entry, the envelope defaults of :func:`plan` run.
 """
 
 from __future__ import annotations
@@ -31,11 +36,13 @@ import numpy as np
 
 from .. import codes
 from .._kinds import dtype_name
+from ..config import gemm_path_override
 from ..runtime.compiler import build
 from ..runtime.kernel_spec import defines
 from ..runtime.launch import MAX_GRID_YZ, LaunchConfig, launch
+from . import decode_table
 from . import gemm_decode_kernels as K
-from .gemm_paths import DeviceGemm, GemmPath, register_gemm_path
+from .gemm_paths import DeviceGemm, GemmPath, gemm_paths, register_gemm_path
 from .gemm_sm90 import tensor_map_arg
 from .gemm_splitk import run_split_k
 
@@ -66,7 +73,22 @@ def supports(dg: DeviceGemm) -> str | None:
             return f"{name} {what} start at {c.data.ptr:#x}, not {align}-byte aligned (cp.async)"
     if max(p.m, p.n, p.k) >= _LIMIT or max(p.m, p.n) * p.k_blocks >= _LIMIT:
         return "sizes of 2^31 or more"
-    return None
+    return _routed(dg)
+
+
+def _routed(dg: DeviceGemm) -> str | None:
+    """The tuned table's decline: its entry for the cell names another path that supports the call (not when
+    ``MXRT_GEMM_PATH`` forces this one)."""
+    p, arch = dg.p, getattr(dg, "arch", None)
+    if arch is None:  # a shape-only stand-in (tests/test_decode_guards.py): no device, no table
+        return None
+    entry = decode_table.lookup(arch.target, arch.name, p.n, p.k, p.m)
+    if entry is None or entry.path == NAME or gemm_path_override() == NAME:
+        return None
+    other = next((q for q in gemm_paths(arch.target) if q.name == entry.path), None)
+    if other is None or other.supports(dg) is not None:
+        return None  # the routed path is not registered here or declines the call: the decode path serves it
+    return f"tuned table routes it to {entry.path}"
 
 
 @dataclass(frozen=True)
@@ -89,13 +111,21 @@ GRID_WARPS = 896
 
 
 @functools.lru_cache(maxsize=4096)
-def plan(m: int, n: int, k: int, split_k: int, sms: int = 132) -> tuple[DecodeConfig, int]:
-    """The build and the split of one problem: the smallest token tile that holds ``m``; warps and ring depth
-    from the sweep (RESULTS.md, session 5); with ``split_k == 1`` (the default) and fewer 16-row CTAs than SMs,
-    K is split across CTAs (deterministic: fp32 slices reduced in order), at most 16 ways and 4 groups of 4 MX
-    blocks per split; then more K warps per CTA while the grid holds fewer than :data:`GRID_WARPS` warps and
-    each warp keeps at least two groups."""
+def plan(
+    m: int, n: int, k: int, split_k: int, sms: int = 132, target: str | None = None, device: str = ""
+) -> tuple[DecodeConfig, int]:
+    """The build and the split of one problem: the smallest token tile that holds ``m``. With ``target`` given,
+    the tuned table's decode entry for (target, device, n, k, M bucket) when it has one and ``split_k`` is 1 or the
+    entry's split. Else the envelope defaults: warps and ring depth from the sweep (RESULTS.md, session 5); with
+    ``split_k == 1`` (the default) and fewer 16-row CTAs than SMs, K is split across CTAs (deterministic: fp32
+    slices reduced in order), at most 16 ways and 4 groups of 4 MX blocks per split; then more K warps per CTA
+    while the grid holds fewer than :data:`GRID_WARPS` warps and each warp keeps at least two groups."""
     mt = next(t for t in K.DECODE_MT if 8 * t >= m)
+    if target is not None:
+        e = decode_table.lookup(target, device, n, k, m)
+        if e is not None and e.path == NAME and split_k in (1, e.split):
+            assert e.kw is not None and e.stages is not None and e.split is not None
+            return DecodeConfig(mt, e.kw, e.stages), e.split
     kw, stages = DEFAULT[mt]
     ctas, groups = -(-n // 16), max(1, k // 128)
     split = split_k
@@ -123,7 +153,7 @@ def _kernel(d: Any, arch: Any, smem: int) -> Any:
 
 def _launch_plan(dg: DeviceGemm, out_code: int, atomic: bool, tune: dict) -> tuple[Any, LaunchConfig, tuple]:
     p = dg.p
-    c, _ = plan(p.m, p.n, p.k, p.split_k, dg.arch.num_cus)
+    c, _ = plan(p.m, p.n, p.k, p.split_k, dg.arch.num_cus, dg.arch.target, dg.arch.name)
     c = DecodeConfig(*(tune.get(f, getattr(c, f)) for f in ("mt", "kw", "stages")))
     fa, fb = codes.FMT_CODES[p.a_fmt], codes.FMT_CODES[p.b_fmt]
     d = defines(A_FMT=fa, ATOMIC=int(atomic), B_FMT=fb, KW=c.kw, MT=c.mt, OUT_DTYPE=out_code, STAGES=c.stages)
@@ -152,15 +182,23 @@ def _launch(dg: DeviceGemm, dst: Any, out_code: int, atomic: bool, tune: dict) -
 
 def run(dg: DeviceGemm, **tune: int) -> None:
     """Launch on the current stream (split-K reduce / zeroing included). ``tune`` overrides the defines ``mt``,
-    ``kw``, ``stages`` (benchmarks/bench_decode.py); no host synchronisation."""
+    ``kw``, ``stages`` (benchmarks/bench_decode.py, ``mxrt tune gemm``) and ``split``, the K split of the call;
+    no host synchronisation."""
     p = dg.p
     if p.is_empty:
         dg.out.fill(0)
         return
-    _, split = plan(p.m, p.n, p.k, p.split_k, dg.arch.num_cus)
+    split = tune.pop("split", 0) or plan(p.m, p.n, p.k, p.split_k, dg.arch.num_cus, dg.arch.target, dg.arch.name)[1]
     if split != p.split_k:  # the path's own split of a split_k=1 call (plan)
         dg = dataclasses.replace(dg, p=dataclasses.replace(p, split_k=split))
     run_split_k(dg, lambda dst, out_code, atomic: _launch(dg, dst, out_code, atomic, tune))
+
+
+def reload_table() -> None:
+    """Forget the memoised tuned tables and every plan made from them (``mxrt tune gemm`` wrote a table)."""
+    decode_table.clear()
+    plan.cache_clear()
+    _LAUNCHES.clear()
 
 
 register_gemm_path(GemmPath(NAME, TARGET, PRIORITY, supports, run))

@@ -1,0 +1,235 @@
+"""``mxrt tune gemm``: measure the decode GEMM cells on the present GPU and write the tuned table the decode path
+reads (:mod:`mxrt.ops.decode_table`; default: the user cache file, overriding the shipped one).
+
+For each ``MxNxK`` shape (m rounded up to its M bucket), MXFP8 operands (e4m3 x e4m3, the largest build of every
+format pair): every ``(kw, stages)`` build of ``sm90_decode`` that fits in shared memory at a few K splits (the
+envelope default, 1, and 2 / 4 when the 16-row CTAs leave SMs idle), and every other registered GEMM path of the
+target that supports the call (forced by name, as ``MXRT_GEMM_PATH`` does; what a ``split_k=1`` call would run).
+Timing: :func:`mxrt.bench.core.time_cupy` (CUDA-graph replays) round-robin over weight sets larger than the L2.
+The fastest candidate becomes the cell's entry, merged into the existing table at ``--out``.
+
+The selection (:func:`decode_candidates`, :func:`best_entry`, :func:`merge`) is pure and tested on the CPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .. import __version__
+from ..codes import FMT_CODES
+from ..config import tuned_table_path
+from ..errors import MxrtError, ShapeError
+from ..ops import decode_table as T
+from ..ops import gemm_decode_kernels as K
+from . import core
+
+HELP = "time the decode GEMM configurations on this GPU and write the tuned table the dispatcher reads"
+#: the target whose decode path is tuned
+TARGET = "sm_90a"
+#: operand formats the tuner measures (the table is not keyed by format; e4m3 x e4m3 has the largest stages)
+FORMATS = ("e4m3", "e4m3")
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One configuration to time: ``sm90_decode`` with its build and split, or another path by name."""
+
+    path: str
+    kw: int | None = None
+    stages: int | None = None
+    split: int | None = None
+
+    def label(self) -> str:
+        if self.path != T.DECODE_PATH:
+            return self.path
+        return f"{self.path} kw={self.kw} stages={self.stages} split={self.split}"
+
+    def entry(self, seconds: float) -> T.Entry:
+        return T.Entry(self.path, self.kw, self.stages, self.split, us=seconds * 1e6)
+
+
+def check_shape(m: int, n: int, k: int) -> None:
+    """The decode table's envelope: ShapeError otherwise."""
+    if not 1 <= m <= T.M_BUCKETS[-1]:
+        raise ShapeError(f"{m}x{n}x{k}: m = {m}, the decode table holds 1 <= m <= {T.M_BUCKETS[-1]}")
+    if k % 128:
+        raise ShapeError(f"{m}x{n}x{k}: k = {k} is not a multiple of 128 (the decode path's envelope)")
+
+
+def decode_candidates(m: int, n: int, k: int, sms: int) -> list[Candidate]:
+    """Every ``sm90_decode`` build of ``m`` tokens that fits in shared memory, at the envelope default split, 1,
+    and 2 / 4 when ``ceil(n / 16)`` CTAs leave SMs idle; each warp keeps at least one group of 4 MX blocks. The
+    envelope default (:func:`mxrt.ops.gemm_decode.plan` without a table) comes first."""
+    from ..ops import gemm_decode
+
+    mt, groups, ctas = T.mt_of(m), max(1, k // 128), -(-n // 16)
+    default, dsplit = gemm_decode.plan(m, n, k, 1, sms)
+    splits = sorted({dsplit, 1} | ({2, 4} if ctas < sms else set()))
+    e4m3 = FMT_CODES["e4m3"]
+    out = [Candidate(T.DECODE_PATH, default.kw, default.stages, dsplit)]
+    for split in splits:
+        for kw in K.DECODE_KW:
+            for st in K.DECODE_STAGES:
+                c = Candidate(T.DECODE_PATH, kw, st, split)
+                if c == out[0] or split > groups or split * kw > groups:
+                    continue
+                if K.smem_bytes(e4m3, e4m3, mt, kw, st) <= K.DECODE_SMEM_MAX:
+                    out.append(c)
+    return out
+
+
+def best_entry(timings: Sequence[tuple[Candidate, float | None]]) -> T.Entry | None:
+    """The fastest candidate that ran (``None`` seconds: it failed), as a table entry; the first listed wins a
+    tie. None when nothing ran."""
+    ran = [(t, i, c) for i, (c, t) in enumerate(timings) if t is not None and t > 0]
+    if not ran:
+        return None
+    t, _, c = min(ran, key=lambda r: (r[0], r[1]))
+    return c.entry(t)
+
+
+def merge(existing: T.Cells, new: T.Cells) -> T.Cells:
+    """The table after a run: the existing entries, those measured now replacing the same cells."""
+    return {**existing, **new}
+
+
+def read_existing(path: Path) -> tuple[T.Cells, dict]:
+    """The table already at ``path`` (empty when there is none); TunedTableError when it is invalid."""
+    if not path.is_file():
+        return {}, {}
+    return T.load_file(path)
+
+
+def write_table(path: Path, cells: T.Cells, meta: dict) -> None:
+    """Write the table (via a temporary file, so a reader never sees half of it) and make this process forget the
+    memoised tables and the launch plans made from them."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+    with open(tmp, "w") as fh:
+        json.dump(T.to_doc(cells, meta), fh, indent=1)
+        fh.write("\n")
+    os.replace(tmp, path)
+    from ..ops import gemm_decode
+
+    gemm_decode.reload_table()
+    try:
+        from ..api.gemm import clear_plans
+    except ImportError:  # pragma: no cover - the api layer always imports
+        return
+    clear_plans()  # a cached plan may hold the path the old table chose
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--shapes", required=True, help="comma list of MxNxK decode cells, e.g. 1x7168x4096,16x7168x4096")
+    p.add_argument("--out", metavar="FILE", help=f"table to write and merge into (default: {tuned_table_path()})")
+    p.add_argument("--reps", type=int, default=7, help="timed graph replays per configuration (median)")
+    p.add_argument("--no-progress", action="store_true", help="plain [i/n] lines instead of a tqdm bar")
+
+
+def run(args: argparse.Namespace, argv: Sequence[str] = ()) -> int:
+    """0 when the table was written; 1 without a GPU (or one without the decode path); 2 on bad arguments."""
+    name = "mxrt tune gemm"
+    try:
+        shapes = core.parse_shapes(args.shapes, 3)
+        for s in shapes:
+            check_shape(*s)
+        if args.reps < 1:
+            raise ValueError(f"--reps {args.reps}: expected at least 1")
+        out = Path(args.out).expanduser() if args.out else tuned_table_path()
+        existing, meta = read_existing(out)
+    except (MxrtError, ValueError) as e:
+        print(f"{name}: {e}", file=sys.stderr)
+        return 2
+    from .. import runtime
+
+    if not runtime.device_available():
+        print(f"{name}: {core.NO_GPU}; tuning times the kernels on the present GPU, so nothing was written",
+              file=sys.stderr)  # fmt: skip
+        return 1
+    arch = runtime.get_arch()
+    if arch.target != TARGET:
+        print(f"{name}: the decode path runs on {TARGET}; this GPU ({arch.name}) is {arch.target}: nothing to tune",
+              file=sys.stderr)  # fmt: skip
+        return 1
+    ses = core.Session("tune-gemm", argv, None, progress=not args.no_progress)
+    new: T.Cells = {}
+    ses.log(f"device {arch.name} ({arch.target}, {arch.num_cus} SMs); writing {out}")
+    try:
+        for m, n, k in ses.track(shapes, "tune gemm", lambda s: core.shape_label(*s)):
+            entry = tune_cell(ses, arch, T.bucket(m), n, k, args.reps)
+            if entry is not None:
+                new[(arch.target, arch.name, n, k, T.bucket(m))] = entry
+    finally:
+        if new:  # a run stopped early keeps the cells it measured
+            stamp = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+            run_meta = {"date": stamp, "device": arch.name, "mxrt": __version__, "argv": list(argv), "reps": args.reps,
+                        "formats": " x ".join(FORMATS), "cells": len(new)}  # fmt: skip
+            meta = {**meta, "written_by": name, "runs": [*meta.get("runs", []), run_meta][-20:]}
+            write_table(out, merge(existing, new), meta)
+            print(f"wrote {len(new)} cell(s) to {out}")
+    return 0 if new else 1
+
+
+def tune_cell(ses: core.Session, arch: Any, m: int, n: int, k: int, reps: int) -> T.Entry | None:
+    """Time every candidate of one cell on the GPU; the best as an entry (None when nothing ran)."""
+    import cupy
+
+    import mxrt
+
+    from ..ops import gemm as gemm_op
+    from ..ops import gemm_decode
+    from ..ops.gemm_paths import gemm_paths, select_gemm_path
+    from ..problems import gemm_problem
+
+    l2 = core.l2_bytes()
+    rng = cupy.random.default_rng(1234 + m + n + k)
+
+    def quant(rows: int, fmt: str) -> Any:
+        return mxrt.quantize_mx(rng.standard_normal((rows, k), dtype=cupy.float32), fmt)
+
+    qx = quant(m, FORMATS[0])
+    w0 = quant(n, FORMATS[1])
+    nbytes = sum(a.data.nbytes + a.scales.nbytes for a in (qx, w0))
+    ws = [w0] + [quant(n, FORMATS[1]) for _ in range(core.n_input_sets(nbytes, l2) - 1)]
+    dgs = [gemm_op.device_gemm(gemm_problem(qx, w)) for w in ws]
+    timings: list[tuple[Candidate, float | None]] = []
+
+    def timed(c: Candidate, launches: list) -> None:
+        try:
+            t, _ = core.time_cupy(launches, reps, log=ses.log)
+        except Exception as e:  # a configuration that does not build or launch: recorded, not fatal
+            ses.log(f"  {c.label():44s} failed: {type(e).__name__}: {str(e)[:100]}")
+            timings.append((c, None))
+            return
+        ses.log(f"  {c.label():44s} {t * 1e6:8.2f} us  {nbytes / t / 1e12:5.2f} TB/s")
+        timings.append((c, t))
+
+    ses.log(f"cell {m}x{n}x{k}: {len(ws)} weight set(s)")
+    for c in decode_candidates(m, n, k, arch.num_cus):
+        timed(c, [lambda dg=dg, c=c: gemm_decode.run(dg, kw=c.kw, stages=c.stages, split=c.split) for dg in dgs])
+    for path in gemm_paths(arch.target):
+        if path.name == T.DECODE_PATH:
+            continue
+        try:
+            forced = select_gemm_path(dgs[0], path.name)
+        except MxrtError as e:  # the path declines this call
+            ses.log(f"  {path.name:44s} declines: {str(e)[-100:]}")
+            continue
+        timed(Candidate(path.name), [lambda dg=dg, f=forced: f.run(dg) for dg in dgs])
+    best = best_entry(timings)
+    if best is not None:
+        ses.log(f"  best: {Candidate(best.path, best.kw, best.stages, best.split).label()} ({best.us:.2f} us)")
+    del dgs, ws, w0, qx
+    cupy.get_default_memory_pool().free_all_blocks()
+    return best
+
+
+__all__ = ["HELP", "Candidate", "add_arguments", "best_entry", "check_shape", "decode_candidates", "merge", "run"]

@@ -1,0 +1,244 @@
+"""The tuned table of the decode GEMM path (``sm90_decode``): which configuration, or which other GEMM path, serves
+one small-M cell on one GPU. Pure Python (no cupy); read by :mod:`mxrt.ops.gemm_decode`, written by
+``mxrt tune gemm`` (:mod:`mxrt.bench.tune`).
+
+Two files, user entries first: the user table (``MXRT_TUNED_TABLE``, else ``$XDG_CACHE_HOME/mxrt/tuned_decode.json``
+or ``~/.cache/mxrt/tuned_decode.json``; what ``mxrt tune gemm`` writes) and the one shipped in the package
+(``mxrt/data/tuned_decode.json``). A file is::
+
+    {"schema": 1, "meta": {...},
+     "targets": {"sm_90a": {"NVIDIA H100 80GB HBM3": {"7168x4096": {"1": {"path": "sm90_decode", "kw": 2,
+                                                                          "stages": 3, "split": 8}, ...}}}}}
+
+keyed by target, device name, ``NxK`` and M bucket (the smallest of :data:`M_BUCKETS` holding m). ``path`` is
+``"sm90_decode"`` (then ``kw``, ``stages``, ``split`` are the build and the path's own K split of a ``split_k=1``
+call) or the name of another registered GEMM path that won the measurement (the decode path then declines the
+cell). A device without an entry of its own takes any device's entry of the same target. Absent an entry, the
+envelope defaults run (:func:`mxrt.ops.gemm_decode.plan`). Files are read once and memoised; :func:`clear` forgets
+them. Every file is validated on load: :class:`TunedTableError` names the file and the bad field.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from ..codes import FMT_CODES
+from ..config import tuned_table_path
+from ..errors import MxrtError
+from . import gemm_decode_kernels as K
+
+SCHEMA = 1
+#: the M buckets of the table: a call with m tokens uses the smallest bucket >= m
+M_BUCKETS = (1, 2, 4, 8, 16, 32, 64)
+DECODE_PATH = "sm90_decode"
+SHIPPED = "tuned_decode.json"
+_E4M3 = FMT_CODES["e4m3"]
+
+
+class TunedTableError(MxrtError, ValueError):
+    """A tuned-table file that cannot be used; ``path`` is the file, ``field`` the bad entry's location."""
+
+    def __init__(self, path: str, field: str, why: str):
+        self.path, self.field = path, field
+        super().__init__(f"tuned table {path}: {field}: {why}")
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One cell's choice: the GEMM path and, for the decode path, its build (``kw``, ``stages``) and K split;
+    ``us`` is the measured time when the tuner wrote it (None for the shipped defaults)."""
+
+    path: str
+    kw: int | None = None
+    stages: int | None = None
+    split: int | None = None
+    us: float | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"path": self.path}
+        if self.path == DECODE_PATH:
+            d.update(kw=self.kw, stages=self.stages, split=self.split)
+        if self.us is not None:
+            d["us"] = round(float(self.us), 3)
+        return d
+
+
+def bucket(m: int) -> int:
+    """The smallest M bucket holding ``m`` (m > 64 has none: outside the decode envelope)."""
+    for b in M_BUCKETS:
+        if m <= b:
+            return b
+    raise ValueError(f"m = {m} > {M_BUCKETS[-1]}: outside the decode table")
+
+
+def mt_of(m: int) -> int:
+    """The token tile (define MT) that a call of ``m`` tokens builds."""
+    return next(t for t in K.DECODE_MT if 8 * t >= m)
+
+
+def cell_key(n: int, k: int) -> str:
+    return f"{n}x{k}"
+
+
+def _int(v: Any, path: str, field: str, lo: int, hi: int) -> int:
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise TunedTableError(path, field, f"expected an integer, got {v!r}")
+    if not lo <= v <= hi:
+        raise TunedTableError(path, field, f"{v} is outside [{lo}, {hi}]")
+    return v
+
+
+def parse_entry(raw: Any, path: str, field: str, n: int, k: int, m_bucket: int) -> Entry:
+    """One validated entry of cell ``n x k`` at bucket ``m_bucket``."""
+    if not isinstance(raw, dict):
+        raise TunedTableError(path, field, f"expected an object, got {type(raw).__name__}")
+    name = raw.get("path")
+    if not isinstance(name, str) or not name:
+        raise TunedTableError(path, f"{field}.path", f"expected a GEMM path name, got {name!r}")
+    us = raw.get("us")
+    if us is not None and (isinstance(us, bool) or not isinstance(us, (int, float)) or not us > 0):
+        raise TunedTableError(path, f"{field}.us", f"expected a positive number, got {us!r}")
+    unknown = set(raw) - {"path", "kw", "stages", "split", "us"}
+    if unknown:
+        raise TunedTableError(path, f"{field}.{sorted(unknown)[0]}", "unknown field")
+    if name != DECODE_PATH:
+        return Entry(name, us=None if us is None else float(us))
+    for f in ("kw", "stages", "split"):
+        if f not in raw:
+            raise TunedTableError(path, f"{field}.{f}", f"missing (required with path {DECODE_PATH!r})")
+    kw, stages = raw["kw"], raw["stages"]
+    if kw not in K.DECODE_KW or isinstance(kw, bool):
+        raise TunedTableError(path, f"{field}.kw", f"{kw!r} is not one of {K.DECODE_KW}")
+    if stages not in K.DECODE_STAGES or isinstance(stages, bool):
+        raise TunedTableError(path, f"{field}.stages", f"{stages!r} is not one of {K.DECODE_STAGES}")
+    smem = K.smem_bytes(_E4M3, _E4M3, mt_of(m_bucket), kw, stages)
+    if smem > K.DECODE_SMEM_MAX:
+        raise TunedTableError(
+            path, f"{field}.stages", f"kw={kw} stages={stages} needs {smem} B of shared memory > {K.DECODE_SMEM_MAX}"
+        )
+    split = _int(raw["split"], path, f"{field}.split", 1, max(1, k // 128))
+    return Entry(DECODE_PATH, kw, stages, split, None if us is None else float(us))
+
+
+Cells = dict[tuple[str, str, int, int, int], Entry]  # (target, device, n, k, m bucket) -> entry
+
+
+def parse_table(doc: Any, path: str) -> Cells:
+    """Every entry of a loaded JSON document, validated."""
+    if not isinstance(doc, dict):
+        raise TunedTableError(path, "<top>", f"expected an object, got {type(doc).__name__}")
+    if doc.get("schema") != SCHEMA:
+        raise TunedTableError(path, "schema", f"expected {SCHEMA}, got {doc.get('schema')!r}")
+    targets = doc.get("targets")
+    if not isinstance(targets, dict):
+        raise TunedTableError(path, "targets", "expected an object target -> device -> NxK -> M bucket -> entry")
+    out: Cells = {}
+    for target, devices in targets.items():
+        if not isinstance(devices, dict):
+            raise TunedTableError(path, f"targets.{target}", "expected an object device name -> cells")
+        for device, cells in devices.items():
+            where = f"targets.{target}.{device}"
+            if not isinstance(cells, dict):
+                raise TunedTableError(path, where, "expected an object NxK -> M bucket -> entry")
+            for nk, ms in cells.items():
+                parts = nk.split("x")
+                if (
+                    len(parts) != 2
+                    or not all(v.isdigit() and int(v) > 0 for v in parts)
+                    or nk != cell_key(*(int(v) for v in parts))
+                ):
+                    raise TunedTableError(path, f"{where}.{nk}", "expected a cell key NxK, e.g. 7168x4096")
+                n, k = (int(v) for v in parts)
+                if not isinstance(ms, dict):
+                    raise TunedTableError(path, f"{where}.{nk}", "expected an object M bucket -> entry")
+                for mb, raw in ms.items():
+                    if not (mb.isdigit() and int(mb) in M_BUCKETS):
+                        raise TunedTableError(path, f"{where}.{nk}.{mb}", f"M bucket must be one of {M_BUCKETS}")
+                    entry = parse_entry(raw, path, f"{where}.{nk}.{mb}", n, k, int(mb))
+                    out[(target, device, n, k, int(mb))] = entry
+    return out
+
+
+def load_file(path: str | Path) -> tuple[Cells, dict]:
+    """The entries and the metadata of one table file (TunedTableError when unreadable or invalid)."""
+    try:
+        with open(path) as fh:
+            doc = json.load(fh)
+    except (OSError, ValueError) as e:
+        raise TunedTableError(str(path), "<file>", f"cannot read JSON ({type(e).__name__}: {e})") from e
+    meta = doc.get("meta", {}) if isinstance(doc, dict) else {}
+    return parse_table(doc, str(path)), meta if isinstance(meta, dict) else {}
+
+
+def shipped_path() -> Path:
+    return Path(str(resources.files("mxrt") / "data" / SHIPPED))
+
+
+def to_doc(cells: Cells, meta: dict) -> dict:
+    """The JSON document of ``cells`` (sorted keys, so rewrites diff cleanly)."""
+    targets: dict = {}
+    for (target, device, n, k, mb), e in sorted(cells.items()):
+        targets.setdefault(target, {}).setdefault(device, {}).setdefault(cell_key(n, k), {})[str(mb)] = e.as_dict()
+    return {"schema": SCHEMA, "meta": meta, "targets": targets}
+
+
+@functools.lru_cache(maxsize=1)
+def _tables() -> tuple[Cells, Cells]:
+    """(user, shipped) entries, read once."""
+    user_path = tuned_table_path()
+    user = load_file(user_path)[0] if user_path.is_file() else {}
+    ship = shipped_path()
+    shipped = load_file(ship)[0] if ship.is_file() else {}
+    return user, shipped
+
+
+def _find(cells: Cells, target: str, device: str, n: int, k: int, mb: int) -> Entry | None:
+    hit = cells.get((target, device, n, k, mb))
+    if hit is not None:
+        return hit
+    for (t, _, nn, kk, b), e in sorted(cells.items()):  # another device of the same target
+        if (t, nn, kk, b) == (target, n, k, mb):
+            return e
+    return None
+
+
+@functools.lru_cache(maxsize=4096)
+def lookup(target: str, device: str, n: int, k: int, m: int) -> Entry | None:
+    """The entry for a call of ``m`` tokens on an ``n x k`` weight: the user table first (this device, then any
+    device of the target), then the shipped one; None when neither has one (or m is outside the buckets)."""
+    if m > M_BUCKETS[-1]:
+        return None
+    mb = bucket(max(m, 1))
+    for cells in _tables():
+        e = _find(cells, target, device, n, k, mb)
+        if e is not None:
+            return e
+    return None
+
+
+def clear() -> None:
+    """Forget the memoised files and lookups (the tuner wrote a table; tests)."""
+    _tables.cache_clear()
+    lookup.cache_clear()
+
+
+__all__ = [
+    "DECODE_PATH",
+    "M_BUCKETS",
+    "SCHEMA",
+    "Entry",
+    "TunedTableError",
+    "bucket",
+    "cell_key",
+    "clear",
+    "load_file",
+    "lookup",
+    "parse_table",
+    "shipped_path",
+    "to_doc",
+]

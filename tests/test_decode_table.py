@@ -68,10 +68,15 @@ def test_shipped_table_is_package_data_with_the_session5_defaults():
     assert 'mxrt = ["py.typed", "data/*.json"]' in (ROOT / "pyproject.toml").read_text()  # non-editable installs
     cells, meta = T.load_file(T.shipped_path())
     assert "session 5" in meta["source"] and "calls 8-11" in meta["source"]
-    # every bench_decode MODELS cell at TP 1 and 8 (15 N x K), every bucket, the envelope default of plan()
-    assert len({(n, k) for (_, _, n, k, _) in cells}) == 15 and len(cells) == 15 * len(T.M_BUCKETS)
+    # every bench_decode MODELS cell at TP 1 and 8 (15 N x K), every bucket, the envelope default of plan(); and
+    # the cell 7168 x 4096 as `mxrt tune gemm` measured it on the H100 (RESULTS.md, session 5 call 14)
+    assert len({(n, k) for (_, _, n, k, _) in cells}) == 16 and len(cells) == 16 * len(T.M_BUCKETS)
+    assert [r["argv"][:2] for r in meta["runs"]] == [["tune", "gemm"]]
     for (target, device, n, k, mb), e in cells.items():
         assert (target, device, e.path) == ("sm_90a", DEV, "sm90_decode")
+        if (n, k) == (7168, 4096):
+            assert e.us is not None and e.split == 1  # measured
+            continue
         c, split = gemm_decode.plan(mb, n, k, 1, 132)
         assert (e.kw, e.stages, e.split) == (c.kw, c.stages, split)
         assert gemm_decode.plan(mb, n, k, 1, 132, "sm_90a", DEV) == (c, split)
@@ -82,8 +87,8 @@ def test_lookup_device_fallback_and_misses():
     assert e is not None and e.path == "sm90_decode"
     assert T.lookup("sm_90a", "NVIDIA H100 PCIe", 7168, 18432, 3) == e  # any device of the target
     assert T.lookup("sm_100a", DEV, 7168, 18432, 3) is None
-    assert T.lookup("sm_90a", DEV, 7168, 4096, 3) is None  # not a shipped cell: the envelope default runs
-    assert gemm_decode.plan(3, 7168, 4096, 1, 132, "sm_90a", DEV) == gemm_decode.plan(3, 7168, 4096, 1, 132)
+    assert T.lookup("sm_90a", DEV, 7168, 6144, 3) is None  # not a shipped cell: the envelope default runs
+    assert gemm_decode.plan(3, 7168, 6144, 1, 132, "sm_90a", DEV) == gemm_decode.plan(3, 7168, 6144, 1, 132)
 
 
 def test_user_table_overrides_shipped(user_table: Path):

@@ -160,3 +160,18 @@ def test_weights_near_2gb():
         we = mxrt.MXArray(codes[ex].get(), scales[ex].get(), "e4m3", 32, 1, (n, k), "rceil")
         want = dx[slot // top_k] @ mxrt.dequantize_mx(we).astype(np.float64).T
         assert mxrt.calc_diff(got[slot], want) <= 1e-5, slot
+
+
+def test_aiter_moe_sorting_layout_on_the_device():
+    """layout="aiter" with device arrays: the id conversion runs on the device; same rows as the vLLM layout."""
+    rng = np.random.default_rng(21)
+    t, e, top_k, bs, k, n = 9, 16, 4, 16, 256, 96
+    ids = np.stack([rng.choice(e, top_k, replace=False) for _ in range(t)]).astype(np.int32)
+    tw = rng.random((t, top_k)).astype(np.float32)
+    x = mxrt.quantize_mx(rng.standard_normal((t, k)).astype(np.float32))
+    w = mxrt.quantize_mx(rng.standard_normal((e, n, k)).astype(np.float32), axis=2)
+    s_ids, _, s_exp, nvalid = mxrt.moe_sorting(ids, tw, e, bs)
+    c = cupy.asarray
+    got = mxrt.moe_gemm_mx(dev(x), dev(w), c(s_ids), c(s_exp), c(nvalid), top_k=top_k, block_size=bs,
+                           topk_weights=c(tw), layout="aiter")  # fmt: skip
+    check(host(got, "bfloat16"), loop_ref(x, w, ids, tw, top_k), "bfloat16")

@@ -521,3 +521,29 @@ def test_host_inputs_dispatch(fake_ops) -> None:
     ops = fake_ops(device=False)  # no GPU: auto never asks the GPU module
     mxrt.moe_gemm_mx(**g)
     assert not ops.asked and not ops.runs
+
+
+@pytest.mark.parametrize("gemm", ["gate_up", "down"])
+def test_aiter_moe_sorting_layout_gives_the_vllm_result(gemm):
+    """layout="aiter": moe_sorting's packed (slot << 24) | token ids, local expert ids (masked experts) and
+    num_valid_ids give the same rows as moe_align_block_size's layout with the equivalent expert_map."""
+    rng = np.random.default_rng(3)
+    t, e, top_k, bs, k, n = 7, 8, 2, 4, 64, 40
+    ids = np.stack([rng.choice(e, top_k, replace=False) for _ in range(t)]).astype(np.int32)
+    tw = rng.random((t, top_k)).astype(np.float32)
+    mask = (np.arange(e) != 3).astype(np.int32)
+    local = np.where(mask == 1, np.cumsum(mask) - 1, -1).astype(np.int32)
+    a_div = top_k if gemm == "gate_up" else 1
+    x = mxrt.quantize_mx(rng.standard_normal((t * top_k // a_div, k)).astype(np.float32))
+    w = mxrt.quantize_mx(rng.standard_normal((e - 1, n, k)).astype(np.float32), axis=2)
+    s_ids, _, s_exp, nvalid = mxrt.moe_sorting(ids, tw, e, bs, mask)
+    kw = dict(top_k=top_k, block_size=bs, a_div=a_div, topk_weights=tw, out_dtype="float32", backend="numpy")
+    got = mxrt.moe_gemm_mx(x, w, s_ids, s_exp, nvalid, layout="aiter", **kw)
+    v = mxrt.moe_align_block_size(ids, bs, e, local, backend="numpy")
+    want = mxrt.moe_gemm_mx(x, w, *v, **kw)
+    np.testing.assert_array_equal(got, want)
+    assert (got[local[ids.reshape(-1)] < 0] == 0).all() and np.abs(got).sum() > 0
+    with pytest.raises(mxrt.errors.DtypeError, match="layout"):
+        mxrt.moe_gemm_mx(x, w, s_ids, s_exp, nvalid, layout="sglang", **kw)
+    with pytest.raises(mxrt.errors.ShapeError, match="num_valid_ids"):
+        mxrt.moe_gemm_mx(x, w, s_ids, s_exp, nvalid[:1], layout="aiter", **kw)

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
+from ..errors import DtypeError, ShapeError
 from ..problems.moe_gemm import MoeGemmProblem, moe_gemm_problem
 from ..reference.moe_gemm import moe_gemm_numpy
 from . import interop
@@ -31,6 +34,23 @@ def _run_gpu(p: MoeGemmProblem) -> Any:
     return moe_gemm_ops.moe_gemm_mx_gpu(p)
 
 
+def _from_aiter(sorted_ids: Any, num_valid_ids: Any, top_k: Any, numel: int) -> tuple[Any, Any]:
+    """aiter ``moe_sorting`` arrays -> the vLLM ones: ``(s & 0xFFFFFF) * top_k + (s >> 24)`` clipped to the sentinel
+    ``numel`` (aiter's padding ``(top_k << 24) | T`` maps to ``numel + top_k``), int32 on the arrays' own side, and
+    ``num_valid_ids[:1]``; the problem validates everything else (dtypes, shapes, ranges)."""
+    if getattr(sorted_ids, "dtype", None) is None or sorted_ids.dtype.kind not in "iu":
+        raise DtypeError(f"{OP}: argument 'sorted_token_ids' (aiter layout) must be an int32 array")
+    if isinstance(top_k, bool) or not isinstance(top_k, (int, np.integer)) or top_k < 1:
+        raise DtypeError(f"{OP}: argument 'top_k' is {top_k!r}, expected an int >= 1")
+    if getattr(num_valid_ids, "shape", None) != (2,):
+        raise ShapeError(
+            f"{OP}: argument 'num_tokens_post_padded' (aiter num_valid_ids) has shape "
+            f"{getattr(num_valid_ids, 'shape', None)}, expected (2,)"
+        )
+    slot_ids = ((sorted_ids & 0xFFFFFF) * int(top_k) + (sorted_ids >> 24)).clip(0, numel).astype(sorted_ids.dtype)
+    return slot_ids, num_valid_ids[:1]
+
+
 def moe_gemm_mx(
     x: Any,
     w: Any,
@@ -45,8 +65,10 @@ def moe_gemm_mx(
     out: Any = None,
     out_dtype: str = "bfloat16",
     backend: str = "auto",
+    layout: str = "vllm",
 ) -> Any:
-    """MoE decode GEMM: one output row per routed slot, on the layout of :func:`mxrt.moe_align_block_size`.
+    """MoE decode GEMM: one output row per routed slot, on the layout of :func:`mxrt.moe_align_block_size`
+    (``layout="vllm"``) or of aiter's :func:`mxrt.moe_sorting` (``layout="aiter"``).
 
     Parameters
     ----------
@@ -67,6 +89,12 @@ def moe_gemm_mx(
     out : optional ``[numel, n]`` array of ``out_dtype`` (the inputs' kind) written entirely and returned.
     out_dtype : ``"bfloat16"`` (default), ``"float16"`` or ``"float32"``.
     backend : ``"auto"``, ``"numpy"`` or ``"gpu"``; device inputs always run on the GPU.
+    layout : ``"vllm"`` (default), or ``"aiter"``: the three layout arrays are then ``moe_sorting``'s
+        ``sorted_ids`` (entries ``(slot << 24) | token``, padding ``(top_k << 24) | T``), ``sorted_expert_ids``
+        (local ids, -1 unused) and ``num_valid_ids`` ``[2]`` (its first element plays ``num_tokens_post_padded``);
+        each entry becomes the slot id ``token * top_k + slot`` (padding lands past ``numel``, skipped) with array
+        arithmetic on the arrays' own side (no copy to the host, no synchronisation). aiter's ``sorted_weights``
+        hold ``topk_weights[token, slot]`` per entry; pass ``topk_weights`` itself.
 
     Returns
     -------
@@ -98,6 +126,12 @@ def moe_gemm_mx(
     ids, _ = interop.import_array(sorted_token_ids, OP, "sorted_token_ids")
     experts, _ = interop.import_array(expert_ids, OP, "expert_ids")
     ntpp, _ = interop.import_array(num_tokens_post_padded, OP, "num_tokens_post_padded")
+    if layout == "aiter":
+        rows = x.shape[0] if isinstance(getattr(x, "shape", None), tuple) and x.shape else 0
+        numel = rows * (a_div if isinstance(a_div, int) and a_div >= 1 else top_k if isinstance(top_k, int) else 1)
+        ids, ntpp = _from_aiter(ids, ntpp, top_k, numel)
+    elif layout != "vllm":
+        raise DtypeError(f"{OP}: argument 'layout' is {layout!r}, expected 'vllm' or 'aiter'")
     tw = interop.import_optional(topk_weights, OP, "topk_weights")
     out_native = import_out(out, OP, caller)
     p = moe_gemm_problem(

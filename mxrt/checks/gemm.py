@@ -151,6 +151,58 @@ def check_gemm_op(backend: str) -> Iterable[CheckRow]:
                     yield _row("gemm_mx", case, name, f"calc_diff (<= {lim:g})", cd, cd <= lim)
 
 
+def check_decode_gemm(backend: str) -> Iterable[CheckRow]:
+    """Decode-sized gemm_mx (m <= 64 tokens, k % 128 == 0: the ``sm90_decode`` path on an sm_90a GPU, whatever the
+    dispatcher picks elsewhere) vs the float64 reference: bit for bit on numpy, calc_diff <= 1e-5 on the GPU."""
+    from ..api.gemm import gemm_mx
+    from ..reference import calc_diff
+    from ..reference import gemm_mx as ref
+
+    name = backend_for("gemm_mx", backend)
+    for m, fa, fb in ((1, "e4m3", "e4m3"), (16, "e4m3", "e2m1"), (64, "e5m2", "e4m3"), (7, "e2m1", "e2m1")):
+        _, _, qa, qb = _operands(m, 136, 512, fa, fb, 40 + m)
+        case = f"decode {m}x136x512 {fa}x{fb} bfloat16"
+        got = gemm_mx(qa, qb, backend=name)
+        if name == "numpy":
+            yield mismatches("gemm_mx", case, backend, got, ref(qa, qb, out_dtype="bfloat16"))
+            continue
+        cd = calc_diff(np.asarray(got).astype(np.float64), ref(qa, qb, out_dtype="float64"))
+        yield _row("gemm_mx", case, name, "calc_diff (<= 1e-05)", cd, cd <= 1e-5)
+
+
+def check_moe_gemm(backend: str) -> Iterable[CheckRow]:
+    """mxrt.moe_gemm_mx on moe_align_block_size layouts (gate/up and down, topk weights, a non-local expert) vs a
+    per-slot float64 loop written here: equal after one rounding on numpy, calc_diff <= 1e-5 on the GPU."""
+    from ..api.layouts import moe_align_block_size
+    from ..api.moe_gemm import moe_gemm_mx
+    from ..api.quant import dequantize_mx, quantize_mx
+    from ..reference import calc_diff
+
+    name = backend_for("moe_gemm_mx", backend)
+    rng = _rng(77)
+    t, e, top_k, bs, k, n = 5, 8, 2, 4, 256, 48
+    ids = np.stack([rng.permutation(e)[:top_k] for _ in range(t)]).astype(np.int32)
+    emap = np.where(np.arange(e) == 5, -1, np.arange(e) - (np.arange(e) > 5)).astype(np.int32)
+    layout = moe_align_block_size(ids, bs, e, emap, backend="numpy")
+    tw = rng.random((t, top_k)).astype(np.float32)
+    w = quantize_mx(rng.standard_normal((e - 1, n, k)).astype(np.float32), axis=2)
+    dw = dequantize_mx(w).astype(np.float64)
+    for gemm, a_div in (("gate_up", top_k), ("down", 1)):
+        x = quantize_mx(rng.standard_normal((t * top_k // a_div, k)).astype(np.float32))
+        dx = dequantize_mx(x).astype(np.float64)
+        want = np.zeros((t * top_k, n))
+        for slot, ge in enumerate(ids.reshape(-1)):
+            if emap[ge] >= 0:
+                want[slot] = dx[slot // a_div] @ dw[emap[ge]].T * np.float64(tw.reshape(-1)[slot])
+        case = f"{gemm} T={t} E={e} top_k={top_k} bs={bs} topk_weights, 1 non-local expert"
+        got = moe_gemm_mx(x, w, *layout, top_k=top_k, block_size=bs, a_div=a_div, topk_weights=tw, backend=name)
+        if name == "numpy":
+            yield mismatches("moe_gemm_mx", case, backend, got, want.astype(got.dtype))
+            continue
+        cd = calc_diff(np.asarray(got).astype(np.float64), want)
+        yield _row("moe_gemm_mx", case, name, "calc_diff (<= 1e-05)", cd, cd <= 1e-5)
+
+
 def check_scale_lanes(backend: str) -> Iterable[CheckRow]:
     """Every lane of every 16x16x128 instruction gets the scale it needs from the turbo16x4 / aiter32x8 buffers."""
     from ..api.layouts import preshuffle_scales
@@ -259,6 +311,8 @@ def check_hopper_maps(backend: str) -> Iterable[CheckRow]:
 CASES: list = [
     check_reference,
     check_gemm_op,
+    check_decode_gemm,
+    check_moe_gemm,
     check_scale_lanes,
     check_weight_lanes,
     check_emulated_gemm,

@@ -170,7 +170,10 @@ GPU_CASES: dict[str, Callable[[], Iterable[Case]]] = {
 
 
 #: GPU ops compared with a tolerance rather than bit for bit, by their own check module
-CHECKED_ELSEWHERE = {"gemm_mx": "tolerance rows in mxrt/checks/gemm.py (check_gemm_op)"}
+CHECKED_ELSEWHERE = {
+    "gemm_mx": "tolerance rows in mxrt/checks/gemm.py (check_gemm_op, check_decode_gemm)",
+    "moe_gemm_mx": "tolerance rows in mxrt/checks/gemm.py (check_moe_gemm)",
+}
 
 
 def _compare(op: str, case: str, run_gpu: Callable[[], Any], run_numpy: Callable[[], Any]) -> CheckRow:

@@ -8,7 +8,7 @@ round-robin over input sets larger than 3x the L2 (mxrt.bench.core), so weights 
 ``--eager`` adds plain-call timings (host overhead included) for the issue's cell.
 
     python3 benchmarks/bench_decode.py [--quick] [--tp 1,8] [--m 1,2,4,8,16,32,64] [--json FILE] [--plot FILE]
-    python3 benchmarks/bench_decode.py --sweep 1x7168x4096,16x7168x4096    # kernel configurations (kw, stages)
+    python3 benchmarks/bench_decode.py --sweep 1x7168x4096,16x7168x4096    # builds (rt, split, kw, stages)
 
 Bytes read per call: weight codes + weight scales + token codes + token scales (+ the bf16 output written);
 ``copy%`` is that over the copy kernel's rate.
@@ -62,7 +62,7 @@ def main(argv=None) -> int:
     ap.add_argument("--m", default="1,2,4,8,16,32,64")
     ap.add_argument("--fmts", default="e4m3,e2m1", help="weight formats (tokens are e4m3)")
     ap.add_argument("--eager", action="store_true", help="also plain calls (host overhead) on the issue's cell")
-    ap.add_argument("--sweep", default="", help="MxNxK list: time every (kw, stages) of the decode kernel")
+    ap.add_argument("--sweep", default="", help="MxNxK list: time the decode builds (rt, split, kw 2/4, stages 2-4)")
     ap.add_argument("--moe", action="store_true", help="MoE decode: DeepSeek-V3 top-8 gate_up / down, 64 experts")
     ap.add_argument("--json", default="")
     ap.add_argument("--plot", default="")
@@ -117,20 +117,33 @@ def main(argv=None) -> int:
                 print(f"sweep {m}x{n}x{k} {fmt}: plan {base}, {sets} weight sets; copy of the same bytes "
                       f"{same / 1e12:.2f} TB/s")  # fmt: skip
                 fa, fb = mxrt.codes.FMT_CODES["e4m3"], mxrt.codes.FMT_CODES[fmt]
-                for kw in K.DECODE_KW:
-                    for st in K.DECODE_STAGES:
-                        if K.smem_bytes(fa, fb, base.mt, kw, st) > K.DECODE_SMEM_MAX:
-                            continue
-                        dgs = [gemm_op.device_gemm(gemm_problem(qx, w)) for w in ws]
-                        launches = [lambda dg=dg, kw=kw, st=st: gemm_decode.run(dg, kw=kw, stages=st) for dg in dgs]
-                        try:
-                            t, _ = core.time_cupy(launches, 7, log=print)
-                        except Exception as e:  # a configuration that does not build or launch
-                            print(f"  kw={kw:2d} stages={st}: {type(e).__name__}: {str(e)[:100]}")
-                            continue
-                        gbs = (mx_bytes(qw) + mx_bytes(qx)) / t
-                        frac = gbs / copy_bw
-                        print(f"  kw={kw:2d} stages={st}: {t * 1e6:7.2f} us  {gbs / 1e12:5.2f} TB/s  {frac:5.1%}")
+                dgs = [gemm_op.device_gemm(gemm_problem(qx, w)) for w in ws]
+                best = {}
+                for rt in K.DECODE_RT:
+                    if not K.valid_rt(base.mt, rt):
+                        continue
+                    for split in sorted({1, gemm_decode.plan(m, n, k, 1)[1]}):  # (the plan's split at its rt)
+                        for kw in (2, 4):  # 8 warps never won (session 5 sweeps)
+                            for st in (2, 3, 4):
+                                if K.smem_bytes(fa, fb, base.mt, kw, st, rt) > K.DECODE_SMEM_MAX:
+                                    continue
+                                if split * kw > k // 128:
+                                    continue
+                                tune = dict(kw=kw, stages=st, rt=rt, split=split)
+                                launches = [lambda dg=dg, tune=tune: gemm_decode.run(dg, **tune) for dg in dgs]
+                                label = f"rt={rt} split={split:2d} kw={kw} stages={st}"
+                                try:
+                                    t, _ = core.time_cupy(launches, 7, log=print)
+                                except Exception as e:  # a configuration that does not build or launch
+                                    print(f"  {label}: {type(e).__name__}: {str(e)[:100]}")
+                                    continue
+                                gbs = (mx_bytes(qw) + mx_bytes(qx)) / t
+                                print(f"  {label}: {t * 1e6:7.2f} us  {gbs / 1e12:5.2f} TB/s  {gbs / copy_bw:5.1%}")
+                                if rt not in best or t < best[rt][0]:
+                                    best[rt] = (t, label)
+                for rt, (t, label) in sorted(best.items()):
+                    print(f"  best at rt={rt}: {label} {t * 1e6:.2f} us")
+                del dgs
                 del ws
         return 0
 

@@ -88,7 +88,7 @@ def test_every_configuration(mt):
             if K.smem_bytes(fa, fb, mt, kw, st) > K.DECODE_SMEM_MAX:
                 continue
             dg.out.fill(0xFFFF)
-            gemm_decode.run(dg, mt=mt, kw=kw, stages=st)
+            gemm_decode.run(dg, mt=mt, kw=kw, stages=st, rt=1)
             assert not check_result(dg.out, qa, qb, "bfloat16", x=x, w=w), (kw, st)
 
 
@@ -105,12 +105,31 @@ def test_split_k(case, split, deterministic):
     assert not check_result(got, qa, qb, out_dtype, x=x, w=w, splits_rounded=rounded)
 
 
+@pytest.mark.parametrize("mt", K.DECODE_MT)
+@pytest.mark.parametrize("pair", [("e5m2", "e4m3"), ("e2m1", "e4m3"), ("e4m3", "e2m1"), ("e2m1", "e2m1")], ids="x".join)
+def test_every_row_tile(mt, pair):
+    """Each weight row-tile count (define RT) a token tile takes, at two warp counts, with n a tail of the CTA's
+    16 * RT rows and an odd m: the reference each time."""
+    m, n, k = 8 * mt - 3 if mt > 1 else 5, 150, 1024
+    x, w, qa, qb = operands(m, n, k, *pair, seed=10 + mt)
+    dg = gemm_op.device_gemm(gemm_problem(to_device(qa), to_device(qb), out_dtype="bfloat16"))
+    for rt in K.DECODE_RT:
+        if not K.valid_rt(mt, rt):
+            continue
+        for kw, split in ((2, 1), (4, 2)):
+            dg.out.fill(0xFFFF)
+            gemm_decode.run(dg, mt=mt, kw=kw, stages=2, rt=rt, split=split)
+            assert not check_result(dg.out, qa, qb, "bfloat16", x=x, w=w), (rt, kw, split)
+
+
+@pytest.mark.parametrize("m", [11, 29, 40])
 @pytest.mark.parametrize("out_dtype", ["bfloat16", "float16"])
 @pytest.mark.parametrize("pair", [("e4m3", "e4m3"), ("e5m2", "e4m3"), ("e2m1", "e2m1"), ("e4m3", "e2m1")], ids="x".join)
-def test_extreme_scale_pairs(pair, out_dtype):
+def test_extreme_scale_pairs(pair, out_dtype, m):
     """Legal extreme pairs (sa = 0 with sb = 254, ...; products near 2^0), one block of zero codes under 2^254
-    factors (0, not NaN), and NaN scale bytes: the reference's NaN rows and columns exactly, the rest in the bar."""
-    m, n, k = 11, 72, 384
+    factors (0, not NaN), and NaN scale bytes: the reference's NaN rows and columns exactly, the rest in the bar.
+    m 11 / 29 / 40: token tiles 2 / 4 / 8, whose default builds own 32 / 64 / 32 weight rows per CTA (RT 2 / 4 / 2)."""
+    n, k = 72, 384
     rng = np.random.default_rng(3)
     _, _, qa, qb = operands(m, n, k, *pair, seed=3)
     off = {0: 36, 1: 20, 2: 12}[pair.count("e2m1")] if out_dtype == "float16" else 0

@@ -5,10 +5,12 @@
 #include "../common/mx_gemm.h"
 
 #if !defined(A_FMT) || !defined(B_FMT) || !defined(OUT_DTYPE) || !defined(ATOMIC) || !defined(MT) || \
-    !defined(KW) || !defined(STAGES)
-#error "A_FMT, B_FMT, OUT_DTYPE, ATOMIC, MT, KW and STAGES must be defined by the launcher"
+    !defined(KW) || !defined(STAGES) || !defined(RT)
+#error "A_FMT, B_FMT, OUT_DTYPE, ATOMIC, MT, KW, STAGES and RT must be defined by the launcher"
 #endif
 MXRT_STATIC_ASSERT(MT == 1 || MT == 2 || MT == 4 || MT == 8, "MT: 1, 2, 4 or 8 token tiles of 8");
+MXRT_STATIC_ASSERT((RT == 1 || RT == 2 || RT == 4) && RT * MT <= 16,
+                   "RT: 1, 2 or 4 weight row tiles of 16 per warp (each token fragment feeds RT mmas), RT * MT <= 16");
 MXRT_STATIC_ASSERT(KW >= 1 && KW <= 16, "KW: 1..16 warps");
 MXRT_STATIC_ASSERT(STAGES >= 2 && STAGES <= 8, "STAGES: 2..8");
 MXRT_STATIC_ASSERT(OUT_DTYPE == MXRT_OUT_F32 || OUT_DTYPE == MXRT_OUT_BF16 || OUT_DTYPE == MXRT_OUT_F16,
@@ -19,12 +21,17 @@ MXRT_STATIC_ASSERT(B_FMT == MXRT_FMT_E4M3 || B_FMT == MXRT_FMT_E5M2 || B_FMT == 
                    "B_FMT: e4m3, e5m2 or e2m1");
 
 #define DEC_THREADS (32 * KW)
-// bytes of one row's 4 blocks: 128 (fp8) or 64 (e2m1); a stage = 16 weight rows + 8*MT token rows + their scales
+// bytes of one row's 4 blocks: 128 (fp8) or 64 (e2m1); a stage = 16*RT weight rows + 8*MT token rows + their
+// scales. RT > 1: a CTA owns 16*RT weight rows, so the token tile a warp loads (once per CTA and K range, from L2)
+// is shared by RT times more weight rows (at M = 64 with RT = 1 the token re-reads were ~4x the weight bytes).
 #define DEC_WROW (B_FMT == MXRT_FMT_E2M1 ? 64 : 128)
 #define DEC_XROW (A_FMT == MXRT_FMT_E2M1 ? 64 : 128)
+#define DEC_ROWS (16 * RT)
 // code stage: the weight tile then the token tile, padded to 1024 bytes (the 128-byte swizzle's alignment)
-#define DEC_CODE_STAGE (((16 * DEC_WROW + 8 * MT * DEC_XROW) + 1023) / 1024 * 1024)
-#define DEC_SCALE_STAGE (16 * 4 + 8 * MT * 4)
+#define DEC_CODE_STAGE (((DEC_ROWS * DEC_WROW + 8 * MT * DEC_XROW) + 1023) / 1024 * 1024)
+#define DEC_SCALE_STAGE (DEC_ROWS * 4 + 8 * MT * 4)
+// the [KW][16*RT][8*MT] fp32 partials of the epilogue reuse the code rings
+MXRT_STATIC_ASSERT(DEC_ROWS * 8 * MT * 4 <= STAGES * DEC_CODE_STAGE, "epilogue partials exceed a warp's code ring");
 
 // 4 e2m1 codes (nibbles 0..3 of w, element 0 in bits 0..3) -> 4 e4m3 bytes. Magnitudes through a byte permute of
 // the table {0, 0.5, 1, 1.5, 2, 3, 4, 6}; signs through a second permute in sign-replicate mode: selector nibble 8
@@ -151,7 +158,7 @@ MXRT_DEVICE void dec_body(const DecArgs& P) {
   constexpr int WFMT = B_FMT == MXRT_FMT_E2M1 ? MXRT_FMT_E4M3 : B_FMT;  // what the tensor cores see
   constexpr int XFMT = A_FMT == MXRT_FMT_E2M1 ? MXRT_FMT_E4M3 : A_FMT;
   constexpr u32 WROW = DEC_WROW, XROW = DEC_XROW, CODE = DEC_CODE_STAGE, SCALE = DEC_SCALE_STAGE;
-  constexpr u32 X_OFF = 16u * WROW, TX_BYTES = MOE ? 16u * WROW : 16u * WROW + 8u * MT * XROW;
+  constexpr u32 ROWS = DEC_ROWS, X_OFF = ROWS * WROW, TX_BYTES = MOE ? ROWS * WROW : ROWS * WROW + 8u * MT * XROW;
   extern __shared__ u8 smem_raw[];
   // [KW][STAGES] code stages (1024-aligned) | [KW][STAGES] scale stages | [KW][STAGES] mbarriers
   u8* dsm = smem_raw + ((1024u - (dec_smem_addr(smem_raw) & 1023u)) & 1023u);
@@ -169,7 +176,7 @@ MXRT_DEVICE void dec_body(const DecArgs& P) {
   __shared__ i32 ids_s[8 * MT];
   __shared__ u32 tiles_s;
   u32 tiles = MT;
-  u64 wrow = MXRT_BID_X * 16u;  // this CTA's first weight row in the [E*N] (MoE) or [N] weight matrix
+  u64 wrow = MXRT_BID_X * ROWS;  // this CTA's first weight row in the [E*N] (MoE) or [N] weight matrix
   if constexpr (MOE) {
     const u32 b = MXRT_BID_Y, chunk0 = MXRT_BID_Z * 8u * MT;
     const i32 ntpp = *P.num_tokens_post_padded, e = P.expert_ids[b];
@@ -196,7 +203,7 @@ MXRT_DEVICE void dec_body(const DecArgs& P) {
   const u32 cg0 = (u32)((u64)z * groups / split_k), cg1 = (u32)((u64)(z + 1u) * groups / split_k);
   const u32 g0 = cg0 + (u32)((u64)warp * (cg1 - cg0) / KW), g1 = cg0 + (u32)((u64)(warp + 1u) * (cg1 - cg0) / KW);
   const u32 ngr = g1 - g0;
-  const u32 row0 = MXRT_BID_X * 16u;  // within this expert's N rows (MoE) or the weight's
+  const u32 row0 = MXRT_BID_X * ROWS;  // within this expert's N rows (MoE) or the weight's
   u8* codes = dsm + warp * (STAGES * CODE);
   u8* scales = dsm + KW * STAGES * CODE + warp * (STAGES * SCALE);
   const u32 codes_s = dec_smem_addr(codes), scales_s = dec_smem_addr(scales);
@@ -219,7 +226,11 @@ MXRT_DEVICE void dec_body(const DecArgs& P) {
       if constexpr (!MOE) dec_tma_2d(dst + X_OFF, P.tmx, bar, (i32)(gi * XROW), 0);
     }
     const u32 sbase = scales_s + slot * SCALE;
-    if (lane < 16u && row0 + lane < n) dec_cp4(sbase + 4u * lane, sb + (wrow + lane) * kbt + 4u * gi, 4u);
+#pragma unroll
+    for (u32 i = 0; i < (ROWS + 31u) / 32u; ++i) {
+      const u32 r = i * 32u + lane;
+      if (r < ROWS && row0 + r < n) dec_cp4(sbase + 4u * r, sb + (wrow + r) * kbt + 4u * gi, 4u);
+    }
     if constexpr (MOE) {  // gathered token rows x[id / a_div] (zero rows for padding), their scale words
       constexpr u32 XCH = XROW / 16u;
       const u64 xrow_bytes = (u64)kbt * (XROW / 4u);
@@ -231,25 +242,26 @@ MXRT_DEVICE void dec_body(const DecArgs& P) {
       }
       for (u32 r = lane; r < 8u * tiles; r += 32u) {
         const i32 id = ids_s[r];
-        if (id >= 0) dec_cp4(sbase + 64u + 4u * r, sa + (u64)((u32)id / P.a_div) * kbt + 4u * gi, 4u);
+        if (id >= 0) dec_cp4(sbase + 4u * ROWS + 4u * r, sa + (u64)((u32)id / P.a_div) * kbt + 4u * gi, 4u);
       }
     } else {
 #pragma unroll
       for (u32 i = 0; i < (8u * MT + 31u) / 32u; ++i) {
         const u32 r = i * 32u + lane;
-        if (r < 8u * MT && r < m) dec_cp4(sbase + 64u + 4u * r, sa + (u64)r * kbt + 4u * gi, 4u);
+        if (r < 8u * MT && r < m) dec_cp4(sbase + 4u * ROWS + 4u * r, sa + (u64)r * kbt + 4u * gi, 4u);
       }
     }
   };
 
-  float acc[MT][4];
+  float acc[RT][MT][4];
 #pragma unroll
-  for (int t = 0; t < MT; ++t)
+  for (int r = 0; r < RT; ++r)
 #pragma unroll
-    for (int i = 0; i < 4; ++i) acc[t][i] = 0.0f;
+    for (int t = 0; t < MT; ++t)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) acc[r][t][i] = 0.0f;
 
   // scale words of rows / tokens past n / m read as 0x7F bytes (factor 1): padding never takes the wide path
-  const bool vw0 = row0 + g < n, vw1 = row0 + g + 8u < n;
   // fragment offsets of row g in a stage tile (dec_swz with the block index split off: row g+8 adds 8 rows, token
   // row 8t+g adds 8t rows; both keep row g's swizzle)
   const u32 f8 = g * 128u + 8u * (q & 1u) + ((((q >> 1) ^ g) & 1u) << 4), f8x = (g & 6u) << 4;
@@ -268,35 +280,43 @@ MXRT_DEVICE void dec_body(const DecArgs& P) {
     __syncwarp();
     const u8* st = codes + (i % STAGES) * CODE;
     const u8* ss = scales + (i % STAGES) * SCALE;
-    const u32 sw0 = vw0 ? *(const u32*)(ss + 4u * g) : 0x7F7F7F7Fu;
-    const u32 sw1 = vw1 ? *(const u32*)(ss + 4u * (g + 8u)) : 0x7F7F7F7Fu;
-    u32 sx0[MT], sx1[MT];
-    u32 fast = dec_fast4(sw0) & dec_fast4(sw1);
+    u32 sw0[RT], sw1[RT], sx0[MT], sx1[MT];
+    u32 fast = 0x80808080u;
+#pragma unroll
+    for (int r = 0; r < RT; ++r) {
+      const u32 ra = 16u * r + g, rb = ra + 8u;
+      sw0[r] = row0 + ra < n ? *(const u32*)(ss + 4u * ra) : 0x7F7F7F7Fu;
+      sw1[r] = row0 + rb < n ? *(const u32*)(ss + 4u * rb) : 0x7F7F7F7Fu;
+      fast &= dec_fast4(sw0[r]) & dec_fast4(sw1[r]);
+    }
 #pragma unroll
     for (int t = 0; t < MT; ++t) {
       const u32 j = 8u * t + 2u * q;
-      sx0[t] = (u32)t < tiles && tok_ok(j) ? *(const u32*)(ss + 64u + 4u * j) : 0x7F7F7F7Fu;
-      sx1[t] = (u32)t < tiles && tok_ok(j + 1u) ? *(const u32*)(ss + 64u + 4u * (j + 1u)) : 0x7F7F7F7Fu;
+      sx0[t] = (u32)t < tiles && tok_ok(j) ? *(const u32*)(ss + 4u * ROWS + 4u * j) : 0x7F7F7F7Fu;
+      sx1[t] = (u32)t < tiles && tok_ok(j + 1u) ? *(const u32*)(ss + 4u * ROWS + 4u * (j + 1u)) : 0x7F7F7F7Fu;
       fast &= dec_fast4(sx0[t]) & dec_fast4(sx1[t]);
     }
     auto block = [&](auto ublk, auto wide) {
       constexpr u32 u = decltype(ublk)::value;
       constexpr bool W = decltype(wide)::value;
-      u32 w0, w1, w2, w3;
-      if constexpr (B_FMT == MXRT_FMT_E2M1) {
-        const u8* p = st + f4 + ((u << 4) ^ f4x);
-        const u32 v0 = *(const u32*)p, v1 = *(const u32*)(p + 512u);
-        w0 = dec_e2m1x4_to_e4m3(v0);
-        w2 = dec_e2m1x4_to_e4m3(v0 >> 16);
-        w1 = dec_e2m1x4_to_e4m3(v1);
-        w3 = dec_e2m1x4_to_e4m3(v1 >> 16);
-      } else {
-        const u8* p = st + f8 + (((2u * u) << 4) ^ f8x);
-        const uint2 v0 = *(const uint2*)p, v1 = *(const uint2*)(p + 1024u);
-        w0 = v0.x;
-        w2 = v0.y;
-        w1 = v1.x;
-        w3 = v1.y;
+      u32 w[RT][4];  // per row tile: a0..a3 of m16n8k32 (rows g / g+8, K halves)
+#pragma unroll
+      for (int r = 0; r < RT; ++r) {
+        if constexpr (B_FMT == MXRT_FMT_E2M1) {
+          const u8* p = st + 1024u * r + f4 + ((u << 4) ^ f4x);  // 16 rows of 64 bytes on: same swizzle phase
+          const u32 v0 = *(const u32*)p, v1 = *(const u32*)(p + 512u);
+          w[r][0] = dec_e2m1x4_to_e4m3(v0);
+          w[r][2] = dec_e2m1x4_to_e4m3(v0 >> 16);
+          w[r][1] = dec_e2m1x4_to_e4m3(v1);
+          w[r][3] = dec_e2m1x4_to_e4m3(v1 >> 16);
+        } else {
+          const u8* p = st + 2048u * r + f8 + (((2u * u) << 4) ^ f8x);  // 16 rows of 128 bytes on
+          const uint2 v0 = *(const uint2*)p, v1 = *(const uint2*)(p + 1024u);
+          w[r][0] = v0.x;
+          w[r][2] = v0.y;
+          w[r][1] = v1.x;
+          w[r][3] = v1.y;
+        }
       }
 #pragma unroll
       for (int t = 0; t < MT; ++t) {
@@ -311,28 +331,32 @@ MXRT_DEVICE void dec_body(const DecArgs& P) {
           x0 = v.x;
           x1 = v.y;
         }
-        float d[4];
-        dec_mma<DEC_MMA_TYPE(WFMT), DEC_MMA_TYPE(XFMT)>(w0, w1, w2, w3, x0, x1, d);
-        // d[0]: (row g, token 2q), d[1]: (g, 2q+1), d[2]: (g+8, 2q), d[3]: (g+8, 2q+1)
-        if constexpr (!W) {
-          const float fw0 = dec_factor<u>(sw0), fw1 = dec_factor<u>(sw1);
-          const float fx0 = dec_factor<u>(sx0[t]), fx1 = dec_factor<u>(sx1[t]);
-          acc[t][0] = mxrt_fma(d[0] * fw0, fx0, acc[t][0]);
-          acc[t][1] = mxrt_fma(d[1] * fw0, fx1, acc[t][1]);
-          acc[t][2] = mxrt_fma(d[2] * fw1, fx0, acc[t][2]);
-          acc[t][3] = mxrt_fma(d[3] * fw1, fx1, acc[t][3]);
-        } else {
-          const u32 bw0 = (sw0 >> (8u * u)) & 0xFFu, bw1 = (sw1 >> (8u * u)) & 0xFFu;
-          const u32 bx0 = (sx0[t] >> (8u * u)) & 0xFFu, bx1 = (sx1[t] >> (8u * u)) & 0xFFu;
-          const u32 sw[4] = {bw0, bw0, bw1, bw1}, sx[4] = {bx0, bx1, bx0, bx1};
 #pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            if (sw[e] == MXRT_E8M0_NAN || sx[e] == MXRT_E8M0_NAN) {
-              acc[t][e] = mxrt_f32_from_bits(0x7FC00000u);
-            } else {
-              float f1, f2;
-              mxrt_scale_steps(sw[e], sx[e], f1, f2);
-              acc[t][e] = mxrt_fma(d[e] * f1, f2, acc[t][e]);
+        for (int r = 0; r < RT; ++r) {
+          float d[4];
+          dec_mma<DEC_MMA_TYPE(WFMT), DEC_MMA_TYPE(XFMT)>(w[r][0], w[r][1], w[r][2], w[r][3], x0, x1, d);
+          // d[0]: (row g, token 2q), d[1]: (g, 2q+1), d[2]: (g+8, 2q), d[3]: (g+8, 2q+1) of row tile r
+          float(&a)[4] = acc[r][t];
+          if constexpr (!W) {
+            const float fw0 = dec_factor<u>(sw0[r]), fw1 = dec_factor<u>(sw1[r]);
+            const float fx0 = dec_factor<u>(sx0[t]), fx1 = dec_factor<u>(sx1[t]);
+            a[0] = mxrt_fma(d[0] * fw0, fx0, a[0]);
+            a[1] = mxrt_fma(d[1] * fw0, fx1, a[1]);
+            a[2] = mxrt_fma(d[2] * fw1, fx0, a[2]);
+            a[3] = mxrt_fma(d[3] * fw1, fx1, a[3]);
+          } else {
+            const u32 bw0 = (sw0[r] >> (8u * u)) & 0xFFu, bw1 = (sw1[r] >> (8u * u)) & 0xFFu;
+            const u32 bx0 = (sx0[t] >> (8u * u)) & 0xFFu, bx1 = (sx1[t] >> (8u * u)) & 0xFFu;
+            const u32 sw[4] = {bw0, bw0, bw1, bw1}, sx[4] = {bx0, bx1, bx0, bx1};
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+              if (sw[e] == MXRT_E8M0_NAN || sx[e] == MXRT_E8M0_NAN) {
+                a[e] = mxrt_f32_from_bits(0x7FC00000u);
+              } else {
+                float f1, f2;
+                mxrt_scale_steps(sw[e], sx[e], f1, f2);
+                a[e] = mxrt_fma(d[e] * f1, f2, a[e]);
+              }
             }
           }
         }
@@ -356,21 +380,23 @@ MXRT_DEVICE void dec_body(const DecArgs& P) {
 
   // K warps -> shared memory (the code rings, now idle) -> summed in warp order
   __syncthreads();
-  float* red = (float*)dsm;  // [KW][16][8 * MT]
+  float* red = (float*)dsm;  // [KW][16 * RT][8 * MT]
   constexpr u32 RS = 8u * MT;
 #pragma unroll
-  for (int t = 0; t < MT; ++t) {
-    float* rr = red + (u64)warp * 16u * RS;
-    rr[g * RS + 8u * t + 2u * q] = acc[t][0];
-    rr[g * RS + 8u * t + 2u * q + 1u] = acc[t][1];
-    rr[(g + 8u) * RS + 8u * t + 2u * q] = acc[t][2];
-    rr[(g + 8u) * RS + 8u * t + 2u * q + 1u] = acc[t][3];
-  }
+  for (int r = 0; r < RT; ++r)
+#pragma unroll
+    for (int t = 0; t < MT; ++t) {
+      float* rr = red + (u64)warp * ROWS * RS + 16u * r * RS;
+      rr[g * RS + 8u * t + 2u * q] = acc[r][t][0];
+      rr[g * RS + 8u * t + 2u * q + 1u] = acc[r][t][1];
+      rr[(g + 8u) * RS + 8u * t + 2u * q] = acc[r][t][2];
+      rr[(g + 8u) * RS + 8u * t + 2u * q + 1u] = acc[r][t][3];
+    }
   __syncthreads();
   const u32 tokens = MOE ? 8u * tiles : (m < RS ? m : RS);
   const u64 mn = (u64)m * n;
-  for (u32 e = tid; e < 16u * tokens; e += DEC_THREADS) {
-    const u32 i = e % 16u, j = e / 16u;  // consecutive threads: consecutive n (coalesced)
+  for (u32 e = tid; e < ROWS * tokens; e += DEC_THREADS) {
+    const u32 i = e % ROWS, j = e / ROWS;  // consecutive threads: consecutive n (coalesced)
     const u32 c = row0 + i;
     if (c >= n) continue;
     u64 orow = j;
@@ -380,7 +406,7 @@ MXRT_DEVICE void dec_body(const DecArgs& P) {
     }
     float v = red[i * RS + j];
 #pragma unroll
-    for (int w = 1; w < KW; ++w) v += red[(u64)w * 16u * RS + i * RS + j];
+    for (int w = 1; w < KW; ++w) v += red[(u64)w * ROWS * RS + i * RS + j];
     if constexpr (MOE) {
       if (P.topk_w != nullptr) v *= P.topk_w[orow];
     }

@@ -46,14 +46,15 @@ class Candidate:
     kw: int | None = None
     stages: int | None = None
     split: int | None = None
+    rt: int | None = None
 
     def label(self) -> str:
         if self.path != T.DECODE_PATH:
             return self.path
-        return f"{self.path} kw={self.kw} stages={self.stages} split={self.split}"
+        return f"{self.path} kw={self.kw} stages={self.stages} rt={self.rt} split={self.split}"
 
     def entry(self, seconds: float) -> T.Entry:
-        return T.Entry(self.path, self.kw, self.stages, self.split, us=seconds * 1e6)
+        return T.Entry(self.path, self.kw, self.stages, self.split, us=seconds * 1e6, rt=self.rt)
 
 
 def check_shape(m: int, n: int, k: int) -> None:
@@ -65,24 +66,28 @@ def check_shape(m: int, n: int, k: int) -> None:
 
 
 def decode_candidates(m: int, n: int, k: int, sms: int) -> list[Candidate]:
-    """Every ``sm90_decode`` build of ``m`` tokens that fits in shared memory, at the envelope default split, 1,
-    and 2 / 4 when ``ceil(n / 16)`` CTAs leave SMs idle; each warp keeps at least one group of 4 MX blocks. The
-    envelope default (:func:`mxrt.ops.gemm_decode.plan` without a table) comes first."""
+    """Every ``sm90_decode`` build of ``m`` tokens (each row-tile count ``rt`` the token tile allows) that fits in
+    shared memory, at the envelope default split, 1, and 2 / 4 when ``ceil(n / (16 * rt))`` CTAs leave SMs idle;
+    each warp keeps at least one group of 4 MX blocks. The envelope default (:func:`mxrt.ops.gemm_decode.plan`
+    without a table) comes first."""
     from ..ops import gemm_decode
 
-    mt, groups, ctas = T.mt_of(m), max(1, k // 128), -(-n // 16)
+    mt, groups = T.mt_of(m), max(1, k // 128)
     default, dsplit = gemm_decode.plan(m, n, k, 1, sms)
-    splits = sorted({dsplit, 1} | ({2, 4} if ctas < sms else set()))
     e4m3 = FMT_CODES["e4m3"]
-    out = [Candidate(T.DECODE_PATH, default.kw, default.stages, dsplit)]
-    for split in splits:
-        for kw in K.DECODE_KW:
-            for st in K.DECODE_STAGES:
-                c = Candidate(T.DECODE_PATH, kw, st, split)
-                if c == out[0] or split > groups or split * kw > groups:
-                    continue
-                if K.smem_bytes(e4m3, e4m3, mt, kw, st) <= K.DECODE_SMEM_MAX:
-                    out.append(c)
+    out = [Candidate(T.DECODE_PATH, default.kw, default.stages, dsplit, default.rt)]
+    for rt in K.DECODE_RT:
+        if not K.valid_rt(mt, rt):
+            continue
+        ctas = -(-n // (16 * rt))
+        for split in sorted({dsplit, 1} | ({2, 4} if ctas < sms else set())):
+            for kw in K.DECODE_KW:
+                for st in K.DECODE_STAGES:
+                    c = Candidate(T.DECODE_PATH, kw, st, split, rt)
+                    if c == out[0] or split > groups or split * kw > groups:
+                        continue
+                    if K.smem_bytes(e4m3, e4m3, mt, kw, st, rt) <= K.DECODE_SMEM_MAX:
+                        out.append(c)
     return out
 
 
@@ -214,7 +219,10 @@ def tune_cell(ses: core.Session, arch: Any, m: int, n: int, k: int, reps: int) -
 
     ses.log(f"cell {m}x{n}x{k}: {len(ws)} weight set(s)")
     for c in decode_candidates(m, n, k, arch.num_cus):
-        timed(c, [lambda dg=dg, c=c: gemm_decode.run(dg, kw=c.kw, stages=c.stages, split=c.split) for dg in dgs])
+        timed(
+            c,
+            [lambda dg=dg, c=c: gemm_decode.run(dg, kw=c.kw, stages=c.stages, rt=c.rt, split=c.split) for dg in dgs],
+        )
     for path in gemm_paths(arch.target):
         if path.name == T.DECODE_PATH:
             continue
@@ -226,7 +234,7 @@ def tune_cell(ses: core.Session, arch: Any, m: int, n: int, k: int, reps: int) -
         timed(Candidate(path.name), [lambda dg=dg, f=forced: f.run(dg) for dg in dgs])
     best = best_entry(timings)
     if best is not None:
-        ses.log(f"  best: {Candidate(best.path, best.kw, best.stages, best.split).label()} ({best.us:.2f} us)")
+        ses.log(f"  best: {Candidate(best.path, best.kw, best.stages, best.split, best.rt).label()} ({best.us:.2f} us)")
     del dgs, ws, w0, qx
     cupy.get_default_memory_pool().free_all_blocks()
     return best

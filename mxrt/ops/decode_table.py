@@ -50,19 +50,21 @@ class TunedTableError(MxrtError, ValueError):
 
 @dataclass(frozen=True)
 class Entry:
-    """One cell's choice: the GEMM path and, for the decode path, its build (``kw``, ``stages``) and K split;
-    ``us`` is the measured time when the tuner wrote it (None for the shipped defaults)."""
+    """One cell's choice: the GEMM path and, for the decode path, its build (``kw``, ``stages``, ``rt``: weight row
+    tiles per CTA, 1 when a table omits it) and K split; ``us`` is the measured time when the tuner wrote it (None
+    for the shipped defaults)."""
 
     path: str
     kw: int | None = None
     stages: int | None = None
     split: int | None = None
     us: float | None = None
+    rt: int | None = None
 
     def as_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"path": self.path}
         if self.path == DECODE_PATH:
-            d.update(kw=self.kw, stages=self.stages, split=self.split)
+            d.update(kw=self.kw, stages=self.stages, split=self.split, rt=self.rt or 1)
         if self.us is not None:
             d["us"] = round(float(self.us), 3)
         return d
@@ -103,7 +105,7 @@ def parse_entry(raw: Any, path: str, field: str, n: int, k: int, m_bucket: int) 
     us = raw.get("us")
     if us is not None and (isinstance(us, bool) or not isinstance(us, (int, float)) or not us > 0):
         raise TunedTableError(path, f"{field}.us", f"expected a positive number, got {us!r}")
-    unknown = set(raw) - {"path", "kw", "stages", "split", "us"}
+    unknown = set(raw) - {"path", "kw", "stages", "split", "us", "rt"}
     if unknown:
         raise TunedTableError(path, f"{field}.{sorted(unknown)[0]}", "unknown field")
     if name != DECODE_PATH:
@@ -116,13 +118,20 @@ def parse_entry(raw: Any, path: str, field: str, n: int, k: int, m_bucket: int) 
         raise TunedTableError(path, f"{field}.kw", f"{kw!r} is not one of {K.DECODE_KW}")
     if stages not in K.DECODE_STAGES or isinstance(stages, bool):
         raise TunedTableError(path, f"{field}.stages", f"{stages!r} is not one of {K.DECODE_STAGES}")
-    smem = K.smem_bytes(_E4M3, _E4M3, mt_of(m_bucket), kw, stages)
+    rt = raw.get("rt", 1)
+    if isinstance(rt, bool) or not K.valid_rt(mt_of(m_bucket), rt):
+        raise TunedTableError(
+            path, f"{field}.rt", f"{rt!r} is not one of {K.DECODE_RT} with rt * MT <= 16 (MT {mt_of(m_bucket)})"
+        )
+    smem = K.smem_bytes(_E4M3, _E4M3, mt_of(m_bucket), kw, stages, rt)
     if smem > K.DECODE_SMEM_MAX:
         raise TunedTableError(
-            path, f"{field}.stages", f"kw={kw} stages={stages} needs {smem} B of shared memory > {K.DECODE_SMEM_MAX}"
+            path,
+            f"{field}.stages",
+            f"kw={kw} stages={stages} rt={rt} needs {smem} B of shared memory > {K.DECODE_SMEM_MAX}",
         )
     split = _int(raw["split"], path, f"{field}.split", 1, max(1, k // 128))
-    return Entry(DECODE_PATH, kw, stages, split, None if us is None else float(us))
+    return Entry(DECODE_PATH, kw, stages, split, None if us is None else float(us), rt)
 
 
 Cells = dict[tuple[str, str, int, int, int], Entry]  # (target, device, n, k, m bucket) -> entry

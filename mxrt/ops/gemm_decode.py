@@ -11,12 +11,13 @@ scales; ``k % 128 == 0``; 16-byte aligned code bases and 4-byte aligned scales; 
 for e2m1 x e2m1, as on ``sm90_wgmma``: the fp8 tensor cores' k32 partials carry ~2-5e-5 relative error); sizes
 below 2^31.
 
-Memory-level parallelism without registers or issue slots: each warp streams its 16 rows x its share of the
+Memory-level parallelism without registers or issue slots: each warp streams its 16 * RT rows x its share of the
 CTA's K range through a private ring of shared-memory stages of 4 MX blocks (two TMA tiles per stage issued by one
 lane, scale words by cp.async), so many KB per SM are in flight while the warp multiplies the oldest stage. A CTA
-owns 16 weight rows; ``KW`` warps split its K range and are summed in shared memory in a fixed order.
+owns 16 * RT weight rows (RT row tiles share each token fragment: the token tile a CTA loads from L2 serves RT times
+more weight bytes); ``KW`` warps split its K range and are summed in shared memory in a fixed order.
 ``split_k > 1`` splits K across CTAs on top, with the shared deterministic / atomic modes
-(:mod:`mxrt.ops.gemm_splitk`); with ``split_k == 1`` (the default) the path splits K itself when its 16-row CTAs
+(:mod:`mxrt.ops.gemm_splitk`); with ``split_k == 1`` (the default) the path splits K itself when its CTAs
 would leave SMs idle (:func:`plan`; still deterministic unless ``deterministic=False``).
 
 Tuned table (:mod:`mxrt.ops.decode_table`): a cell (target, device, N, K, M bucket) with an entry runs the entry's
@@ -98,6 +99,7 @@ class DecodeConfig:
     mt: int
     kw: int
     stages: int
+    rt: int = 1
 
     @property
     def threads(self) -> int:
@@ -106,6 +108,8 @@ class DecodeConfig:
 
 #: (kw, stages) per MT: the best of the sweep at 7168 x 4096 on an H100 (RESULTS.md, session 5 call 6)
 DEFAULT = {1: (2, 3), 2: (4, 3), 4: (2, 2), 8: (2, 2)}
+#: weight row tiles of 16 per CTA (define RT) per MT: the token tile a CTA loads serves 16 * RT rows
+RT_DEFAULT = {1: 1, 2: 2, 4: 4, 8: 2}
 #: warps the grid should hold (~7 per SM on 132 SMs: the 7168 x 4096 optimum); fewer CTAs get more warps each
 GRID_WARPS = 896
 
@@ -117,23 +121,30 @@ def plan(
     """The build and the split of one problem: the smallest token tile that holds ``m``. With ``target`` given,
     the tuned table's decode entry for (target, device, n, k, M bucket) when it has one and ``split_k`` is 1 or the
     entry's split. Else the envelope defaults: warps and ring depth from the sweep (RESULTS.md, session 5); with
-    ``split_k == 1`` (the default) and fewer 16-row CTAs than SMs, K is split across CTAs (deterministic: fp32
-    slices reduced in order), at most 16 ways and 4 groups of 4 MX blocks per split; then more K warps per CTA
-    while the grid holds fewer than :data:`GRID_WARPS` warps and each warp keeps at least two groups."""
+    ``split_k == 1`` (the default) and fewer CTAs (of 16 * RT rows) than SMs, K is split across CTAs
+    (deterministic: fp32 slices reduced in order), at most 16 ways and 4 groups of 4 MX blocks per split; then
+    more K warps per CTA while the grid holds fewer than :data:`GRID_WARPS` warps, each warp keeps at least two
+    groups and the rings fit in shared memory."""
     mt = next(t for t in K.DECODE_MT if 8 * t >= m)
     if target is not None:
         e = decode_table.lookup(target, device, n, k, m)
         if e is not None and e.path == NAME and split_k in (1, e.split):
             assert e.kw is not None and e.stages is not None and e.split is not None
-            return DecodeConfig(mt, e.kw, e.stages), e.split
+            return DecodeConfig(mt, e.kw, e.stages, e.rt or 1), e.split
     kw, stages = DEFAULT[mt]
-    ctas, groups = -(-n // 16), max(1, k // 128)
+    rt = RT_DEFAULT[mt]
+    ctas, groups = -(-n // (16 * rt)), max(1, k // 128)
     split = split_k
     if split_k == 1 and ctas < sms:
         split = max(1, min(-(-2 * sms // ctas), groups // 4, 16))
-    while ctas * split * kw < GRID_WARPS and kw < max(K.DECODE_KW) and groups // (split * kw * 2) >= 2:
+    while (
+        ctas * split * kw < GRID_WARPS
+        and kw < max(K.DECODE_KW)
+        and groups // (split * kw * 2) >= 2
+        and K.smem_bytes(K.E4M3, K.E4M3, mt, 2 * kw, stages, rt) <= K.DECODE_SMEM_MAX
+    ):
         kw *= 2
-    return DecodeConfig(mt, kw, stages), split
+    return DecodeConfig(mt, kw, stages, rt), split
 
 
 _KERNELS: dict = {}
@@ -154,13 +165,13 @@ def _kernel(d: Any, arch: Any, smem: int) -> Any:
 def _launch_plan(dg: DeviceGemm, out_code: int, atomic: bool, tune: dict) -> tuple[Any, LaunchConfig, tuple]:
     p = dg.p
     c, _ = plan(p.m, p.n, p.k, p.split_k, dg.arch.num_cus, dg.arch.target, dg.arch.name)
-    c = DecodeConfig(*(tune.get(f, getattr(c, f)) for f in ("mt", "kw", "stages")))
+    c = DecodeConfig(*(tune.get(f, getattr(c, f)) for f in ("mt", "kw", "stages", "rt")))
     fa, fb = codes.FMT_CODES[p.a_fmt], codes.FMT_CODES[p.b_fmt]
-    d = defines(A_FMT=fa, ATOMIC=int(atomic), B_FMT=fb, KW=c.kw, MT=c.mt, OUT_DTYPE=out_code, STAGES=c.stages)
-    smem = K.smem_bytes(fa, fb, c.mt, c.kw, c.stages)
+    d = defines(A_FMT=fa, ATOMIC=int(atomic), B_FMT=fb, KW=c.kw, MT=c.mt, OUT_DTYPE=out_code, RT=c.rt, STAGES=c.stages)
+    smem = K.smem_bytes(fa, fb, c.mt, c.kw, c.stages, c.rt)
     kernel = _kernel(d, dg.arch, smem)
-    cfg = LaunchConfig((-(-p.n // 16), 1, p.split_k), (c.threads, 1, 1), smem)
-    return kernel, cfg, (K.row_bytes(fa), K.row_bytes(fb), c.mt)
+    cfg = LaunchConfig((-(-p.n // (16 * c.rt)), 1, p.split_k), (c.threads, 1, 1), smem)
+    return kernel, cfg, (K.row_bytes(fa), K.row_bytes(fb), c.mt, c.rt)
 
 
 def _launch(dg: DeviceGemm, dst: Any, out_code: int, atomic: bool, tune: dict) -> None:
@@ -171,10 +182,10 @@ def _launch(dg: DeviceGemm, dst: Any, out_code: int, atomic: bool, tune: dict) -
         if len(_LAUNCHES) >= 4096:
             _LAUNCHES.clear()
         hit = _LAUNCHES[key] = _launch_plan(dg, out_code, atomic, tune)
-    kernel, cfg, (xrow, wrow, mt) = hit
+    kernel, cfg, (xrow, wrow, mt, rt) = hit
     dev = dg.a_codes.data.device_id
     tmx = tensor_map_arg(dg.a_codes.data.ptr, p.m, p.k * xrow // 128, 8 * mt, dev, xrow)
-    tmw = tensor_map_arg(dg.b_codes.data.ptr, p.n, p.k * wrow // 128, 16, dev, wrow)
+    tmw = tensor_map_arg(dg.b_codes.data.ptr, p.n, p.k * wrow // 128, 16 * rt, dev, wrow)
     u32 = np.uint32
     args = (tmx, tmw, dg.a_scales, dg.b_scales, dst, u32(p.m), u32(p.n), u32(p.k), u32(p.split_k))
     launch(p.op, kernel, cfg, args)
@@ -182,7 +193,7 @@ def _launch(dg: DeviceGemm, dst: Any, out_code: int, atomic: bool, tune: dict) -
 
 def run(dg: DeviceGemm, **tune: int) -> None:
     """Launch on the current stream (split-K reduce / zeroing included). ``tune`` overrides the defines ``mt``,
-    ``kw``, ``stages`` (benchmarks/bench_decode.py, ``mxrt tune gemm``) and ``split``, the K split of the call;
+    ``kw``, ``stages``, ``rt`` (benchmarks/bench_decode.py, ``mxrt tune gemm``) and ``split``, the K split of the call;
     no host synchronisation."""
     p = dg.p
     if p.is_empty:

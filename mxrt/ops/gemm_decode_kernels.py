@@ -13,8 +13,11 @@ DECODE_MT = (1, 2, 4, 8)
 DECODE_MAX_M = 8 * max(DECODE_MT)
 #: warps per CTA, each streaming its share of the CTA's K range (define KW)
 DECODE_KW = (2, 4, 8)
-#: ring depth per warp (define STAGES), each stage 4 MX blocks of 16 weight rows and 8 * MT tokens
+#: ring depth per warp (define STAGES), each stage 4 MX blocks of 16 * RT weight rows and 8 * MT tokens
 DECODE_STAGES = (2, 3, 4, 6)
+#: weight row tiles of 16 per warp / CTA (define RT): each token fragment feeds RT mmas, so the token tile a CTA
+#: loads from L2 serves 16 * RT weight rows (RT * MT <= 16: the accumulators stay in registers)
+DECODE_RT = (1, 2, 4)
 #: shared memory a CTA may use (H100: 227 KB per block)
 DECODE_SMEM_MAX = 227 * 1024
 
@@ -27,30 +30,42 @@ def row_bytes(fmt: int) -> int:
     return 64 if fmt == _E2M1 else 128
 
 
-def stage_bytes(a_fmt: int, b_fmt: int, mt: int) -> int:
-    """One ring stage: the code tiles (16 weight rows, 8 * mt token rows) padded to 1024 bytes, the scale words, the
-    slot's mbarrier."""
-    codes = -(-(16 * row_bytes(b_fmt) + 8 * mt * row_bytes(a_fmt)) // 1024) * 1024
-    return codes + 16 * 4 + 8 * mt * 4 + 8
+def stage_bytes(a_fmt: int, b_fmt: int, mt: int, rt: int = 1) -> int:
+    """One ring stage: the code tiles (16 * rt weight rows, 8 * mt token rows) padded to 1024 bytes, the scale
+    words, the slot's mbarrier."""
+    codes = -(-(16 * rt * row_bytes(b_fmt) + 8 * mt * row_bytes(a_fmt)) // 1024) * 1024
+    return codes + 16 * rt * 4 + 8 * mt * 4 + 8
 
 
-def smem_bytes(a_fmt: int, b_fmt: int, mt: int, kw: int, stages: int) -> int:
-    """Dynamic shared memory of a build: the warps' rings (the code stages also hold the [kw][16][8 * mt] fp32
+def smem_bytes(a_fmt: int, b_fmt: int, mt: int, kw: int, stages: int, rt: int = 1) -> int:
+    """Dynamic shared memory of a build: the warps' rings (the code stages also hold the [kw][16 * rt][8 * mt] fp32
     partials at the end) and 1024 bytes of alignment slack."""
-    return kw * stages * stage_bytes(a_fmt, b_fmt, mt) + 1024
+    return kw * stages * stage_bytes(a_fmt, b_fmt, mt, rt) + 1024
 
 
-def decode_variant(a_fmt: int, b_fmt: int, atomic: int, kw: int, mt: int, out: int, stages: int) -> Defines:
-    return defines(A_FMT=a_fmt, ATOMIC=atomic, B_FMT=b_fmt, KW=kw, MT=mt, OUT_DTYPE=out, STAGES=stages)
+def valid_rt(mt: int, rt: int) -> bool:
+    """RT values a build with MT token tiles takes (the kernel's static assertion)."""
+    return rt in DECODE_RT and rt * mt <= 16
 
 
-_E4M3 = FMT_CODES["e4m3"]
+def decode_variant(
+    a_fmt: int, b_fmt: int, atomic: int, kw: int, mt: int, out: int, stages: int, rt: int = 1
+) -> Defines:
+    return defines(A_FMT=a_fmt, ATOMIC=atomic, B_FMT=b_fmt, KW=kw, MT=mt, OUT_DTYPE=out, RT=rt, STAGES=stages)
+
+
+E4M3 = _E4M3 = FMT_CODES["e4m3"]  # the largest stages (fp8 on both sides)
 GEMM_MX_DECODE_SM90 = KernelSpec(
     symbol="gemm_mx_decode_sm90",
     file="gemm/gemm_mx_decode_sm90.hip",
-    required=("A_FMT", "ATOMIC", "B_FMT", "KW", "MT", "OUT_DTYPE", "STAGES"),
-    # every format pair at one tile with bf16 out; every MT / KW / ring depth / out dtype / mode on e4m3
-    variants=tuple(decode_variant(FMT_CODES[fa], FMT_CODES[fb], 0, 4, 1, _BF16, 4) for fa, fb in GEMM_FORMAT_PAIRS)
+    required=("A_FMT", "ATOMIC", "B_FMT", "KW", "MT", "OUT_DTYPE", "RT", "STAGES"),
+    # every format pair at one tile with bf16 out (RT 1 and 2); every MT / KW / ring depth / out dtype / mode on e4m3
+    # at RT 1; every RT per MT at two ring depths
+    variants=tuple(
+        decode_variant(FMT_CODES[fa], FMT_CODES[fb], 0, 4, 1, _BF16, 4, rt)
+        for fa, fb in GEMM_FORMAT_PAIRS
+        for rt in (1, 2)
+    )
     + tuple(
         decode_variant(_E4M3, _E4M3, at, kw, mt, od, st)
         for mt in DECODE_MT
@@ -58,6 +73,15 @@ GEMM_MX_DECODE_SM90 = KernelSpec(
         for st in DECODE_STAGES
         if smem_bytes(_E4M3, _E4M3, mt, kw, st) <= DECODE_SMEM_MAX
         for od, at in ((_BF16, 0), (_F16, 1), (_F32, 0))
+    )
+    + tuple(
+        decode_variant(_E4M3, _E4M3, 0, kw, mt, _BF16, st, rt)
+        for mt in DECODE_MT
+        for rt in DECODE_RT[1:]
+        if valid_rt(mt, rt)
+        for kw in (2, 4)
+        for st in (2, 3)
+        if smem_bytes(_E4M3, _E4M3, mt, kw, st, rt) <= DECODE_SMEM_MAX
     ),
     targets=("sm_90a",),
     expect_mma=(("sm_90a", ("mma.sync.aligned.m16n8k32",)),),
@@ -67,7 +91,7 @@ GEMM_MX_DECODE_SM90 = KernelSpec(
 GEMM_MX_DECODE_SM90_MOE = KernelSpec(
     symbol="gemm_mx_decode_sm90_moe",
     file="gemm/gemm_mx_decode_sm90_moe.hip",
-    required=("A_FMT", "ATOMIC", "B_FMT", "KW", "MT", "OUT_DTYPE", "STAGES"),
+    required=("A_FMT", "ATOMIC", "B_FMT", "KW", "MT", "OUT_DTYPE", "RT", "STAGES"),
     variants=tuple(decode_variant(FMT_CODES[fa], FMT_CODES[fb], 0, 2, 1, _BF16, 3) for fa, fb in GEMM_FORMAT_PAIRS)
     + tuple(
         decode_variant(_E4M3, _E4M3, 0, kw, mt, od, 3 if mt <= 2 else 2)

@@ -93,7 +93,7 @@ def moe_gemm_mx_gpu(p: Any) -> Any:
         kw, stages = MOE_DEFAULT[mt]
         fa, fb = codes.FMT_CODES[p.x_fmt], codes.FMT_CODES[p.w_fmt]
         out_code = codes.GEMM_OUT_DTYPE_CODES[name]
-        d = defines(A_FMT=fa, ATOMIC=0, B_FMT=fb, KW=kw, MT=mt, OUT_DTYPE=out_code, STAGES=stages)
+        d = defines(A_FMT=fa, ATOMIC=0, B_FMT=fb, KW=kw, MT=mt, OUT_DTYPE=out_code, RT=1, STAGES=stages)
         smem = K.smem_bytes(fa, fb, mt, kw, stages)
         key = (d, arch)
         kernel = _KERNELS.get(key)

@@ -63,30 +63,26 @@ def test_default_user_path(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
     assert tuned_table_path() == Path.home() / ".cache" / "mxrt" / "tuned_decode.json"
 
 
-def test_shipped_table_is_package_data_with_the_session5_defaults():
+def test_shipped_table_is_package_data_with_measured_cells_only():
     assert T.shipped_path().is_file()
     assert 'mxrt = ["py.typed", "data/*.json"]' in (ROOT / "pyproject.toml").read_text()  # non-editable installs
     cells, meta = T.load_file(T.shipped_path())
-    assert "session 5" in meta["source"] and "calls 8-11" in meta["source"]
-    # every bench_decode MODELS cell at TP 1 and 8 (15 N x K), every bucket, the envelope default of plan(); and
-    # the cell 7168 x 4096 as `mxrt tune gemm` measured it on the H100 (RESULTS.md, session 5 call 14)
-    assert len({(n, k) for (_, _, n, k, _) in cells}) == 16 and len(cells) == 16 * len(T.M_BUCKETS)
+    assert "measured cells only" in meta["source"]
     assert [r["argv"][:2] for r in meta["runs"]] == [["tune", "gemm"]]
+    # the cell 7168 x 4096 at every bucket, as `mxrt tune gemm` measured it on the H100; nothing else
+    assert {(n, k) for (_, _, n, k, _) in cells} == {(7168, 4096)} and len(cells) == len(T.M_BUCKETS)
     for (target, device, n, k, mb), e in cells.items():
         assert (target, device, e.path) == ("sm_90a", DEV, "sm90_decode")
-        if (n, k) == (7168, 4096):
-            assert e.us is not None and e.split == 1  # measured
-            continue
-        c, split = gemm_decode.plan(mb, n, k, 1, 132)
-        assert (e.kw, e.stages, e.split) == (c.kw, c.stages, split)
-        assert gemm_decode.plan(mb, n, k, 1, 132, "sm_90a", DEV) == (c, split)
+        assert e.us is not None and e.split is not None  # measured
+        c, split = gemm_decode.plan(mb, n, k, 1, 132, "sm_90a", DEV)
+        assert (c.kw, c.stages, c.rt, split) == (e.kw, e.stages, e.rt or 1, e.split)
 
 
 def test_lookup_device_fallback_and_misses():
-    e = T.lookup("sm_90a", DEV, 7168, 18432, 3)
+    e = T.lookup("sm_90a", DEV, 7168, 4096, 3)
     assert e is not None and e.path == "sm90_decode"
-    assert T.lookup("sm_90a", "NVIDIA H100 PCIe", 7168, 18432, 3) == e  # any device of the target
-    assert T.lookup("sm_100a", DEV, 7168, 18432, 3) is None
+    assert T.lookup("sm_90a", "NVIDIA H100 PCIe", 7168, 4096, 3) == e  # any device of the target
+    assert T.lookup("sm_100a", DEV, 7168, 4096, 3) is None
     assert T.lookup("sm_90a", DEV, 7168, 6144, 3) is None  # not a shipped cell: the envelope default runs
     assert gemm_decode.plan(3, 7168, 6144, 1, 132, "sm_90a", DEV) == gemm_decode.plan(3, 7168, 6144, 1, 132)
 
@@ -95,7 +91,7 @@ def test_user_table_overrides_shipped(user_table: Path):
     write(user_table, {"7168x18432": {"4": {"path": "sm90_decode", "kw": 8, "stages": 2, "split": 2, "us": 9.5}}})
     e = T.lookup("sm_90a", DEV, 7168, 18432, 3)
     assert e == T.Entry("sm90_decode", 8, 2, 2, 9.5)
-    assert T.lookup("sm_90a", DEV, 7168, 18432, 1).kw == gemm_decode.plan(1, 7168, 18432, 1, 132)[0].kw  # shipped
+    assert T.lookup("sm_90a", DEV, 7168, 18432, 1) is None  # no shipped cell: the envelope default runs
     c, split = gemm_decode.plan(3, 7168, 18432, 1, 132, "sm_90a", DEV)
     assert (c.mt, c.kw, c.stages, split) == (1, 8, 2, 2)
     assert gemm_decode.plan(3, 7168, 18432, 2, 132, "sm_90a", DEV)[0].kw == 8  # the entry's own split
@@ -194,16 +190,19 @@ def test_lookups_are_memoised(user_table: Path):
 def test_decode_candidates():
     cands = tune.decode_candidates(1, 7168, 4096, 132)
     c, split = gemm_decode.plan(1, 7168, 4096, 1, 132)
-    assert cands[0] == tune.Candidate("sm90_decode", c.kw, c.stages, split)
+    assert cands[0] == tune.Candidate("sm90_decode", c.kw, c.stages, split, c.rt)
     assert len(set(cands)) == len(cands)
-    assert {x.split for x in cands} == {1}  # 448 CTAs fill 132 SMs: no K split tried
+    assert {x.rt for x in cands} == {1, 2, 4}  # MT 1 builds take RT 1, 2, 4: M = 1 tries them all
+    assert {x.rt for x in tune.decode_candidates(64, 7168, 4096, 132)} == {1, 2}  # MT 8: RT * MT <= 16
+    assert {x.split for x in cands if x.rt == 1} == {1}  # 448 CTAs fill 132 SMs: no K split tried
+    assert {x.split for x in cands if x.rt == 4} == {1, 2, 4}  # 112 CTAs of 64 rows do not
     small = tune.decode_candidates(64, 1280, 8192, 132)
     assert {x.split for x in small} >= {1, 2, 4} and all(x.split * x.kw <= 64 for x in small[1:])
     assert all(T.parse_entry(x.entry(1e-5).as_dict(), "f", "e", 1280, 8192, 64) for x in small)  # all valid
 
 
 def test_best_entry_and_merge():
-    a, b, c = (tune.Candidate("sm90_decode", 2, s, 1) for s in (2, 3, 4))
+    a, b, c = (tune.Candidate("sm90_decode", 2, s, 1, 1) for s in (2, 3, 4))
     wg = tune.Candidate("sm90_wgmma")
     assert tune.best_entry([(a, 20e-6), (b, None), (wg, 15e-6), (c, 18e-6)]) == T.Entry("sm90_wgmma", us=15.0)
     assert tune.best_entry([(a, 20e-6), (b, 20e-6)]).stages == 2  # a tie: the first listed
@@ -211,7 +210,7 @@ def test_best_entry_and_merge():
     old = {("sm_90a", DEV, 7168, 4096, 1): T.Entry("sm90_wgmma"), ("sm_90a", DEV, 7168, 4096, 2): T.Entry("x")}
     new = {("sm_90a", DEV, 7168, 4096, 1): a.entry(1e-5)}
     merged = tune.merge(old, new)
-    assert merged[("sm_90a", DEV, 7168, 4096, 1)] == T.Entry("sm90_decode", 2, 2, 1, 10.0)
+    assert merged[("sm_90a", DEV, 7168, 4096, 1)] == T.Entry("sm90_decode", 2, 2, 1, 10.0, 1)
     assert merged[("sm_90a", DEV, 7168, 4096, 2)] == T.Entry("x")
 
 

@@ -118,12 +118,12 @@ def parse_entry(raw: Any, path: str, field: str, n: int, k: int, m_bucket: int) 
         raise TunedTableError(path, f"{field}.kw", f"{kw!r} is not one of {K.DECODE_KW}")
     if stages not in K.DECODE_STAGES or isinstance(stages, bool):
         raise TunedTableError(path, f"{field}.stages", f"{stages!r} is not one of {K.DECODE_STAGES}")
-    rt = raw.get("rt", 1)
-    if isinstance(rt, bool) or not K.valid_rt(mt_of(m_bucket), rt):
+    rt = raw.get("rt")  # absent: RT 1 (tables written before the define existed)
+    if rt is not None and (isinstance(rt, bool) or not K.valid_rt(mt_of(m_bucket), rt)):
         raise TunedTableError(
             path, f"{field}.rt", f"{rt!r} is not one of {K.DECODE_RT} with rt * MT <= 16 (MT {mt_of(m_bucket)})"
         )
-    smem = K.smem_bytes(_E4M3, _E4M3, mt_of(m_bucket), kw, stages, rt)
+    smem = K.smem_bytes(_E4M3, _E4M3, mt_of(m_bucket), kw, stages, rt or 1)
     if smem > K.DECODE_SMEM_MAX:
         raise TunedTableError(
             path,

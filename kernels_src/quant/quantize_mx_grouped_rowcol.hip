@@ -5,10 +5,11 @@
 // args     const IN* x [total_m,k] | const i64* offs [3,G+1] (offs, offs_pad_row, offs_pad_col) |
 //          u8* q_row [m_ub,k] (e2m1: [m_ub,ceil(k/2)]) | u8* s_row [m_ub,ceil(k/32)] | u8* q_col [k,m_col_ub]
 //          (e2m1: [k,m_col_ub/2]) | u8* s_col [k,m_col_ub/32] | int num_groups, int m_ub, int m_col_ub, int k |
-//          int scale_mode (MXRT_SCALE_*) | int flags (MXRT_FLAG_VEC_IN, _VEC_OUT, _VEC_OUT_COL) | int n_tail
-// grid     (ceil(k/128), m_col_ub/32 + n_tail, 1): y < m_col_ub/32 is a 32-row tile of the colwise layout; the
-//          n_tail CTAs above write the rowwise tail [offs_pad_row[G], m_ub) in a grid-stride loop
-//          block (256,1,1)   smem 32*129*4 + 3*(MXG_MAX_GROUPS+1)*4 bytes (static)
+//          int scale_mode (MXRT_SCALE_*) | int flags (MXRT_FLAG_VEC_IN, _VEC_OUT, _VEC_OUT_COL) | int n_tail |
+//          int workers
+// grid     (workers + ceil(k/128) * n_tail, 1, 1): CTAs < workers walk the 32 x 128 tiles of the colwise layout
+//          (grid-stride); the others write the rowwise tail [offs_pad_row[G], m_ub), n_tail steps apart
+//          block (256,1,1)   smem 32*132*4 + 3*(MXG_MAX_GROUPS+1)*4 + sizeof(MxgStage) bytes (static)
 // defines  THREADS (= 256), FMT (MXRT_FMT_*), IN_DTYPE (MXRT_IN_*)               set by mxrt/ops/grouped.py
 //          (variants: mxrt/ops/grouped_kernels.py)
 // requires G <= MXRT_MAX_GROUPS (1024); col_align % 32 == 0 and col_align % align == 0 (a group's rowwise rows
@@ -20,22 +21,70 @@
 #error "THREADS, FMT and IN_DTYPE must be defined by the launcher"
 #endif
 MXRT_STATIC_ASSERT(THREADS == 256, "quantize_mx_grouped_rowcol: THREADS must be 256 (128 row + 128 column blocks)");
+// resident CTAs per SM / CU the build asks for (registers); the launcher sizes the persistent grid with it
+#define QRC_MIN_BLOCKS 3
 
 #define TILE_M 32
 #define TILE_K 128
-#define TILE_PITCH (TILE_K + 1)
+#define TILE_PITCH (TILE_K + 4)  // 16-byte rows: 16-byte fills / row reads, 8 rows span the 32 banks
 
 typedef MxrtFmt<FMT>::type Fmt;
 
-extern "C" __global__ void __launch_bounds__(THREADS)
+constexpr u32 PER = 16 / MxrtIn<IN_DTYPE>::SIZE;  // input elements per 16-byte load
+constexpr u32 VECS_PER_ROW = TILE_K / PER;
+constexpr u32 LOADS = TILE_M * VECS_PER_ROW / THREADS;  // 16-byte loads per thread per tile (2 or 4)
+
+// Where colwise tile row R0 lies: its group g (num_groups past the last), the tile's real rows (loaded) and
+// rowwise rows (real + padding, stored), and the first source / rowwise destination row.
+struct RcTile {
+  i32 nreal, nrow, src0, dst0;
+};
+MXRT_DEVICE RcTile rc_tile(const i32* s_offs, const i32* s_prow, const i32* s_pcol, i32 num_groups, i32 R0) {
+  RcTile w = {0, 0, 0, 0};
+  const i32 g = mxg_find_group(s_pcol, num_groups, R0);
+  if (g < num_groups) {
+    const i32 i0 = R0 - s_pcol[g];
+    const i32 len = s_offs[g + 1] - s_offs[g];
+    const i32 len_row = s_prow[g + 1] - s_prow[g];
+    w.nreal = len - i0 < 0 ? 0 : (len - i0 > TILE_M ? TILE_M : len - i0);
+    w.nrow = len_row - i0 < 0 ? 0 : (len_row - i0 > TILE_M ? TILE_M : len_row - i0);
+    w.src0 = s_offs[g] + i0;
+    w.dst0 = s_prow[g] + i0;
+  }
+  return w;
+}
+
+// The registers of one tile in flight: element bits (fp32 patterns), zero past the real rows and past k.
+MXRT_DEVICE void rc_load(const void* __restrict__ x, u32 col0, RcTile w, u32 uk, i32 flags, u32 (&vals)[LOADS][PER]) {
+  const u32 tid = MXRT_TID_X;
+  const bool full_cols = col0 + TILE_K <= uk;
+#pragma unroll
+  for (u32 it = 0; it < LOADS; ++it) {
+    const u32 v = it * THREADS + tid;
+    const u32 r = v / VECS_PER_ROW;
+    const u32 c = (v % VECS_PER_ROW) * PER;
+    const bool real = (i32)r < w.nreal;
+    const u32 base = ((u32)w.src0 + r) * uk + col0 + c;
+    if ((flags & MXRT_FLAG_VEC_IN) && full_cols && real) {
+      mxrt_unpack16<IN_DTYPE>(*(const mxrt_u32x4*)((const u8*)x + (u64)base * MxrtIn<IN_DTYPE>::SIZE), vals[it]);
+    } else {
+#pragma unroll
+      for (u32 j = 0; j < PER; ++j)
+        vals[it][j] = real && col0 + c + j < uk ? mxrt_load_elem<IN_DTYPE>(x, base + j) : 0u;
+    }
+  }
+}
+
+extern "C" __global__ void __launch_bounds__(THREADS, QRC_MIN_BLOCKS)
     quantize_mx_grouped_rowcol(const void* __restrict__ x, const i64* __restrict__ offs, u8* __restrict__ q_row,
                                u8* __restrict__ s_row, u8* __restrict__ q_col, u8* __restrict__ s_col,
                                i32 num_groups, i32 m_ub, i32 m_col_ub, i32 k, i32 scale_mode, i32 flags,
-                               i32 n_tail) {
-  __shared__ u32 tile[TILE_M * TILE_PITCH];
+                               i32 n_tail, i32 workers) {
+  __shared__ __attribute__((aligned(16))) u32 tile[TILE_M * TILE_PITCH];
   __shared__ i32 s_offs[MXG_MAX_GROUPS + 1];
   __shared__ i32 s_prow[MXG_MAX_GROUPS + 1];
   __shared__ i32 s_pcol[MXG_MAX_GROUPS + 1];
+  __shared__ __attribute__((aligned(16))) MxgStage<Fmt> stage;
   mxg_load_offsets<THREADS>(offs, num_groups, 0, s_offs);
   mxg_load_offsets<THREADS>(offs, num_groups, 1, s_prow);
   mxg_load_offsets<THREADS>(offs, num_groups, 2, s_pcol);
@@ -43,26 +92,26 @@ extern "C" __global__ void __launch_bounds__(THREADS)
 
   const u32 tid = MXRT_TID_X;
   const u32 uk = (u32)k;
-  const u32 col0 = MXRT_BID_X * TILE_K;
+  const u32 tiles_x = (uk + TILE_K - 1) / TILE_K;
   const u32 nb = (uk + MXRT_BLOCK - 1) / MXRT_BLOCK;
   const u32 row_bytes = Fmt::BITS == 4 ? (uk + 1) / 2 : uk;
   const bool is_row = tid < TILE_K;
   const u32 lane = tid % 32;      // tile row (row threads)
   const u32 cblk = tid / 32;      // column block in the tile (row threads, 0..3)
   const u32 ccol = tid - TILE_K;  // tile column (column threads)
-  const u32 c_row = col0 + cblk * MXRT_BLOCK;  // first column of a row thread's block
   const u32 n_col_tiles = (u32)m_col_ub / TILE_M;
   u32 words[8];
 
-  if (MXRT_BID_Y >= n_col_tiles) {
-    // rowwise tail: rows [offs_pad_row[G], m_ub) get zero codes and scale 127, 32 rows per step. No barrier
-    // follows, so threads may leave early.
+  if (MXRT_BID_X >= (u32)workers) {
+    // rowwise tail: rows [offs_pad_row[G], m_ub) get zero codes and scale 127, 32 rows per step; CTA
+    // workers + j * tiles_x + tx takes column tile tx and tail step j. No barrier follows, so threads may leave.
+    const u32 b = MXRT_BID_X - (u32)workers;
+    const u32 c_row = (b % tiles_x) * TILE_K + cblk * MXRT_BLOCK;
     if (!is_row || c_row >= uk) return;
     const u32 valid = uk - c_row < MXRT_BLOCK ? uk - c_row : MXRT_BLOCK;
     const u32 nbytes = Fmt::BITS == 4 ? (valid + 1) / 2 : valid;
     const bool vec = (flags & MXRT_FLAG_VEC_OUT) && valid == MXRT_BLOCK;
-    for (u32 r = (u32)s_prow[num_groups] + (MXRT_BID_Y - n_col_tiles) * TILE_M + lane; r < (u32)m_ub;
-         r += (u32)n_tail * TILE_M) {
+    for (u32 r = (u32)s_prow[num_groups] + (b / tiles_x) * TILE_M + lane; r < (u32)m_ub; r += (u32)n_tail * TILE_M) {
       s_row[r * nb + c_row / MXRT_BLOCK] = (u8)MXG_PAD_SCALE;
       u8* dst = q_row + r * row_bytes + (Fmt::BITS == 4 ? c_row / 2 : c_row);
       if (vec) {
@@ -77,69 +126,74 @@ extern "C" __global__ void __launch_bounds__(THREADS)
     return;
   }
 
-  // ---- a 32-row tile of the colwise layout: group g, rows i0 .. i0+31 of the group ----
-  const i32 R0 = (i32)(MXRT_BID_Y * TILE_M);
-  const i32 g = mxg_find_group(s_pcol, num_groups, R0);
-  i32 nreal = 0, nrow = 0, src0 = 0, dst0 = 0;
-  if (g < num_groups) {
-    const i32 i0 = R0 - s_pcol[g];
-    const i32 len = s_offs[g + 1] - s_offs[g];
-    const i32 len_row = s_prow[g + 1] - s_prow[g];
-    nreal = len - i0 < 0 ? 0 : (len - i0 > TILE_M ? TILE_M : len - i0);          // real rows in the tile
-    nrow = len_row - i0 < 0 ? 0 : (len_row - i0 > TILE_M ? TILE_M : len_row - i0);  // rowwise rows (real + pad)
-    src0 = s_offs[g] + i0;
-    dst0 = s_prow[g] + i0;
-  }
-
-  // ---- load the tile, zero past the real rows and past k ----
-  constexpr u32 PER = 16 / MxrtIn<IN_DTYPE>::SIZE;
-  constexpr u32 VECS_PER_ROW = TILE_K / PER;
-  const bool full_cols = col0 + TILE_K <= uk;
+  // ---- 32-row tiles of the colwise layout (tile t: column tile t % tiles_x, row tile t / tiles_x), a grid-stride
+  // loop over the workers with the next tile's loads in flight in registers during the encode and stores ----
+  const u32 num_tiles = n_col_tiles * tiles_x;
+  u32 vals[LOADS][PER];
+  u32 t = MXRT_BID_X;
+  if (t < num_tiles)
+    rc_load(x, (t % tiles_x) * TILE_K, rc_tile(s_offs, s_prow, s_pcol, num_groups, (i32)(t / tiles_x * TILE_M)), uk,
+            flags, vals);
+  for (; t < num_tiles; t += (u32)workers) {
 #pragma unroll
-  for (u32 it = 0; it < TILE_M * VECS_PER_ROW / THREADS; ++it) {
-    const u32 v = it * THREADS + tid;
-    const u32 r = v / VECS_PER_ROW;
-    const u32 c = (v % VECS_PER_ROW) * PER;
-    const bool real = (i32)r < nreal;
-    const u32 base = ((u32)src0 + r) * uk + col0 + c;
-    u32 vals[PER];
-    if ((flags & MXRT_FLAG_VEC_IN) && full_cols && real) {
-      mxrt_unpack16<IN_DTYPE>(*(const mxrt_u32x4*)((const u8*)x + (u64)base * MxrtIn<IN_DTYPE>::SIZE), vals);
+    for (u32 it = 0; it < LOADS; ++it) {
+      const u32 v = it * THREADS + tid;
+      const u32 r = v / VECS_PER_ROW;
+      const u32 c = (v % VECS_PER_ROW) * PER;
+#pragma unroll
+      for (u32 j = 0; j < PER; j += 4) {
+        mxrt_u32x4 o;
+        o.x = vals[it][j];
+        o.y = vals[it][j + 1];
+        o.z = vals[it][j + 2];
+        o.w = vals[it][j + 3];
+        *(mxrt_u32x4*)&tile[r * TILE_PITCH + c + j] = o;
+      }
+    }
+    mxrt_sync();
+    const u32 tn = t + (u32)workers;
+    if (tn < num_tiles)
+      rc_load(x, (tn % tiles_x) * TILE_K, rc_tile(s_offs, s_prow, s_pcol, num_groups, (i32)(tn / tiles_x * TILE_M)),
+              uk, flags, vals);
+
+    const u32 col0 = (t % tiles_x) * TILE_K;
+    const u32 ty = t / tiles_x;
+    const i32 R0 = (i32)(ty * TILE_M);
+    const RcTile w = rc_tile(s_offs, s_prow, s_pcol, num_groups, R0);
+    u32 bits[MXRT_BLOCK];
+    if (is_row) {  // warp-uniform branch
+#pragma unroll
+      for (int i = 0; i < MXRT_BLOCK; i += 4) {
+        const mxrt_u32x4 v = *(const mxrt_u32x4*)&tile[lane * TILE_PITCH + cblk * MXRT_BLOCK + i];
+        bits[i] = v.x;
+        bits[i + 1] = v.y;
+        bits[i + 2] = v.z;
+        bits[i + 3] = v.w;
+      }
     } else {
 #pragma unroll
-      for (u32 j = 0; j < PER; ++j) vals[j] = real && col0 + c + j < uk ? mxrt_load_elem<IN_DTYPE>(x, base + j) : 0u;
+      for (int i = 0; i < MXRT_BLOCK; ++i) bits[i] = tile[i * TILE_PITCH + ccol];
     }
-#pragma unroll
-    for (u32 j = 0; j < PER; ++j) tile[r * TILE_PITCH + c + j] = vals[j];
-  }
-  mxrt_sync();
+    const bool real_block = is_row ? (i32)lane < w.nreal : w.nreal > 0;
+    const u32 sb = real_block ? mxrt_e8m0_from_amax_bits<Fmt>(mxrt_amax_bits(bits), scale_mode) : MXG_PAD_SCALE;
+    mxg_encode<Fmt, MXRT_BLOCK>(bits, sb, words);
 
-  u32 bits[MXRT_BLOCK];
-  if (is_row) {  // warp-uniform branch
-#pragma unroll
-    for (int i = 0; i < MXRT_BLOCK; ++i) bits[i] = tile[lane * TILE_PITCH + cblk * MXRT_BLOCK + i];
-  } else {
-#pragma unroll
-    for (int i = 0; i < MXRT_BLOCK; ++i) bits[i] = tile[i * TILE_PITCH + ccol];
-  }
-  const bool real_block = is_row ? (i32)lane < nreal : nreal > 0;
-  const u32 sb = real_block ? mxrt_e8m0_from_amax_bits<Fmt>(mxrt_amax_bits(bits), scale_mode) : MXG_PAD_SCALE;
-  mxg_encode<Fmt, MXRT_BLOCK>(bits, sb, words);
-
-  if (is_row) {
-    if ((i32)lane < nrow && c_row < uk) {
-      const u32 r = (u32)dst0 + lane;
-      s_row[r * nb + c_row / MXRT_BLOCK] = (u8)sb;
-      mxrt_store_block<Fmt>(q_row + r * row_bytes + (Fmt::BITS == 4 ? c_row / 2 : c_row), words, uk - c_row,
-                            flags & MXRT_FLAG_VEC_OUT);
+    if (is_row) {
+      mxg_stage_codes<Fmt>(stage.row + lane * MxgStage<Fmt>::RP + cblk * MxgStage<Fmt>::RB, words);
+      stage.srow[lane * 4u + cblk] = (u8)sb;
+    } else {
+      mxg_stage_codes<Fmt>(stage.col + ccol * MxgStage<Fmt>::CP, words);
+      stage.scol[ccol] = (u8)sb;
     }
-  } else {
-    const u32 c = col0 + ccol;
-    if (c < uk) {
-      const u32 col_bytes = Fmt::BITS == 4 ? (u32)m_col_ub / 2 : (u32)m_col_ub;
-      s_col[c * ((u32)m_col_ub / MXRT_BLOCK) + MXRT_BID_Y] = (u8)sb;
-      mxrt_store_block<Fmt>(q_col + c * col_bytes + (Fmt::BITS == 4 ? (u32)R0 / 2 : (u32)R0), words, MXRT_BLOCK,
-                            flags & MXRT_FLAG_VEC_OUT_COL);
-    }
+    mxrt_sync();  // staged; also: every read of tile is done, so the next step may refill it
+    const u32 ncols = uk - col0 < TILE_K ? uk - col0 : TILE_K;  // col0 < k: valid columns, row elements
+    const u32 col_bytes = Fmt::BITS == 4 ? (u32)m_col_ub / 2 : (u32)m_col_ub;
+    mxg_store_tile<Fmt, THREADS>(stage, q_row + (u64)(u32)w.dst0 * row_bytes + (Fmt::BITS == 4 ? col0 / 2 : col0),
+                                 row_bytes, s_row + (u64)(u32)w.dst0 * nb + col0 / MXRT_BLOCK, nb, (u32)w.nrow,
+                                 Fmt::BITS == 4 ? (ncols + 1) / 2 : ncols, (ncols + MXRT_BLOCK - 1) / MXRT_BLOCK,
+                                 q_col + (u64)col0 * col_bytes + (Fmt::BITS == 4 ? (u32)R0 / 2 : (u32)R0), col_bytes,
+                                 s_col + (u64)col0 * ((u32)m_col_ub / MXRT_BLOCK) + ty, (u32)m_col_ub / MXRT_BLOCK,
+                                 ncols, flags & MXRT_FLAG_VEC_OUT, flags & MXRT_FLAG_VEC_OUT_COL);
+    // no barrier here: the next step's first one orders these reads of `stage` before its staging writes
   }
 }

@@ -45,7 +45,7 @@ from ..runtime import alloc
 from ..runtime.arch import get_arch
 from ..runtime.compiler import build
 from ..runtime.kernel_spec import defines
-from ..runtime.launch import MAX_GRID_YZ, LaunchConfig, launch
+from ..runtime.launch import LaunchConfig, launch
 from . import grouped_kernels
 from .kernels import select
 from .quant import GPU_BLOCK_SIZES, _aligned, _check_device_layout, _check_input, _itemsize, _upload
@@ -141,13 +141,8 @@ def quantize_mx_grouped_gpu(
     _limit(op, "M_ub * k (rowwise buffer)", m_ub * max(k, 1))
     _limit(op, "M_ub * ceil(k/32) * 4 (work items)", m_ub * nb * 4)
     n_tail = min(-(-m_ub // 32), num_groups + 2)  # CTAs (per k tile) that write the rowwise tail
-    grid_y = mc_ub // 32 + n_tail
     if colwise:
         _limit(op, "M_col_ub * k (colwise buffer)", mc_ub * max(k, 1))
-        if grid_y > MAX_GRID_YZ:
-            raise ShapeError(
-                f"{op}: argument 'x' has {total} rows: the colwise grid would have {grid_y} > 65535 row tiles"
-            )
     packed = f.name == "e2m1"
     row_bytes = -(-k // 2) if packed else k
     xd = x if device_in else _upload(x)
@@ -183,8 +178,10 @@ def quantize_mx_grouped_gpu(
             flags |= codes.FLAG_VEC_OUT_COL if _aligned(q_col.data.ptr, q_col.shape[1]) else 0
             kernel = build(select("quantize_mx_grouped_rowcol", arch.target), d, arch)
             args = (xd, offs, q, s, q_col, s_col, np.int32(num_groups), np.int32(m_ub), np.int32(mc_ub), np.int32(k))
-            args += (mode_code, np.int32(flags), np.int32(n_tail))
-            launch(op, kernel, LaunchConfig(grid=(-(-k // 128), grid_y, 1), block=(threads, 1, 1)), args)
+            tiles_x = -(-k // 128)
+            workers = min((mc_ub // 32) * tiles_x, arch.num_cus * grouped_kernels.ROWCOL_CTAS_PER_CU)
+            args += (mode_code, np.int32(flags), np.int32(n_tail), np.int32(workers))
+            launch(op, kernel, LaunchConfig(grid=(workers + tiles_x * n_tail, 1, 1), block=(threads, 1, 1)), args)
     offs_row, offs_col = offs[1], (offs[2] if colwise else None)
     if not device_in:
         q, s, offs_row = q.get(), s.get(), offs_row.get()
@@ -242,8 +239,7 @@ def quantize_mx_dual_grouped_gpu(
     _limit(op, "G * n * k_pad (rowwise buffer)", g * n * k_pad)
     _limit(op, "G * k * n_pad (colwise buffer)", g * k * n_pad)
     _limit(op, "G * n * k (input)", g * n * k)
-    if n_pad // 32 > MAX_GRID_YZ or g > MAX_GRID_YZ:
-        raise ShapeError(f"{op}: argument 'w' has shape {tuple(w.shape)}: expected G <= 65535 and n <= {65535 * 32}")
+    num_tiles = g * (n_pad // 32) * -(-k_pad // 128)  # 32 x 128 tiles (< 2^20 under the limits above)
     packed = f.name == "e2m1"
     rb, cb = (k_pad // 2, n_pad // 2) if packed else (k_pad, n_pad)
     wd = w if device_in else _upload(w)
@@ -264,8 +260,9 @@ def quantize_mx_dual_grouped_gpu(
         )
         kernel = build(select(op, arch.target), d, arch)
         args = (wd, q_row, s_row, q_col, s_col, np.int32(n), np.int32(k), np.int32(k_pad), np.int32(n_pad))
-        args += (np.int32(codes.SCALE_MODE_CODES[mode.value]), np.int32(flags))
-        cfg = LaunchConfig(grid=(-(-k_pad // 128), n_pad // 32, g), block=(grouped_kernels.QUANT_GROUPED_THREADS, 1, 1))
+        args += (np.int32(codes.SCALE_MODE_CODES[mode.value]), np.int32(flags), np.int32(num_tiles))
+        ctas = min(num_tiles, arch.num_cus * grouped_kernels.DUAL_GROUPED_CTAS_PER_CU)
+        cfg = LaunchConfig(grid=(ctas, 1, 1), block=(grouped_kernels.QUANT_GROUPED_THREADS, 1, 1))
         launch(op, kernel, cfg, args)
     if not device_in:
         q_row, s_row, q_col, s_col = (a.get() for a in (q_row, s_row, q_col, s_col))

@@ -8,6 +8,10 @@ from ..codes import FMT_CODES, IN_DTYPE_CODES
 from ..runtime.kernel_spec import KernelSpec, define_grid
 
 QUANT_GROUPED_THREADS = 256
+#: persistent grids of quantize_mx_dual_grouped / quantize_mx_grouped_rowcol: CTAs per SM / CU (the kernels'
+#: __launch_bounds__ minimum, QDG_MIN_BLOCKS / QRC_MIN_BLOCKS), each walking tiles with the next one's loads in flight
+DUAL_GROUPED_CTAS_PER_CU = 3
+ROWCOL_CTAS_PER_CU = 3
 
 QUANTIZE_MX_GROUPED_OFFSETS = KernelSpec(
     symbol="quantize_mx_grouped_offsets",

@@ -53,3 +53,19 @@ def from_torch_cuda(t: Any) -> Any:
     ptr = cupy.cuda.MemoryPointer(mem, 0)
     strides = tuple(st * itemsize for st in t.stride())
     return cupy.ndarray(tuple(t.shape), dtype=dt, memptr=ptr, strides=strides)
+
+
+def torch_on_legacy_streams(torch: Any, device_index: int) -> bool:
+    """True when CuPy's current stream and torch's current stream on ``device_index`` are both the legacy default
+    stream: then work queued by torch before a call is ordered before mxrt's launches and mxrt's before torch's
+    next work, without events (the condition :func:`from_torch_cuda` reads a tensor under). The small-call plans
+    ask this on every call (``torch._C._cuda_getCurrentRawStream`` where torch has it: ~0.2 us, the public
+    ``torch.cuda.current_stream`` builds a Stream object)."""
+    import cupy
+
+    if cupy.cuda.get_current_stream().ptr != 0:
+        return False
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if raw is not None:
+        return raw(device_index) == 0
+    return torch.cuda.current_stream(device_index).cuda_stream == 0

@@ -81,7 +81,8 @@ def _quant_key(x: Any, fmt: Any, block_size: Any, axis: Any, scale_mode: Any, ba
     torch = sys.modules.get("torch")
     if torch is None or not isinstance(x, torch.Tensor) or not x.is_cuda:
         return None
-    return ("torch", x.dtype, tuple(x.shape), x.stride(), x.data_ptr() & 15, x.get_device(), fmt, block_size, axis,
+    # torch.Size is a tuple: equal to and hashed as the tuple of its sizes
+    return ("torch", x.dtype, x.shape, x.stride(), x.data_ptr() & 15, x.get_device(), fmt, block_size, axis,
             scale_mode, layout, types)  # fmt: skip
 
 
@@ -94,16 +95,13 @@ def _run_plan_torch(plan: Any, x: Any) -> MXArray | None:
     dev = x.get_device()
     if not torch_on_legacy_streams(torch, dev):
         return None
-    q = torch.empty(plan.q_shape, dtype=torch.uint8, device=dev)
-    s = torch.empty(plan.s_shape, dtype=torch.uint8, device=dev)
+    # allocated in the dtypes the unplanned route's export views its uint8 buffers as (no view calls)
+    name = FP8_CODE_DTYPES.get(fmt_name)
+    q = torch.empty(plan.q_shape, dtype=getattr(torch, name, torch.uint8) if name else torch.uint8, device=dev)
+    s = torch.empty(plan.s_shape, dtype=getattr(torch, "float8_e8m0fnu", torch.uint8), device=dev)
     if q.data_ptr() & 15:
         return None
     plan.launch_into(x.data_ptr(), q.data_ptr(), s.data_ptr())
-    name = FP8_CODE_DTYPES.get(fmt_name)
-    if name is not None and hasattr(torch, name):
-        q = q.view(getattr(torch, name))
-    if hasattr(torch, "float8_e8m0fnu"):
-        s = s.view(torch.float8_e8m0fnu)
     return MXArray(q, s, *plan.fields)
 
 

@@ -311,3 +311,15 @@ def test_wall_interleaved_round_robin_and_errors():
     assert set(walls) == {"a", "b"} and all(w >= 0 for w in walls.values())
     assert list(errors) == ["bad"] and isinstance(errors["bad"], RuntimeError)
     assert order[6:] == ["a", "a", "b", "b"] * 3  # after 3 warm-up calls each: rounds alternate the cases
+
+
+def test_copied_mxarray_does_not_reuse_its_originals_key(dev):
+    import copy
+
+    qa, qb = _operands(1, 128, 256)
+    mxrt.gemm_mx(qa, qb)
+    key = api_gemm._operand_key(qa)
+    cp_a = copy.deepcopy(qa)  # new buffers (a stand-in array copies its memory), the original's cached key inside
+    assert cp_a.data.data.ptr != qa.data.data.ptr
+    assert api_gemm._operand_key(cp_a)[-5:] == key[-5:]  # scales' metadata re-read from the copy
+    assert cp_a.__dict__[api_gemm._KEY_ATTR][9] == cp_a.data.data.ptr  # the key was made again for the copy

@@ -39,7 +39,7 @@ OP = "gemm_mx"
 #
 # An operand's part of the key is kept on the MXArray itself (a frozen dataclass: its fields cannot change) with
 # the buffers it was read from; it is reused while ``data`` / ``scales`` are the same objects with the same dtype,
-# shape and strides (a device array's pointer and device never change; its shape can, in place).
+# shape, strides and pointer (a shape can change in place; a copied MXArray carries the key of its original).
 #
 # CUDA torch tensors in (MXArray fields from quantize_mx / mxrt.convert): the same plans, keyed on the tensors'
 # metadata; a planned call reads their pointers and returns a torch tensor allocated by torch (the unplanned route
@@ -72,14 +72,14 @@ def _operand_key(x: Any) -> tuple | None:
         return None
     d, s = x.data, x.scales
     c = x.__dict__.get(_KEY_ATTR)
-    if c is not None and c[0] is d and c[1] is s:
+    if c is not None and c[0] is d and c[1] is s:  # (a deep copy or an unpickled MXArray fails the pointer test)
         if c[2] == "cupy":
             if c[3] == d.shape and c[4] == d.strides and c[5] == d.dtype and c[6] == s.shape and c[7] == s.strides:
-                if c[8] == s.dtype:
-                    return c[9]
+                if c[8] == s.dtype and c[9] == d.data.ptr and c[10] == s.data.ptr:
+                    return c[11]
         elif c[3] == d.shape and c[4] == d.stride() and c[5] == d.dtype and c[6] == s.shape and c[7] == s.stride():
-            if c[8] == s.dtype:
-                return c[9]
+            if c[8] == s.dtype and c[9] == d.data_ptr() and c[10] == s.data_ptr():
+                return c[11]
     shape = x.shape
     if type(shape) is not tuple or any(type(v) is not int for v in shape):
         return None
@@ -93,7 +93,7 @@ def _operand_key(x: Any) -> tuple | None:
             d.dtype, d.shape, d.strides, dm.ptr & 15, dm.device_id,
             s.dtype, s.shape, s.strides, sm.ptr & 15, sm.device_id,
         )  # fmt: skip
-        meta = ("cupy", d.shape, d.strides, d.dtype, s.shape, s.strides, s.dtype)
+        meta = ("cupy", d.shape, d.strides, d.dtype, s.shape, s.strides, s.dtype, dm.ptr, sm.ptr)
     else:
         torch = sys.modules.get("torch")
         if torch is None or not (isinstance(d, torch.Tensor) and isinstance(s, torch.Tensor)):
@@ -105,7 +105,7 @@ def _operand_key(x: Any) -> tuple | None:
             d.dtype, tuple(d.shape), d.stride(), d.data_ptr() & 15, d.get_device(),
             s.dtype, tuple(s.shape), s.stride(), s.data_ptr() & 15, s.get_device(),
         )  # fmt: skip
-        meta = ("torch", d.shape, d.stride(), d.dtype, s.shape, s.stride(), s.dtype)
+        meta = ("torch", d.shape, d.stride(), d.dtype, s.shape, s.stride(), s.dtype, d.data_ptr(), s.data_ptr())
     object.__setattr__(x, _KEY_ATTR, (d, s, *meta, key))
     return key
 

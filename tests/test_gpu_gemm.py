@@ -414,3 +414,33 @@ def test_launch_plans_and_the_driver_launch(monkeypatch):
     monkeypatch.setenv("MXRT_LAUNCH", "cupy")
     assert (mxrt.gemm_mx(da, db) == got).all()
     assert (mxrt.gemm_mx(da, db, split_k=2) == sk).all()
+
+
+@pytest.mark.parametrize(
+    ("m", "n", "k", "kw"),
+    [(1, 256, 512, {}), (1, 7168, 4096, {}), (3, 300, 512, {"split_k": 3}), (100, 256, 256, {}),
+     (70, 128, 512, {"split_k": 2, "out_dtype": "float16"})],
+    ids=["decode", "decode-7168x4096", "decode-sk3", "wgmma", "wgmma-sk2-f16"],
+)  # fmt: skip
+def test_prepared_plans_are_bitwise_the_unplanned_route(monkeypatch, m, n, k, kw):
+    """The prepared launches of a plan (only pointers change per call) give the bits of the first (unplanned) call
+    and of CuPy's own launch, on fresh buffers of the same key; poisoned outputs are fully written."""
+    from mxrt.api import gemm as api_gemm
+
+    out_dtype = kw.get("out_dtype", "bfloat16")
+    api_gemm.clear_plans()
+    for seed in (1, 2):
+        _, _, qa, qb = operands(m, n, k, "e4m3", "e4m3", seed=seed)
+        da, db = to_device(qa), to_device(qb)
+        first = mxrt.gemm_mx(da, db, **kw)
+        with mxrt.runtime.debug(poison=0xFF):
+            planned = [mxrt.gemm_mx(da, db, **kw) for _ in range(2)]
+        plan = api_gemm._PLANS[api_gemm._plan_key(da, db, out_dtype, kw.get("split_k", 1), True, None, "auto",
+                                                  None, None)]  # fmt: skip
+        assert plan.runner is not None
+        assert not check_result(first, qa, qb, out_dtype, splits_rounded=kw.get("split_k", 1))
+        for d in planned:
+            assert (d == first).all()
+        monkeypatch.setenv("MXRT_LAUNCH", "cupy")
+        assert (mxrt.gemm_mx(da, db, **kw) == first).all()
+        monkeypatch.delenv("MXRT_LAUNCH")

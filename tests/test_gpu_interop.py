@@ -76,3 +76,35 @@ def test_jax_gpu_arrays() -> None:
     xj = jax.device_put(X, gpus[0])
     q = mxrt.quantize_mx(xj)
     assert np.array_equal(np.asarray(jax.lax.bitcast_convert_type(q.data, "uint8")), mxrt.quantize_mx(X).data)
+
+
+def test_planned_torch_calls_match_the_unplanned_route() -> None:
+    """Repeated torch calls run the prepared plans (torch-allocated results): same values, dtypes and shapes as
+    the first (unplanned) call and the CuPy route; on a torch side stream they take the unplanned route."""
+    from mxrt.api import gemm as api_gemm
+    from mxrt.api import quant as api_quant
+
+    api_gemm.clear_plans()
+    api_quant.clear_plans()
+    w = torch.from_numpy(X[:48]).cuda().to(torch.bfloat16)
+    qw = mxrt.quantize_mx(w)
+    firsts = None
+    for seed in range(3):
+        x = torch.from_numpy(np.random.default_rng(seed).standard_normal((2, 256)).astype(np.float32)).cuda()
+        qx = mxrt.quantize_mx(x)
+        ref = mxrt.quantize_mx(cupy.asarray(x.cpu().numpy()))
+        assert qx.data.dtype == torch.float8_e4m3fn and qx.data.shape == (2, 256) and qx.scales.shape == (2, 8)
+        assert np.array_equal(qx.data.view(torch.uint8).cpu().numpy(), ref.data.get())
+        assert np.array_equal(qx.scales.view(torch.uint8).cpu().numpy(), ref.scales.get())
+        d = mxrt.gemm_mx(qx, qw)
+        want = mxrt.gemm_mx(mxrt.convert(qx, "cupy"), mxrt.convert(qw, "cupy"))
+        assert d.dtype == torch.bfloat16 and d.shape == (2, 48) and d.is_contiguous()
+        assert np.array_equal(d.view(torch.int16).cpu().numpy().view(np.uint16), want.get())
+        firsts = firsts or (d.clone(), x)
+    assert any(k[0][0] == "torch" and p.runner is not None for k, p in api_gemm._PLANS.items())
+    assert any(k[0] == "torch" for k in api_quant._QPLANS)
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        d = mxrt.gemm_mx(mxrt.quantize_mx(firsts[1]), qw)
+    s.synchronize()
+    assert torch.equal(d.view(torch.int16), firsts[0].view(torch.int16))

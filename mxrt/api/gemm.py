@@ -9,17 +9,21 @@ into a frozen :class:`~mxrt.problems.GemmProblem` -> :func:`mxrt.api.dispatch.us
 from __future__ import annotations
 
 import dataclasses
+import sys
 import threading
 from typing import Any
+
+import numpy as np
 
 from .._kinds import dtype_name, is_device_array
 from ..config import gemm_path_override
 from ..formats import MXArray
 from ..ops import gemm as gemm_ops
-from ..ops.gemm_paths import DeviceGemm, select_gemm_path
+from ..ops.gemm_paths import DeviceGemm, PreparedGemm, plans_generation, select_gemm_path
 from ..problems.gemm import GemmProblem, gemm_problem
 from ..reference.gemm import gemm_numpy
 from ..runtime import alloc
+from ..runtime.arrays import torch_on_legacy_streams
 from . import interop
 from .dispatch import use_gpu
 
@@ -29,7 +33,20 @@ OP = "gemm_mx"
 # A call on CuPy-backed MXArrays with no ``out`` is described by a key of everything its validation and path choice
 # read (formats, logical shapes, the buffers' dtypes / shapes / strides / 16-byte alignment / device, the scalar
 # arguments with their types, the forced path). A key seen before reuses the validated problem (with its buffers
-# stripped) and the chosen path: no re-validation, no path search; the path's own launch cache does the rest.
+# stripped), the chosen path and, where the path has one, its prepared launches (only the pointers change): no
+# re-validation, no path search, no per-call launch set-up. Plans made before a path was registered or a tuned
+# table reloaded are dropped (``gemm_paths.plans_generation``).
+#
+# An operand's part of the key is kept on the MXArray itself (a frozen dataclass: its fields cannot change) with
+# the buffers it was read from; it is reused while ``data`` / ``scales`` are the same objects with the same dtype,
+# shape, strides and pointer (a shape can change in place; a copied MXArray carries the key of its original).
+#
+# CUDA torch tensors in (MXArray fields from quantize_mx / mxrt.convert): the same plans, keyed on the tensors'
+# metadata; a planned call reads their pointers and returns a torch tensor allocated by torch (the unplanned route
+# returns a CuPy pool buffer exported through DLPack: same values, shape, dtype and strides). Only while both
+# libraries are on the legacy default stream (runtime.arrays.torch_on_legacy_streams, the condition under which
+# the unplanned route also shares tensors without events) and outside mxrt.runtime.debug (poisoned outputs come
+# from CuPy's pool); otherwise the unplanned route runs.
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,35 +54,66 @@ class _Plan:
     p: GemmProblem  # validated, without buffers (a, b, scales, out are None)
     path: Any
     arch: Any
-    out_dtype: str  # CuPy dtype of the result (bfloat16 bits as uint16)
+    out_dtype: Any  # numpy dtype of the CuPy result (bfloat16 bits as uint16)
+    out_name: str  # "bfloat16", "float16" or "float32": the torch dtype of a torch result
+    runner: PreparedGemm | None  # the path's prepared form, or None (every call through path.run)
+    generation: int
 
 
 _PLANS: dict[tuple, _Plan] = {}
 _PLANS_KEPT = 512
 _PLANS_LOCK = threading.Lock()
+_KEY_ATTR = "_mxrt_plan_key"  # where an MXArray keeps its operand key (never part of its fields or repr)
 
 
 def _operand_key(x: Any) -> tuple | None:
+    """``("cupy" | "torch", ...)``: the operand's part of the plan key, or None (no plan for it)."""
     if type(x) is not MXArray:
         return None
     d, s = x.data, x.scales
-    if not (is_device_array(d) and is_device_array(s)):
-        return None
+    c = x.__dict__.get(_KEY_ATTR)
+    if c is not None and c[0] is d and c[1] is s:  # (a deep copy or an unpickled MXArray fails the pointer test)
+        if c[2] == "cupy":
+            if c[3] == d.shape and c[4] == d.strides and c[5] == d.dtype and c[6] == s.shape and c[7] == s.strides:
+                if c[8] == s.dtype and c[9] == d.data.ptr and c[10] == s.data.ptr:
+                    return c[11]
+        elif c[3] == d.shape and c[4] == d.stride() and c[5] == d.dtype and c[6] == s.shape and c[7] == s.stride():
+            if c[8] == s.dtype and c[9] == d.data_ptr() and c[10] == s.data_ptr():
+                return c[11]
     shape = x.shape
     if type(shape) is not tuple or any(type(v) is not int for v in shape):
         return None
     if type(x.block_size) is not int or type(x.axis) is not int or type(x.fmt) is not str:
         return None
-    dm, sm = d.data, s.data
-    return (
-        x.fmt, x.block_size, x.axis, shape, x.scale_layout,
-        d.dtype, d.shape, d.strides, dm.ptr & 15, dm.device_id,
-        s.dtype, s.shape, s.strides, sm.device_id,
-    )  # fmt: skip
+    head = (x.fmt, x.block_size, x.axis, shape, x.scale_layout)
+    if is_device_array(d) and is_device_array(s):
+        dm, sm = d.data, s.data
+        key = (
+            "cupy", *head,
+            d.dtype, d.shape, d.strides, dm.ptr & 15, dm.device_id,
+            s.dtype, s.shape, s.strides, sm.ptr & 15, sm.device_id,
+        )  # fmt: skip
+        meta = ("cupy", d.shape, d.strides, d.dtype, s.shape, s.strides, s.dtype, dm.ptr, sm.ptr)
+    else:
+        torch = sys.modules.get("torch")
+        if torch is None or not (isinstance(d, torch.Tensor) and isinstance(s, torch.Tensor)):
+            return None
+        if not (d.is_cuda and s.is_cuda):
+            return None
+        key = (
+            "torch", *head,
+            d.dtype, tuple(d.shape), d.stride(), d.data_ptr() & 15, d.get_device(),
+            s.dtype, tuple(s.shape), s.stride(), s.data_ptr() & 15, s.get_device(),
+        )  # fmt: skip
+        meta = ("torch", d.shape, d.stride(), d.dtype, s.shape, s.stride(), s.dtype, d.data_ptr(), s.data_ptr())
+    object.__setattr__(x, _KEY_ATTR, (d, s, *meta, key))
+    return key
 
 
 def _plan_key(a, b, out_dtype, split_k, deterministic, out, backend, a_scale_layout, b_scale_layout) -> tuple | None:
-    if out is not None or backend not in ("auto", "gpu") or a_scale_layout is not None or b_scale_layout is not None:
+    if out is not None or a_scale_layout is not None or b_scale_layout is not None:
+        return None
+    if type(backend) is not str or backend not in ("auto", "gpu"):
         return None
     if type(out_dtype) is not str or type(split_k) is not int or type(deterministic) is not bool:
         return None
@@ -73,7 +121,7 @@ def _plan_key(a, b, out_dtype, split_k, deterministic, out, backend, a_scale_lay
     if ka is None:
         return None
     kb = _operand_key(b)
-    if kb is None:
+    if kb is None or kb[0] != ka[0]:
         return None
     return (ka, kb, out_dtype, split_k, deterministic, gemm_path_override())
 
@@ -81,21 +129,43 @@ def _plan_key(a, b, out_dtype, split_k, deterministic, out, backend, a_scale_lay
 def _run_plan(plan: _Plan, a: MXArray, b: MXArray) -> Any:
     p = plan.p
     out = alloc.empty((p.m, p.n), plan.out_dtype)
-    plan.path.run(DeviceGemm(p=p, a_codes=a.data, b_codes=b.data, a_scales=a.scales, b_scales=b.scales, out=out,
-                             arch=plan.arch))  # fmt: skip
+    r = plan.runner
+    if r is not None and r.usable():
+        r.run(a.data.data.ptr, b.data.data.ptr, a.scales.data.ptr, b.scales.data.ptr, out.data.ptr)
+    else:
+        plan.path.run(DeviceGemm(p=p, a_codes=a.data, b_codes=b.data, a_scales=a.scales, b_scales=b.scales, out=out,
+                                 arch=plan.arch))  # fmt: skip
+    return out
+
+
+def _run_plan_torch(plan: _Plan, a: MXArray, b: MXArray) -> Any:
+    """A planned call on CUDA torch tensors, or None where the unplanned route must run (see above)."""
+    r = plan.runner
+    if r is None or not r.usable() or alloc.current_debug() is not None:
+        return None
+    torch = sys.modules["torch"]
+    dev = a.data.get_device()
+    if not torch_on_legacy_streams(torch, dev):
+        return None
+    p = plan.p
+    out = torch.empty((p.m, p.n), dtype=getattr(torch, plan.out_name), device=dev)
+    r.run(a.data.data_ptr(), b.data.data_ptr(), a.scales.data_ptr(), b.scales.data_ptr(), out.data_ptr())
     return out
 
 
 def _planned_run(key: tuple, p: GemmProblem) -> Any:
     """First call of a key: run it through the path search and keep the plan."""
+    generation = plans_generation()
     dg = gemm_ops.device_gemm(p)
     path = select_gemm_path(dg)
     path.run(dg)
+    runner = path.prepare(dg) if path.prepare is not None else None
     bare = dataclasses.replace(p, a=None, b=None, a_scales_given=None, b_scales_given=None, out=None)
+    out_dtype = np.dtype(gemm_ops.DEVICE_OUT_DTYPES[dtype_name(p.out_dtype)])
     with _PLANS_LOCK:
         if len(_PLANS) >= _PLANS_KEPT:
             _PLANS.clear()
-        _PLANS[key] = _Plan(bare, path, dg.arch, gemm_ops.DEVICE_OUT_DTYPES[dtype_name(p.out_dtype)])
+        _PLANS[key] = _Plan(bare, path, dg.arch, out_dtype, dtype_name(p.out_dtype), runner, generation)
     return dg.out
 
 
@@ -169,8 +239,12 @@ def gemm_mx(
     key = _plan_key(a, b, out_dtype, split_k, deterministic, out, backend, a_scale_layout, b_scale_layout)
     if key is not None:
         plan = _PLANS.get(key)
-        if plan is not None:
-            return _run_plan(plan, a, b)  # CuPy in, CuPy out (bfloat16 as uint16 bits), as below
+        if plan is not None and plan.generation == plans_generation():
+            if key[0][0] == "cupy":
+                return _run_plan(plan, a, b)  # CuPy in, CuPy out (bfloat16 as uint16 bits), as below
+            d = _run_plan_torch(plan, a, b)
+            if d is not None:
+                return d  # torch in, torch out, as below
     a, caller = interop.import_mx(a, OP, "a")
     b, _ = interop.import_mx(b, OP, "b")
     out_native = interop.import_optional(out, OP, "out")
@@ -190,7 +264,7 @@ def gemm_mx(
     # device operands write p.out in place; host operands (either path) come back as a fresh numpy array
     if not use_gpu(OP, backend, p.device, _no_reason):
         d = gemm_numpy(p)
-    elif key is not None and p.device and not p.is_empty and caller.kind == "cupy":
+    elif key is not None and p.device and not p.is_empty and caller.kind == key[0][0]:
         d = _planned_run(key, p)
     else:
         d = gemm_ops.gemm_mx_gpu(p)

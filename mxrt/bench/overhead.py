@@ -5,14 +5,19 @@ At decode every call is small, so the time from the Python call to the queued ke
 ``MxNxK`` this times, each call on CuPy device arrays prepared beforehand:
 
 * ``torch.matmul bf16``     ``a [m, k] @ b[n, k].T`` in bf16: the baseline of the ratios;
-* ``mxrt.gemm_mx``          MX operands from ``quantize_mx`` (e4m3), bf16 out; also ``split_k=4``;
-* ``mxrt.quantize_mx``      float32 ``a [m, k]`` -> e4m3 (the activation quantization a decode step pays);
+* ``mxrt.gemm_mx``          MX operands from ``quantize_mx`` (e4m3, CuPy), bf16 out; also ``split_k=4``;
+* ``mxrt.gemm_mx torch``    the same operands as torch tensors (``mxrt.convert(q, "torch")``), torch out;
+* ``mxrt.quantize_mx``      float32 ``a [m, k]`` -> e4m3 (the activation quantization a decode step pays); also
+  with ``a`` a torch tensor;
+* ``torch a*2``             one torch elementwise launch on ``a``: the torch op a quantization is compared with;
 * ``CuPy x*2 (floor)``      one CuPy elementwise launch on ``a``: the floor of any call launched through CuPy.
 
 Three numbers per row: ``wall`` = ``--calls`` back-to-back calls then one device synchronise, per call (the
-host's time per call once it exceeds the kernel's); ``latency`` = one call + synchronise, median; ``graph`` =
-the same call replayed from a CUDA graph (the kernel time, no host). ``vs torch`` = wall / torch's wall.
-The gemm suite runs this at its end (``mxrt bench gemm``) unless ``--no-overhead``.
+host's time per call once it exceeds the kernel's), the median of ``--reps`` samples taken round-robin over the
+rows of a shape (mxrt and torch rows interleaved, so a drift of the host's speed hits them alike); ``latency`` =
+one call + synchronise, median; ``graph`` = the same call replayed from a CUDA graph (the kernel time, no host).
+``vs torch`` = wall / torch.matmul's wall. The gemm suite runs this at its end (``mxrt bench gemm``) unless
+``--no-overhead``.
 """
 
 from __future__ import annotations
@@ -36,14 +41,17 @@ TARGET_RATIO = 1.5  # issue 9: wall time per call <= 1.5x torch.matmul's on the 
 OP_TORCH = "torch.matmul bf16"
 OP_GEMM = "mxrt.gemm_mx"
 OP_GEMM_SK4 = "mxrt.gemm_mx split_k=4"
+OP_GEMM_TORCH = "mxrt.gemm_mx torch"
 OP_QUANT = "mxrt.quantize_mx"
+OP_QUANT_TORCH = "mxrt.quantize_mx torch"
+OP_TORCH_EW = "torch a*2"
 OP_FLOOR = "CuPy x*2 (floor)"
 OP_NUMPY_MATMUL = "numpy f32 matmul"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--shapes", help="comma list of MxNxK (default: 1x128x128 and M = 1, 4, 16 x 7168 x 4096)")
-    p.add_argument("--calls", type=int, default=200, help="back-to-back calls per wall-time sample")
+    p.add_argument("--calls", type=int, default=1000, help="back-to-back calls per wall-time sample")
 
 
 def finish_args(args: argparse.Namespace) -> None:
@@ -97,10 +105,12 @@ def rows_gpu(
         b32 = rng.standard_normal((n, k), dtype=cupy.float32)
         tmp = cupy.empty_like(a32)
         cases: list[tuple[str, Callable[[], Any] | None, str, str]] = []  # op, fn, graph kind, why not
+        ta = None
         if peers.torch:
             import torch
 
             ta, tb = torch.from_dlpack(a32).to(torch.bfloat16), torch.from_dlpack(b32).to(torch.bfloat16)
+            ta32, tt = torch.from_dlpack(a32), torch.empty_like(torch.from_dlpack(a32))
             cases.append((OP_TORCH, lambda ta=ta, tb=tb: torch.matmul(ta, tb.t()), "torch", ""))
         else:
             cases.append((OP_TORCH, None, "torch", peers.why_torch or ""))
@@ -118,20 +128,35 @@ def rows_gpu(
             else:
                 fn = lambda qa=qa, qb=qb, sk=sk: mxrt.gemm_mx(qa, qb, out_dtype="bfloat16", split_k=sk, backend="gpu")  # noqa: E731
                 cases.append((op, fn, "cupy", ""))
+        if ta is not None and qa is not None:
+            tqa, tqb = mxrt.convert(qa, "torch"), mxrt.convert(qb, "torch")
+            cases.append((OP_GEMM_TORCH, lambda a=tqa, b=tqb: mxrt.gemm_mx(a, b, out_dtype="bfloat16"), "torch", ""))
         cases.append((OP_QUANT, lambda a=a32: mxrt.quantize_mx(a, "e4m3", backend="gpu"), "cupy", ""))
+        if ta is not None:
+            cases.append((OP_QUANT_TORCH, lambda a=ta32: mxrt.quantize_mx(a, "e4m3", backend="gpu"), "torch", ""))
+            cases.append((OP_TORCH_EW, lambda a=ta32, t=tt: torch.mul(a, 2, out=t), "torch", ""))
         cases.append((OP_FLOOR, lambda a=a32, t=tmp: cupy.multiply(a, 2, out=t), "cupy", ""))
+        runnable = [(op, fn) for op, fn, _, why in cases if fn is not None]
+        walls, errors = wall_interleaved(runnable, sync, calls=calls, reps=max(reps, 5))
         for op, fn, kind, why in cases:
             if fn is None:
                 rows.append(_row(m, n, k, op, wall_s=None, latency_s=None, graph_s=None, note=why))
                 continue
             try:
-                wall = core.wall_per_call(fn, sync, calls=calls)
+                if op in errors:
+                    raise errors[op]
+                wall = walls[op]
                 latency = core.latency_per_call(fn, sync)
-                if kind == "torch":
-                    graph, method = core.time_torch([fn], reps, log=ses.log)
+                graph, method, note = None, "wall", ""
+                if op in (OP_GEMM_TORCH, OP_QUANT_TORCH):
+                    note = "graph: see the CuPy row (same kernel; torch's capture stream is not CuPy's)"
                 else:
-                    graph, method = core.time_cupy([fn], reps, log=ses.log)
-                row = _row(m, n, k, op, wall_s=wall, latency_s=latency, graph_s=graph, method=method, note="")
+                    try:
+                        timer = core.time_torch if kind == "torch" else core.time_cupy
+                        graph, method = timer([fn], reps, log=ses.log)
+                    except Exception as e:  # the wall and latency columns stand without it
+                        note = f"graph: {type(e).__name__}: {str(e)[:80]}"
+                row = _row(m, n, k, op, wall_s=wall, latency_s=latency, graph_s=graph, method=method, note=note)
             except Exception as e:  # an op failing is a row with its reason
                 row = _row(m, n, k, op, wall_s=None, latency_s=None, graph_s=None, note=f"{type(e).__name__}: {e}")
             rows.append(row)
@@ -140,6 +165,37 @@ def rows_gpu(
         del a32, b32, tmp
         cupy.get_default_memory_pool().free_all_blocks()
     return add_ratios(rows, OP_TORCH)
+
+
+def wall_interleaved(
+    cases: list[tuple[str, Callable[[], Any]]], sync: Callable[[], Any], calls: int = 1000, reps: int = 9
+) -> tuple[dict[str, float], dict[str, Exception]]:
+    """Median wall seconds per call of every case: ``reps`` rounds, each timing ``calls`` back-to-back calls then
+    one ``sync()`` of every case in turn (round-robin), after warm-up calls. A case that raises is left out of the
+    rounds and returned with its error."""
+    import statistics
+    import time
+
+    errors: dict[str, Exception] = {}
+    live = []
+    for op, fn in cases:
+        try:
+            for _ in range(3):
+                fn()
+            sync()
+            live.append((op, fn))
+        except Exception as e:  # the row says why
+            errors[op] = e
+    samples: dict[str, list[float]] = {op: [] for op, _ in live}
+    for _ in range(reps):
+        for op, fn in live:
+            sync()
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            sync()
+            samples[op].append((time.perf_counter() - t0) / calls)
+    return {op: statistics.median(v) for op, v in samples.items()}, errors
 
 
 def rows_cpu(ses: Session, shapes: list[tuple[int, int, int]]) -> list[dict]:
@@ -185,7 +241,7 @@ def verdict(rows: list[dict]) -> str:
     gpu = any(r["op"] == OP_TORCH and r.get("wall_s") for r in rows)
     base = OP_TORCH if gpu else OP_NUMPY_MATMUL
     parts = []
-    for op in (OP_GEMM, OP_QUANT):
+    for op in (OP_GEMM, OP_GEMM_TORCH, OP_QUANT, OP_QUANT_TORCH):
         ratios = [r["vs_torch"] for r in rows if r["op"] == op and r.get("vs_torch") is not None]
         if ratios:
             worst = max(ratios)

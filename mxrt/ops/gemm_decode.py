@@ -40,12 +40,12 @@ from .._kinds import dtype_name
 from ..config import gemm_path_override
 from ..runtime.compiler import build
 from ..runtime.kernel_spec import defines
-from ..runtime.launch import MAX_GRID_YZ, LaunchConfig, launch
+from ..runtime.launch import MAX_GRID_YZ, LaunchConfig, launch, prepare
 from . import decode_table
 from . import gemm_decode_kernels as K
-from .gemm_paths import DeviceGemm, GemmPath, gemm_paths, register_gemm_path
-from .gemm_sm90 import tensor_map_arg
-from .gemm_splitk import run_split_k
+from .gemm_paths import DeviceGemm, GemmPath, PreparedGemm, gemm_paths, invalidate_plans, register_gemm_path
+from .gemm_sm90 import TensorMapMemo, tensor_map_arg
+from .gemm_splitk import prepare_split_k, run_split_k
 
 NAME = "sm90_decode"
 TARGET = "sm_90a"
@@ -174,7 +174,7 @@ def _launch_plan(dg: DeviceGemm, out_code: int, atomic: bool, tune: dict) -> tup
     return kernel, cfg, (K.row_bytes(fa), K.row_bytes(fb), c.mt, c.rt)
 
 
-def _launch(dg: DeviceGemm, dst: Any, out_code: int, atomic: bool, tune: dict) -> None:
+def _launch_entry(dg: DeviceGemm, out_code: int, atomic: bool, tune: dict) -> tuple[Any, LaunchConfig, tuple]:
     p = dg.p
     key = (p.m, p.n, p.k, p.split_k, p.a_fmt, p.b_fmt, out_code, atomic, tuple(sorted(tune.items())), dg.arch)
     hit = _LAUNCHES.get(key)
@@ -182,7 +182,12 @@ def _launch(dg: DeviceGemm, dst: Any, out_code: int, atomic: bool, tune: dict) -
         if len(_LAUNCHES) >= 4096:
             _LAUNCHES.clear()
         hit = _LAUNCHES[key] = _launch_plan(dg, out_code, atomic, tune)
-    kernel, cfg, (xrow, wrow, mt, rt) = hit
+    return hit
+
+
+def _launch(dg: DeviceGemm, dst: Any, out_code: int, atomic: bool, tune: dict) -> None:
+    p = dg.p
+    kernel, cfg, (xrow, wrow, mt, rt) = _launch_entry(dg, out_code, atomic, tune)
     dev = dg.a_codes.data.device_id
     tmx = tensor_map_arg(dg.a_codes.data.ptr, p.m, p.k * xrow // 128, 8 * mt, dev, xrow)
     tmw = tensor_map_arg(dg.b_codes.data.ptr, p.n, p.k * wrow // 128, 16 * rt, dev, wrow)
@@ -205,11 +210,43 @@ def run(dg: DeviceGemm, **tune: int) -> None:
     run_split_k(dg, lambda dst, out_code, atomic: _launch(dg, dst, out_code, atomic, tune))
 
 
+def prepare_run(dg: DeviceGemm) -> PreparedGemm | None:
+    """:func:`run` (untuned) for ``dg``'s plan with the split chosen and the launches prepared once."""
+    p = dg.p
+    if p.is_empty:
+        return None
+    split = plan(p.m, p.n, p.k, p.split_k, dg.arch.num_cus, dg.arch.target, dg.arch.name)[1]
+    if split != p.split_k:
+        dg = dataclasses.replace(dg, p=dataclasses.replace(p, split_k=split))
+        p = dg.p
+    dev = dg.a_codes.data.device_id
+
+    def prepare_gemm(out_code: int, atomic: bool) -> tuple[Any, Any] | None:
+        kernel, cfg, (xrow, wrow, mt, rt) = _launch_entry(dg, out_code, atomic, {})
+        u32 = np.uint32
+        map_x = TensorMapMemo(p.m, p.k * xrow // 128, 8 * mt, dev, xrow)
+        map_w = TensorMapMemo(p.n, p.k * wrow // 128, 16 * rt, dev, wrow)
+        tmx = tensor_map_arg(dg.a_codes.data.ptr, p.m, p.k * xrow // 128, 8 * mt, dev, xrow)
+        sample = (tmx, tmx, dg.a_scales, dg.b_scales, dg.out, u32(0), u32(0), u32(0), u32(0))
+        pl = prepare(p.op, kernel, cfg, sample)
+        if pl is None:
+            return None
+        m, n, k, s = p.m, p.n, p.k, p.split_k
+
+        def g(a_ptr: int, b_ptr: int, sa_ptr: int, sb_ptr: int, dst_ptr: int) -> None:
+            pl(map_x(a_ptr), map_w(b_ptr), sa_ptr, sb_ptr, dst_ptr, m, n, k, s)
+
+        return g, pl
+
+    return prepare_split_k(dg, prepare_gemm)
+
+
 def reload_table() -> None:
     """Forget the memoised tuned tables and every plan made from them (``mxrt tune gemm`` wrote a table)."""
     decode_table.clear()
     plan.cache_clear()
     _LAUNCHES.clear()
+    invalidate_plans()  # gemm_mx's plans hold the old table's path choice and split
 
 
-register_gemm_path(GemmPath(NAME, TARGET, PRIORITY, supports, run))
+register_gemm_path(GemmPath(NAME, TARGET, PRIORITY, supports, run, prepare_run))

@@ -43,6 +43,22 @@ class DeviceGemm:
     arch: Any
 
 
+@dataclass(frozen=True, eq=False)
+class PreparedGemm:
+    """What a path's ``prepare`` returns: ``run(a_ptr, b_ptr, sa_ptr, sb_ptr, out_ptr)`` (the device addresses of
+    the codes, scales and result) does what ``path.run`` does for any buffers of the same plan key
+    (:mod:`mxrt.api.gemm`: same dtypes, shapes, strides, 16-byte alignment, device; a C-contiguous result of the
+    plan's dtype), with everything but the pointers computed once. ``launches``: its prepared launches."""
+
+    run: Callable[[Any, Any, Any, Any, Any], None]
+    launches: tuple[Any, ...]
+
+    def usable(self) -> bool:
+        """False when the driver route is switched off (``MXRT_LAUNCH``) or another device is current (the
+        launches of one plan share both, so the first one answers)."""
+        return self.launches[0].usable()
+
+
 @dataclass(frozen=True)
 class GemmPath:
     """A GEMM kernel family.
@@ -52,6 +68,8 @@ class GemmPath:
     priority : higher wins among the paths that support a problem.
     supports : ``fn(dg) -> None`` when the path can run ``dg``, else a short reason. No device work.
     run : ``fn(dg) -> None`` launches on CuPy's current stream and writes ``dg.out``; no host synchronisation.
+    prepare : optional ``fn(dg) -> PreparedGemm | None`` for the small-call plans: called after ``run(dg)``
+        succeeded; None where the path has no prepared form for ``dg`` (then every call goes through ``run``).
     """
 
     name: str
@@ -59,14 +77,30 @@ class GemmPath:
     priority: int
     supports: Callable[[DeviceGemm], str | None]
     run: Callable[[DeviceGemm], None]
+    prepare: Callable[[DeviceGemm], PreparedGemm | None] | None = None
 
 
 _PATHS: dict[str, GemmPath] = {}
 
 
+_GENERATION = [0]
+
+
+def plans_generation() -> int:
+    """A counter that changes whenever a path choice or a prepared launch made earlier may be stale (a path was
+    registered, a tuned table reloaded): :mod:`mxrt.api.gemm`'s plans remember it and are dropped when it moved."""
+    return _GENERATION[0]
+
+
+def invalidate_plans() -> None:
+    _GENERATION[0] += 1
+
+
 def register_gemm_path(path: GemmPath) -> None:
     if path.name in _PATHS and _PATHS[path.name] != path:
         raise ValueError(f"register_gemm_path: a different path named {path.name!r} is already registered")
+    if _PATHS.get(path.name) is not path:
+        invalidate_plans()
     _PATHS[path.name] = path
 
 

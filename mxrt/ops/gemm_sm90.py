@@ -36,10 +36,10 @@ from ..codes import GEMM_OUT_DTYPE_CODES
 from ..runtime import alloc
 from ..runtime.compiler import build
 from ..runtime.kernel_spec import defines
-from ..runtime.launch import MAX_GRID_YZ, LaunchConfig, launch
+from ..runtime.launch import MAX_GRID_YZ, LaunchConfig, launch, prepare
 from . import gemm_sm90_kernels
-from .gemm_paths import DeviceGemm, GemmPath, register_gemm_path
-from .gemm_splitk import F32, run_split_k
+from .gemm_paths import DeviceGemm, GemmPath, PreparedGemm, register_gemm_path
+from .gemm_splitk import F32, prepare_split_k, run_split_k
 
 NAME = "sm90_wgmma"
 TARGET = "sm_90a"
@@ -156,6 +156,26 @@ def tensor_map_arg(
     return arg
 
 
+class TensorMapMemo:
+    """One operand's tensor map as launch bytes, for a fixed shape, box and device (a prepared plan): the last
+    pointer's bytes are kept (a weight is the same buffer on every call), any other pointer goes through
+    :func:`tensor_map_arg`'s cache."""
+
+    __slots__ = ("_args", "_last")
+
+    def __init__(self, rows: int, cols: int, box_rows: int, device_id: int, box_cols: int = 128) -> None:
+        self._args = (rows, cols, box_rows, device_id, box_cols)
+        self._last: tuple[int, bytes] = (-1, b"")
+
+    def __call__(self, ptr: int) -> bytes:
+        last = self._last
+        if last[0] == ptr:
+            return last[1]
+        raw = tensor_map_arg(ptr, *self._args).tobytes()
+        self._last = (ptr, raw)  # one tuple swap: safe across threads
+        return raw
+
+
 # ---- the path ------------------------------------------------------------------------------------------
 
 
@@ -258,7 +278,7 @@ def _kernel(d: Any, arch: Any, c: Sm90Config) -> tuple[Any, int]:
 _LAUNCHES: dict = {}  # (problem sizes, formats, out code, atomic, tune, arch) -> (kernel, LaunchConfig, Sm90Config)
 
 
-def _launch(dg: DeviceGemm, a: Any, b: Any, kp: int, dst: Any, out_code: int, atomic: bool, tune: dict) -> None:
+def _launch_entry(dg: DeviceGemm, kp: int, out_code: int, atomic: bool, tune: dict) -> tuple[Any, LaunchConfig, Any]:
     p = dg.p
     key = (p.m, p.n, kp, p.split_k, p.a_fmt, p.b_fmt, out_code, atomic, tuple(sorted(tune.items())), dg.arch)
     hit = _LAUNCHES.get(key)  # the small-problem dispatch: defines, build lookup and grid once per problem class
@@ -266,7 +286,12 @@ def _launch(dg: DeviceGemm, a: Any, b: Any, kp: int, dst: Any, out_code: int, at
         if len(_LAUNCHES) >= 4096:
             _LAUNCHES.clear()
         hit = _LAUNCHES[key] = _launch_plan(dg, kp, out_code, atomic, tune)
-    kernel, cfg, c = hit
+    return hit
+
+
+def _launch(dg: DeviceGemm, a: Any, b: Any, kp: int, dst: Any, out_code: int, atomic: bool, tune: dict) -> None:
+    p = dg.p
+    kernel, cfg, c = _launch_entry(dg, kp, out_code, atomic, tune)
     dev = a.data.device_id
     tma = tensor_map_arg(a.data.ptr, p.m, kp, c.bm, dev)
     tmb = tensor_map_arg(b.data.ptr, p.n, kp, c.bn, dev)
@@ -311,4 +336,31 @@ def run(dg: DeviceGemm, **tune: int) -> None:
     # after the free on the same stream, so dropping them here is safe (outside a graph capture)
 
 
-register_gemm_path(GemmPath(NAME, TARGET, PRIORITY, supports, run))
+def prepare_run(dg: DeviceGemm) -> PreparedGemm | None:
+    """:func:`run` for ``dg``'s plan with the launches prepared (fp8 operands; e2m1 ones are expanded per call
+    and stay on :func:`run`)."""
+    p = dg.p
+    if p.is_empty or "e2m1" in (p.a_fmt, p.b_fmt):
+        return None
+    kp, dev = p.k, dg.a_codes.data.device_id
+
+    def prepare_gemm(out_code: int, atomic: bool) -> tuple[Any, Any] | None:
+        kernel, cfg, c = _launch_entry(dg, kp, out_code, atomic, {})
+        i32 = np.int32
+        tma = tensor_map_arg(dg.a_codes.data.ptr, p.m, kp, c.bm, dev)
+        sample = (tma, tma, dg.a_scales, dg.b_scales, dg.out, i32(0), i32(0), i32(0), i32(0))
+        pl = prepare(p.op, kernel, cfg, sample)
+        if pl is None:
+            return None
+        map_a, map_b = TensorMapMemo(p.m, kp, c.bm, dev), TensorMapMemo(p.n, kp, c.bn, dev)
+        m, n, split = p.m, p.n, p.split_k
+
+        def g(a_ptr: int, b_ptr: int, sa_ptr: int, sb_ptr: int, dst_ptr: int) -> None:
+            pl(map_a(a_ptr), map_b(b_ptr), sa_ptr, sb_ptr, dst_ptr, m, n, kp, split)
+
+        return g, pl
+
+    return prepare_split_k(dg, prepare_gemm)
+
+
+register_gemm_path(GemmPath(NAME, TARGET, PRIORITY, supports, run, prepare_run))

@@ -30,9 +30,9 @@ from .._kinds import dtype_name
 from ..runtime import alloc
 from ..runtime.compiler import build
 from ..runtime.kernel_spec import defines
-from ..runtime.launch import LaunchConfig, launch
+from ..runtime.launch import LaunchConfig, PreparedLaunch, launch, prepare
 from . import gemm_kernels
-from .gemm_paths import DeviceGemm
+from .gemm_paths import DeviceGemm, PreparedGemm
 
 _REDUCE_MAX_BLOCKS = 65535 * 8
 F32 = codes.GEMM_OUT_DTYPE_CODES["float32"]
@@ -43,13 +43,17 @@ def workspace(shape: tuple[int, ...], zero: bool) -> Any:
     return alloc.zeros(shape, np.float32) if zero else alloc.empty(shape, np.float32)
 
 
-def launch_reduce(dg: DeviceGemm, ws: Any, splits: int, out_code: int) -> None:
-    """``dg.out = convert(ws[0] + ... + ws[splits - 1])``, summed in split order."""
+def _reduce_launch(dg: DeviceGemm, out_code: int) -> tuple[Any, LaunchConfig]:
     mn = dg.p.m * dg.p.n
     threads = gemm_kernels.GEMM_REDUCE_THREADS
     kernel = build(gemm_kernels.GEMM_MX_SPLITK_REDUCE, defines(OUT_DTYPE=out_code, THREADS=threads), dg.arch)
-    cfg = LaunchConfig(grid=(min(-(-mn // threads), _REDUCE_MAX_BLOCKS), 1, 1), block=(threads, 1, 1))
-    launch(dg.p.op, kernel, cfg, (ws, dg.out, np.uint64(mn), np.uint32(splits)))
+    return kernel, LaunchConfig(grid=(min(-(-mn // threads), _REDUCE_MAX_BLOCKS), 1, 1), block=(threads, 1, 1))
+
+
+def launch_reduce(dg: DeviceGemm, ws: Any, splits: int, out_code: int) -> None:
+    """``dg.out = convert(ws[0] + ... + ws[splits - 1])``, summed in split order."""
+    kernel, cfg = _reduce_launch(dg, out_code)
+    launch(dg.p.op, kernel, cfg, (ws, dg.out, np.uint64(dg.p.m * dg.p.n), np.uint32(splits)))
 
 
 def run_split_k(dg: DeviceGemm, launch_gemm: Callable[[Any, int, bool], None]) -> None:
@@ -75,3 +79,41 @@ def packed_atomics_fit(dg: DeviceGemm) -> bool:
     """Atomic mode can add into ``dg.out`` itself: fp32 out, or a 16-bit out whose packed words stay inside it."""
     p = dg.p
     return dtype_name(p.out_dtype) == "float32" or (dg.out.data.ptr % 4 == 0 and p.m * p.n % 2 == 0)
+
+
+#: ``prepare_gemm(out_code, atomic)`` of a path: ``(g, launch)`` where ``g(a_ptr, b_ptr, sa_ptr, sb_ptr, dst_ptr)``
+#: (device addresses of the codes, scales and destination) launches the path's kernel as
+#: ``launch_gemm(dst, out_code, atomic)`` would, or None
+PrepareGemm = Callable[[int, bool], "tuple[Callable[..., None], PreparedLaunch] | None"]
+
+
+def prepare_split_k(dg: DeviceGemm, prepare_gemm: PrepareGemm) -> PreparedGemm | None:
+    """The prepared form of :func:`run_split_k` for ``dg``'s plan: ``split_k == 1`` and deterministic split-K
+    (workspace from the pool per call, as :func:`run_split_k`); None for atomic split-K (it stays on ``run``)."""
+    p = dg.p
+    out_code = codes.GEMM_OUT_DTYPE_CODES[dtype_name(p.out_dtype)]
+    if p.split_k == 1:
+        hit = prepare_gemm(out_code, False)
+        if hit is None:
+            return None
+        g, pl = hit
+        return PreparedGemm(g, (pl,))
+    if not p.deterministic:
+        return None
+    hit = prepare_gemm(F32, False)
+    if hit is None:
+        return None
+    g, pl = hit
+    kernel, cfg = _reduce_launch(dg, out_code)
+    red = prepare(p.op, kernel, cfg, (dg.out, dg.out, np.uint64(0), np.uint32(0)))
+    if red is None:
+        return None
+    shape, mn, splits = (p.split_k, p.m, p.n), p.m * p.n, p.split_k
+
+    def run(a_ptr: int, b_ptr: int, sa_ptr: int, sb_ptr: int, out_ptr: int) -> None:
+        ws = workspace(shape, zero=False)  # from CuPy's pool, freed after the launches are queued (stream order)
+        ws_ptr = ws.data.ptr
+        g(a_ptr, b_ptr, sa_ptr, sb_ptr, ws_ptr)
+        red(ws_ptr, out_ptr, mn, splits)
+
+    return PreparedGemm(run, (pl, red))

@@ -27,7 +27,7 @@ from ..runtime import alloc
 from ..runtime.arch import get_arch
 from ..runtime.compiler import build
 from ..runtime.kernel_spec import defines
-from ..runtime.launch import LaunchConfig, launch
+from ..runtime.launch import LaunchConfig, launch, prepare
 from . import quant_kernels
 from .kernels import select
 
@@ -194,6 +194,22 @@ def dual_launch(
 _ROWWISE_KERNELS: dict = {}
 
 
+def _rowwise_kernel(fmt_name: str, name: str, layout: str | None) -> Any:
+    arch = get_arch()
+    kkey = (arch, fmt_name, name, layout)
+    kernel = _ROWWISE_KERNELS.get(kkey)  # the small-call dispatch: select / defines / build lookup once per kind
+    if kernel is None:
+        spec = select("quantize_mx", arch.target)
+        d = defines(
+            FMT=codes.FMT_CODES[fmt_name],
+            IN_DTYPE=codes.IN_DTYPE_CODES[name],
+            SCALE_LAYOUT=_layout_code(layout),
+            THREADS=quant_kernels.QUANT_ROWWISE_THREADS,
+        )
+        kernel = _ROWWISE_KERNELS[kkey] = build(spec, d, arch)
+    return kernel
+
+
 def _quantize_rows(
     op: str, xd: Any, name: str, m: int, k: int, fmt_name: str, mode_value: str, layout: str | None = None
 ) -> tuple[Any, Any]:
@@ -208,18 +224,7 @@ def _quantize_rows(
         if layout is not None and s.size:  # padding only (e.g. k == 0): nothing for the kernel to read
             s.fill(127)
         return q, s
-    arch = get_arch()
-    kkey = (arch, fmt_name, name, layout)
-    kernel = _ROWWISE_KERNELS.get(kkey)  # the small-call dispatch: select / defines / build lookup once per kind
-    if kernel is None:
-        spec = select("quantize_mx", arch.target)
-        d = defines(
-            FMT=codes.FMT_CODES[fmt_name],
-            IN_DTYPE=codes.IN_DTYPE_CODES[name],
-            SCALE_LAYOUT=_layout_code(layout),
-            THREADS=quant_kernels.QUANT_ROWWISE_THREADS,
-        )
-        kernel = _ROWWISE_KERNELS[kkey] = build(spec, d, arch)
+    kernel = _rowwise_kernel(fmt_name, name, layout)
     flags, cfg = rowwise_launch(m, k, name, xd.data.ptr, q.data.ptr, fmt_name)
     args = (xd, q, s, np.int32(m), np.int32(k), np.int32(codes.SCALE_MODE_CODES[mode_value]), np.int32(flags))
     launch(op, kernel, cfg, args)
@@ -279,6 +284,74 @@ def quantize_mx_gpu(x: Any, args: QuantArgs) -> MXArray:
         scale_mode=mode.value,
         scale_layout=layout,
     )
+
+
+class PreparedQuantize:
+    """:func:`quantize_mx_gpu` for every device ``x`` of one plan key (:mod:`mxrt.api.quant`: same dtype, shape,
+    strides, 16-byte alignment and device, same validated arguments): the kernel, launch configuration, output
+    shapes and the prepared launch are computed once; a call allocates the outputs and launches.
+
+    ``q_shape`` / ``s_shape``: the shapes of the returned codes and (row-major) scales; ``fields``: the returned
+    MXArray's fields after ``data`` and ``scales``; :meth:`launch_into` queues the kernel on given addresses."""
+
+    __slots__ = ("_alloc_s", "_kernel", "_nb", "_rows", "_scalars", "cfg", "fields", "launch", "q_shape", "s_shape")
+
+    def __init__(self, x: Any, args: QuantArgs, launch_: Any, kernel: Any, cfg: LaunchConfig, flags: int) -> None:
+        lead, k = tuple(x.shape[:-1]), x.shape[-1]
+        m = math.prod(lead)
+        fmt_name, layout = args.fmt.name, args.scale_layout
+        nb = -(-k // 32)
+        self._rows, self._nb = m, nb
+        self.q_shape = (*lead, -(-k // 2) if fmt_name == "e2m1" else k)
+        self.s_shape = (*lead, nb)
+        self._alloc_s = self.s_shape if layout is None else (math.prod(scale_layout_shape(layout, m, nb)),)
+        self._scalars = (m, k, codes.SCALE_MODE_CODES[args.mode.value], flags)
+        self.fields = (fmt_name, args.block_size, args.axis, tuple(x.shape), args.mode.value, layout)
+        self.launch, self._kernel, self.cfg = launch_, kernel, cfg
+
+    def usable(self) -> bool:
+        return self.launch.usable()
+
+    def launch_into(self, x_ptr: int, q_ptr: int, s_ptr: int) -> None:
+        """Queue the kernel: ``x`` at ``x_ptr`` (the plan's layout), codes to ``q_ptr`` (16-byte aligned, C-contiguous
+        ``q_shape``), scales to ``s_ptr`` (C-contiguous ``s_shape``, or the layout's storage)."""
+        self.launch(x_ptr, q_ptr, s_ptr, *self._scalars)
+
+    def __call__(self, x: Any) -> MXArray:
+        q, s = _empty(self.q_shape), _empty(self._alloc_s)
+        if q.data.ptr & 15:  # never from CuPy's pool (512-byte blocks); the flags assumed an aligned q
+            m, k, mode, _ = self._scalars
+            flags, cfg = rowwise_launch(m, k, _name(x), x.data.ptr, q.data.ptr, self.fields[0])
+            i32 = np.int32
+            launch("quantize_mx", self._kernel, cfg, (x, q, s, i32(m), i32(k), i32(mode), i32(flags)))
+        else:
+            self.launch(x.data.ptr, q.data.ptr, s.data.ptr, *self._scalars)
+        layout = self.fields[5]
+        if layout is not None:
+            s = scale_view(s, layout, self._rows, self._nb)
+        return MXArray(q, s, *self.fields)
+
+
+def _name(x: Any) -> str:
+    return dtype_name(x.dtype)
+
+
+def prepare_quantize(x: Any, args: QuantArgs) -> PreparedQuantize | None:
+    """The prepared form of :func:`quantize_mx_gpu` for a CuPy ``x`` it has just quantized with ``args``, or None
+    (empty inputs, launches through CuPy's call)."""
+    if not is_device_array(x) or x.ndim < 1 or args.axis != x.ndim - 1:
+        return None
+    name = _name(x)
+    m, k = math.prod(x.shape[:-1]), x.shape[-1]
+    if m == 0 or k == 0:
+        return None
+    kernel = _rowwise_kernel(args.fmt.name, name, args.scale_layout)
+    flags, cfg = rowwise_launch(m, k, name, x.data.ptr, 0, args.fmt.name)  # q: a fresh pool block, 16-aligned
+    i32 = np.int32
+    pl = prepare("quantize_mx", kernel, cfg, (x, x, x, i32(0), i32(0), i32(0), i32(0)))
+    if pl is None:
+        return None
+    return PreparedQuantize(x, args, pl, kernel, cfg, flags)
 
 
 def quantize_unsupported(x: Any, args: QuantArgs) -> str | None:

@@ -3,6 +3,7 @@ foreign one). No copy is made; a producer on another device type is refused by C
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from ..errors import UnsupportedArchError
@@ -37,8 +38,6 @@ def from_torch_cuda(t: Any) -> Any:
     exchange), or None where the DLPack exchange is needed for ordering or the dtype: only when torch and CuPy
     both use the legacy default stream (then the producer's work is ordered before mxrt's launches without any
     event) and the dtype is a plain numeric one (bfloat16 / float8 arrive here as int16 / uint8 views)."""
-    import sys
-
     import cupy
 
     torch = sys.modules["torch"]
@@ -53,3 +52,27 @@ def from_torch_cuda(t: Any) -> Any:
     ptr = cupy.cuda.MemoryPointer(mem, 0)
     strides = tuple(st * itemsize for st in t.stride())
     return cupy.ndarray(tuple(t.shape), dtype=dt, memptr=ptr, strides=strides)
+
+
+def torch_on_legacy_streams(torch: Any, device_index: int) -> bool:
+    """True when CuPy's current stream and torch's current stream on ``device_index`` are both the legacy default
+    stream: then work queued by torch before a call is ordered before mxrt's launches and mxrt's before torch's
+    next work, without events (the condition :func:`from_torch_cuda` reads a tensor under). The small-call plans
+    ask this on every call (``torch._C._cuda_getCurrentRawStream`` where torch has it: ~0.2 us, the public
+    ``torch.cuda.current_stream`` builds a Stream object)."""
+    global _STREAM_QUERIES
+    cupy = sys.modules.get("cupy")
+    q = _STREAM_QUERIES
+    if q is None or q[0] is not torch or q[1] is not cupy:
+        import cupy
+
+        raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+        q = _STREAM_QUERIES = (torch, cupy, cupy.cuda.get_current_stream, raw)
+    if q[2]().ptr != 0:
+        return False
+    if q[3] is not None:
+        return q[3](device_index) == 0
+    return torch.cuda.current_stream(device_index).cuda_stream == 0
+
+
+_STREAM_QUERIES: Any = None  # (torch, cupy, CuPy's current-stream query, torch's raw one or None)

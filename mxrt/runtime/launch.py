@@ -5,7 +5,13 @@ read once per (kernel, argument kinds) into a :class:`_ParamBlock` (a ``struct``
 the ``kernelParams`` pointer array into it), and each call packs the values with one ``struct.pack_into``. That
 costs a few microseconds where CuPy's ``RawKernel.__call__`` costs ~15-20 (it converts every argument, and a
 128-byte by-value tensor map through a per-call ctypes type). ``MXRT_LAUNCH=cupy`` (or ROCm) keeps CuPy's call.
-Both launch on CuPy's current stream, so both are CUDA-graph capturable.
+Both launch on CuPy's current stream, so both are CUDA-graph capturable. The driver call itself is CuPy's
+``cupy.cuda.driver.launchKernel`` (Cython: ~0.3 us) where CuPy has it, else ``cuLaunchKernel`` through ctypes
+(~2 us of argument conversion).
+
+:func:`prepare` goes one step further for the small-call plans (``gemm_mx`` / ``quantize_mx``): a
+:class:`PreparedLaunch` fixes the kernel, its launch configuration (checked once) and its own parameter block, and
+takes the raw per-call values (device pointers as ints, tensor maps as bytes, scalars as ints).
 """
 
 from __future__ import annotations
@@ -69,6 +75,8 @@ _SCALAR_CODES = {
 
 
 def _driver() -> Any:
+    """``fn(func, gx, gy, gz, bx, by, bz, shared_mem, stream, params, extra) -> CUresult`` (0: launched), or None
+    where kernels go through CuPy's call (ROCm, no libcuda)."""
     global _DRIVER
     if _DRIVER is None:
         with _LOCK:
@@ -78,15 +86,38 @@ def _driver() -> Any:
 
                     if cupy.cuda.runtime.is_hip:
                         raise OSError("ROCm: CuPy's call")
-                    fn = ctypes.CDLL("libcuda.so.1").cuLaunchKernel
-                    fn.restype = ctypes.c_int
-                    u = ctypes.c_uint
-                    fn.argtypes = [ctypes.c_void_p, u, u, u, u, u, u, u, ctypes.c_void_p, ctypes.c_void_p,
-                                   ctypes.c_void_p]  # fmt: skip
-                    _DRIVER = fn
+                    _DRIVER = _cupy_launch_kernel(cupy) or _ctypes_launch_kernel()
                 except (OSError, AttributeError, ImportError):
                     _DRIVER = False
     return _DRIVER or None
+
+
+def _ctypes_launch_kernel() -> Any:
+    fn = ctypes.CDLL("libcuda.so.1").cuLaunchKernel
+    fn.restype = ctypes.c_int
+    u = ctypes.c_uint
+    fn.argtypes = [ctypes.c_void_p, u, u, u, u, u, u, u, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+    return fn
+
+
+def _cupy_launch_kernel(cupy: Any) -> Any:
+    """CuPy's Cython binding of cuLaunchKernel (it raises CUDADriverError; this returns the CUresult instead), or
+    None when this CuPy has none."""
+    driver = getattr(cupy.cuda, "driver", None)
+    fn = getattr(driver, "launchKernel", None)
+    err = getattr(driver, "CUDADriverError", None)
+    if fn is None or not isinstance(err, type):
+        return None
+
+    def launch_kernel(func: int, gx: int, gy: int, gz: int, bx: int, by: int, bz: int, smem: int, stream: int,
+                      params: int, extra: Any) -> int:  # fmt: skip
+        try:
+            fn(func, gx, gy, gz, bx, by, bz, smem, stream, params, 0)
+        except err as e:
+            return int(getattr(e, "status", -1))
+        return 0
+
+    return launch_kernel
 
 
 def _kind(x: Any) -> tuple[str, int, int] | None:
@@ -124,6 +155,7 @@ class _ParamBlock:
         self.base = base + self.shift
         self.view = memoryview(self.raw).cast("B")[self.shift : self.shift + max(off, 1)]
         self.params = (ctypes.c_void_p * max(len(kinds), 1))(*(self.base + o for o in offsets))
+        self.params_ptr = ctypes.addressof(self.params)  # what both driver bindings accept
         self.codes = [k[0] for k in kinds]
         self.lock = threading.Lock()
 
@@ -146,12 +178,16 @@ class _ParamBlock:
         (gx, gy, gz), (bx, by, bz) = cfg.grid, cfg.block
         with self.lock:  # one buffer per signature: the driver copies the parameters before it returns
             self.struct.pack_into(self.view, 0, *vals)
-            res = fn(self.func, gx, gy, gz, bx, by, bz, cfg.shared_mem, stream, self.params, None)
+            res = fn(self.func, gx, gy, gz, bx, by, bz, cfg.shared_mem, stream, self.params_ptr, None)
         if res != 0:
-            raise MxrtError(
-                f"{op}: cuLaunchKernel of {getattr(kernel, 'name', kernel)} failed with CUresult {res} (grid "
-                f"{cfg.grid}, block {cfg.block}, shared memory {cfg.shared_mem} bytes)"
-            )
+            raise _launch_failed(op, kernel, cfg, res)
+
+
+def _launch_failed(op: str, kernel: Any, cfg: LaunchConfig, res: int) -> MxrtError:
+    return MxrtError(
+        f"{op}: cuLaunchKernel of {getattr(kernel, 'name', kernel)} failed with CUresult {res} (grid "
+        f"{cfg.grid}, block {cfg.block}, shared memory {cfg.shared_mem} bytes)"
+    )
 
 
 class _NoBlock:
@@ -181,3 +217,58 @@ def _param_block(kernel: Any, args: tuple[Any, ...]) -> _ParamBlock | None:
     with _LOCK:
         _BLOCKS[key] = block
     return block
+
+
+# ---- prepared launches (the small-call plans) ---------------------------------------------------------------
+
+
+class PreparedLaunch:
+    """One kernel launch whose kernel, configuration and argument kinds are fixed (:func:`prepare`); a call passes
+    only the raw values: device pointers as ints, by-value structs (tensor maps) as bytes, scalars as ints, in the
+    kernel's argument order. It packs them into its own parameter block and launches on CuPy's current stream
+    through the driver, then runs the test hook (:func:`mxrt.runtime.debug`) as :func:`launch` does.
+
+    Call :meth:`usable` first on every call: it is False when ``MXRT_LAUNCH`` no longer selects the driver route or
+    the current device is not the one the launch was prepared on (then use :func:`launch`).
+    """
+
+    __slots__ = ("_args", "_block", "_cfg", "_device", "_fn", "_get_device", "_stream", "kernel", "op")
+
+    def __init__(self, op: str, kernel: Any, cfg: LaunchConfig, block: _ParamBlock, fn: Any, cupy: Any) -> None:
+        self.op, self.kernel, self._cfg, self._block, self._fn = op, kernel, cfg, block, fn
+        (gx, gy, gz), (bx, by, bz) = cfg.grid, cfg.block
+        self._args = (block.func, gx, gy, gz, bx, by, bz, cfg.shared_mem)
+        self._get_device = cupy.cuda.runtime.getDevice
+        self._stream = cupy.cuda.get_current_stream
+        self._device = self._get_device()
+
+    def usable(self) -> bool:
+        return launch_mode() == "driver" and self._get_device() == self._device
+
+    def __call__(self, *vals: Any) -> None:
+        b = self._block
+        stream = self._stream().ptr
+        with b.lock:  # the driver copies the parameters before it returns
+            b.struct.pack_into(b.view, 0, *vals)
+            res = self._fn(*self._args, stream, b.params_ptr, None)
+        if res != 0:
+            raise _launch_failed(self.op, self.kernel, self._cfg, res)
+        after_launch(self.op, self.kernel, self._cfg.grid, self._cfg.block)
+
+
+def prepare(op: str, kernel: Any, cfg: LaunchConfig, args: tuple[Any, ...]) -> PreparedLaunch | None:
+    """A :class:`PreparedLaunch` of ``kernel`` with ``cfg`` for arguments of the kinds of ``args`` (the same
+    objects :func:`launch` takes), or None where launches go through CuPy's call (ROCm, ``MXRT_LAUNCH=cupy``, no
+    libcuda, an argument kind the driver route does not pack, a kernel that is no ``cupy.RawKernel``).
+    ``cfg`` is checked here (the same typed error as :func:`launch`)."""
+    cfg.check(op)
+    fn = _driver()
+    if fn is None or launch_mode() != "driver":
+        return None
+    kinds = [_kind(x) for x in args]
+    func = getattr(getattr(kernel, "kernel", None), "ptr", None)
+    if any(k is None for k in kinds) or not isinstance(func, int) or not func:
+        return None
+    import cupy
+
+    return PreparedLaunch(op, kernel, cfg, _ParamBlock(kinds, kernel, func), fn, cupy)  # type: ignore[arg-type]

@@ -136,22 +136,28 @@ MXRT_DEVICE void mxg_encode(const u32* bits, u32 sb, u32* words) {
   }
 }
 
-// ---- staged stores of a 32 (rows) x 128 (k) dual tile (quantize_mx_dual_grouped, quantize_mx_grouped_rowcol) ----
+// ---- staged stores of 32 (rows) x 128 (k) dual tiles (quantize_mx_dual_grouped, quantize_mx_grouped_rowcol) ----
 // The encoders leave each 32-element block's codes in one thread (a row block: 32 rows x 4 blocks; a column block:
-// 128 columns x 1 block). Stored straight from there, every warp store touches 32 rows 16 bytes each, and the L2
-// took ~17 write requests per 16-byte chunk of output plus one per scale byte (ncu: L2 at 72-76% of peak, DRAM at
-// 30-34%). Staged in shared memory first, the tile leaves as whole 16-byte chunks, consecutive threads on
-// consecutive chunks of one row (a warp writes 4 row lines or 16 column sectors at once), the row scales as 4-byte
-// runs. Pitches of 16 bytes past the data keep the 16-byte staging writes of 8 consecutive threads on distinct banks.
+// 128 columns x 1 block). Stored straight from there, every warp store touched 32 rows 16 bytes each and every scale
+// byte was its own write: the L2 took ~11 write requests per read request and was the bottleneck (ncu, RESULTS.md
+// session 6). Staged in shared memory, a tile's rows leave as whole 16-byte chunks, consecutive threads on
+// consecutive chunks of a row, and the column side of MXG_SUB tiles stacked along the rows (one column's MXG_SUB
+// blocks are contiguous in the colwise layout) leaves as full 128-byte lines (fp8) with 4-byte scale runs.
+// Pitches of 16 bytes past the data keep the 16-byte staging writes of 8 consecutive threads on distinct banks.
+#if defined(MXRT_HIP)
+#define MXG_SUB 1u  // wave64 CDNA: 4 stacked tiles pushed the 2-D fp6 / fp4 builds past the SGPRs (spills); unmeasured
+#else
+#define MXG_SUB 4u
+#endif
 template <class F>
 struct MxgStage {
   static constexpr u32 RB = F::BITS == 4 ? 16u : 32u;  // code bytes of one block
   static constexpr u32 RP = 4u * RB + 16u;             // row staging pitch (4 blocks of a row)
-  static constexpr u32 CP = RB + 16u;                  // column staging pitch (1 block of a column)
+  static constexpr u32 CP = MXG_SUB * RB + 16u;        // column staging pitch (MXG_SUB blocks of a column)
   u8 row[32 * RP];
   u8 col[128 * CP];
   u8 srow[32 * 4];
-  u8 scol[128];
+  u8 scol[128 * MXG_SUB];
 };
 
 // Codes of one block (words as mxg_encode left them) into staging bytes dst (16-byte aligned).
@@ -177,30 +183,39 @@ MXRT_DEVICE void mxg_put16(u8* dst, const u8* src, u32 valid, bool vec) {
   }
 }
 
-// The staged tile out, all THREADS threads (the caller synchronised after staging). Rows: qr (row 0's first code
-// byte), rows qr_stride apart, nrows stored, row_bytes valid code bytes per row (<= 4 * RB) and row_blocks scales
-// (sr: row 0's first scale byte, sr_stride apart); columns: qc / qc_stride, ncols stored (RB bytes each, all
-// valid), scales sc / sc_stride (one byte per column). vec / vec_col: the code bases and strides allow 16-byte
-// stores (MXRT_FLAG_VEC_OUT / _VEC_OUT_COL).
+// A staged tile's rows out, all NT threads (the caller synchronised after staging): qr is row 0's first code
+// byte, rows qr_stride apart, nrows stored, row_bytes valid code bytes per row (<= 4 * RB), row_blocks scales (sr:
+// row 0's first scale byte, sr_stride apart); vec: the code base and stride allow 16-byte stores.
 template <class F, u32 NT>
-MXRT_DEVICE void mxg_store_tile(const MxgStage<F>& st, u8* qr, u32 qr_stride, u8* sr, u32 sr_stride, u32 nrows,
-                                u32 row_bytes, u32 row_blocks, u8* qc, u32 qc_stride, u8* sc, u32 sc_stride, u32 ncols,
-                                bool vec, bool vec_col) {
-  constexpr u32 RB = MxgStage<F>::RB, CH_R = 4u * RB / 16u, CH_C = RB / 16u;
-  const u32 tid = MXRT_TID_X;
-  for (u32 i = tid; i < 32u * CH_R; i += NT) {
-    const u32 r = i / CH_R, ch = i % CH_R;
+MXRT_DEVICE void mxg_store_rows(const MxgStage<F>& st, u8* qr, u32 qr_stride, u8* sr, u32 sr_stride, u32 nrows,
+                                u32 row_bytes, u32 row_blocks, bool vec) {
+  constexpr u32 CH = 4u * MxgStage<F>::RB / 16u;
+  for (u32 i = MXRT_TID_X; i < 32u * CH; i += NT) {
+    const u32 r = i / CH, ch = i % CH;
     if (r < nrows && 16u * ch < row_bytes)
       mxg_put16(qr + (u64)r * qr_stride + 16u * ch, st.row + r * MxgStage<F>::RP + 16u * ch, row_bytes - 16u * ch,
                 vec);
   }
-  for (u32 i = tid; i < 128u * CH_C; i += NT) {
-    const u32 c = i / CH_C, ch = i % CH_C;
-    if (c < ncols) mxg_put16(qc + (u64)c * qc_stride + 16u * ch, st.col + c * MxgStage<F>::CP + 16u * ch, 16u, vec_col);
-  }
-  for (u32 i = tid; i < 32u * 4u; i += NT) {
+  for (u32 i = MXRT_TID_X; i < 32u * 4u; i += NT) {
     const u32 r = i / 4u, b = i % 4u;
     if (r < nrows && b < row_blocks) sr[(u64)r * sr_stride + b] = st.srow[i];
   }
-  for (u32 c = tid; c < ncols; c += NT) sc[(u64)c * sc_stride] = st.scol[c];
+}
+
+// The column side of nsub (<= MXG_SUB) staged tiles out: column c's nsub blocks (all valid) to qc + c * qc_stride,
+// its nsub scales to sc + c * sc_stride, for c < ncols; vec_col: the base and stride allow 16-byte stores.
+template <class F, u32 NT>
+MXRT_DEVICE void mxg_store_cols(const MxgStage<F>& st, u8* qc, u32 qc_stride, u8* sc, u32 sc_stride, u32 ncols,
+                                u32 nsub, bool vec_col) {
+  constexpr u32 RB = MxgStage<F>::RB, CH = MXG_SUB * RB / 16u;
+  const u32 ch_used = nsub * RB / 16u;
+  for (u32 i = MXRT_TID_X; i < 128u * CH; i += NT) {
+    const u32 c = i / CH, ch = i % CH;
+    if (c < ncols && ch < ch_used)
+      mxg_put16(qc + (u64)c * qc_stride + 16u * ch, st.col + c * MxgStage<F>::CP + 16u * ch, 16u, vec_col);
+  }
+  for (u32 i = MXRT_TID_X; i < 128u * MXG_SUB; i += NT) {
+    const u32 c = i / MXG_SUB, b = i % MXG_SUB;
+    if (c < ncols && b < nsub) sc[(u64)c * sc_stride + b] = st.scol[i];
+  }
 }

@@ -7,8 +7,8 @@
 //          (e2m1: [k,m_col_ub/2]) | u8* s_col [k,m_col_ub/32] | int num_groups, int m_ub, int m_col_ub, int k |
 //          int scale_mode (MXRT_SCALE_*) | int flags (MXRT_FLAG_VEC_IN, _VEC_OUT, _VEC_OUT_COL) | int n_tail |
 //          int workers
-// grid     (workers + ceil(k/128) * n_tail, 1, 1): CTAs < workers walk the 32 x 128 tiles of the colwise layout
-//          (grid-stride); the others write the rowwise tail [offs_pad_row[G], m_ub), n_tail steps apart
+// grid     (workers + ceil(k/128) * n_tail, 1, 1): CTAs < workers walk the colwise layout's 32 x 128 tiles in
+//          units of MXG_SUB along M (grid-stride); the others write the rowwise tail [offs_pad_row[G], m_ub)
 //          block (256,1,1)   smem 32*132*4 + 3*(MXG_MAX_GROUPS+1)*4 + sizeof(MxgStage) bytes (static)
 // defines  THREADS (= 256), FMT (MXRT_FMT_*), IN_DTYPE (MXRT_IN_*)               set by mxrt/ops/grouped.py
 //          (variants: mxrt/ops/grouped_kernels.py)
@@ -22,7 +22,11 @@
 #endif
 MXRT_STATIC_ASSERT(THREADS == 256, "quantize_mx_grouped_rowcol: THREADS must be 256 (128 row + 128 column blocks)");
 // resident CTAs per SM / CU the build asks for (registers); the launcher sizes the persistent grid with it
+#if defined(MXRT_HIP)
+#define QRC_MIN_BLOCKS 2  // wave64 CDNA: 2 x 4 waves per CU leave 256 VGPRs a lane (3 spilled in 2-D fp6 builds)
+#else
 #define QRC_MIN_BLOCKS 3
+#endif
 
 #define TILE_M 32
 #define TILE_K 128
@@ -126,74 +130,87 @@ extern "C" __global__ void __launch_bounds__(THREADS, QRC_MIN_BLOCKS)
     return;
   }
 
-  // ---- 32-row tiles of the colwise layout (tile t: column tile t % tiles_x, row tile t / tiles_x), a grid-stride
-  // loop over the workers with the next tile's loads in flight in registers during the encode and stores ----
-  const u32 num_tiles = n_col_tiles * tiles_x;
+  // ---- 32-row tiles of the colwise layout, MXG_SUB of them stacked per unit (unit u: column tile u % tiles_x, row
+  // tiles MXG_SUB * (u / tiles_x) ...), a grid-stride loop over the workers with the next tile's loads in flight in
+  // registers during the encode and stores; rows leave per tile, the colwise side per unit (mx_group.h) ----
+  const u32 quads = (n_col_tiles + MXG_SUB - 1) / MXG_SUB;
+  const u32 num_units = quads * tiles_x;
+  const u32 col_bytes = Fmt::BITS == 4 ? (u32)m_col_ub / 2 : (u32)m_col_ub;
   u32 vals[LOADS][PER];
-  u32 t = MXRT_BID_X;
-  if (t < num_tiles)
-    rc_load(x, (t % tiles_x) * TILE_K, rc_tile(s_offs, s_prow, s_pcol, num_groups, (i32)(t / tiles_x * TILE_M)), uk,
-            flags, vals);
-  for (; t < num_tiles; t += (u32)workers) {
-#pragma unroll
-    for (u32 it = 0; it < LOADS; ++it) {
-      const u32 v = it * THREADS + tid;
-      const u32 r = v / VECS_PER_ROW;
-      const u32 c = (v % VECS_PER_ROW) * PER;
-#pragma unroll
-      for (u32 j = 0; j < PER; j += 4) {
-        mxrt_u32x4 o;
-        o.x = vals[it][j];
-        o.y = vals[it][j + 1];
-        o.z = vals[it][j + 2];
-        o.w = vals[it][j + 3];
-        *(mxrt_u32x4*)&tile[r * TILE_PITCH + c + j] = o;
-      }
-    }
-    mxrt_sync();
-    const u32 tn = t + (u32)workers;
-    if (tn < num_tiles)
-      rc_load(x, (tn % tiles_x) * TILE_K, rc_tile(s_offs, s_prow, s_pcol, num_groups, (i32)(tn / tiles_x * TILE_M)),
-              uk, flags, vals);
-
-    const u32 col0 = (t % tiles_x) * TILE_K;
-    const u32 ty = t / tiles_x;
-    const i32 R0 = (i32)(ty * TILE_M);
-    const RcTile w = rc_tile(s_offs, s_prow, s_pcol, num_groups, R0);
-    u32 bits[MXRT_BLOCK];
-    if (is_row) {  // warp-uniform branch
-#pragma unroll
-      for (int i = 0; i < MXRT_BLOCK; i += 4) {
-        const mxrt_u32x4 v = *(const mxrt_u32x4*)&tile[lane * TILE_PITCH + cblk * MXRT_BLOCK + i];
-        bits[i] = v.x;
-        bits[i + 1] = v.y;
-        bits[i + 2] = v.z;
-        bits[i + 3] = v.w;
-      }
-    } else {
-#pragma unroll
-      for (int i = 0; i < MXRT_BLOCK; ++i) bits[i] = tile[i * TILE_PITCH + ccol];
-    }
-    const bool real_block = is_row ? (i32)lane < w.nreal : w.nreal > 0;
-    const u32 sb = real_block ? mxrt_e8m0_from_amax_bits<Fmt>(mxrt_amax_bits(bits), scale_mode) : MXG_PAD_SCALE;
-    mxg_encode<Fmt, MXRT_BLOCK>(bits, sb, words);
-
-    if (is_row) {
-      mxg_stage_codes<Fmt>(stage.row + lane * MxgStage<Fmt>::RP + cblk * MxgStage<Fmt>::RB, words);
-      stage.srow[lane * 4u + cblk] = (u8)sb;
-    } else {
-      mxg_stage_codes<Fmt>(stage.col + ccol * MxgStage<Fmt>::CP, words);
-      stage.scol[ccol] = (u8)sb;
-    }
-    mxrt_sync();  // staged; also: every read of tile is done, so the next step may refill it
+  u32 u = MXRT_BID_X;
+  if (u < num_units)
+    rc_load(x, (u % tiles_x) * TILE_K,
+            rc_tile(s_offs, s_prow, s_pcol, num_groups, (i32)(u / tiles_x * MXG_SUB * TILE_M)), uk, flags, vals);
+  for (; u < num_units; u += (u32)workers) {
+    const u32 col0 = (u % tiles_x) * TILE_K;
+    const u32 ty0 = (u / tiles_x) * MXG_SUB;
+    const u32 nsub = n_col_tiles - ty0 < MXG_SUB ? n_col_tiles - ty0 : MXG_SUB;
     const u32 ncols = uk - col0 < TILE_K ? uk - col0 : TILE_K;  // col0 < k: valid columns, row elements
-    const u32 col_bytes = Fmt::BITS == 4 ? (u32)m_col_ub / 2 : (u32)m_col_ub;
-    mxg_store_tile<Fmt, THREADS>(stage, q_row + (u64)(u32)w.dst0 * row_bytes + (Fmt::BITS == 4 ? col0 / 2 : col0),
-                                 row_bytes, s_row + (u64)(u32)w.dst0 * nb + col0 / MXRT_BLOCK, nb, (u32)w.nrow,
-                                 Fmt::BITS == 4 ? (ncols + 1) / 2 : ncols, (ncols + MXRT_BLOCK - 1) / MXRT_BLOCK,
-                                 q_col + (u64)col0 * col_bytes + (Fmt::BITS == 4 ? (u32)R0 / 2 : (u32)R0), col_bytes,
-                                 s_col + (u64)col0 * ((u32)m_col_ub / MXRT_BLOCK) + ty, (u32)m_col_ub / MXRT_BLOCK,
-                                 ncols, flags & MXRT_FLAG_VEC_OUT, flags & MXRT_FLAG_VEC_OUT_COL);
-    // no barrier here: the next step's first one orders these reads of `stage` before its staging writes
+#pragma unroll 1
+    for (u32 sub = 0; sub < nsub; ++sub) {
+#pragma unroll
+      for (u32 it = 0; it < LOADS; ++it) {
+        const u32 v = it * THREADS + tid;
+        const u32 r = v / VECS_PER_ROW;
+        const u32 c = (v % VECS_PER_ROW) * PER;
+#pragma unroll
+        for (u32 j = 0; j < PER; j += 4) {
+          mxrt_u32x4 o;
+          o.x = vals[it][j];
+          o.y = vals[it][j + 1];
+          o.z = vals[it][j + 2];
+          o.w = vals[it][j + 3];
+          *(mxrt_u32x4*)&tile[r * TILE_PITCH + c + j] = o;
+        }
+      }
+      mxrt_sync();
+      if (sub + 1 < nsub) {
+        rc_load(x, col0, rc_tile(s_offs, s_prow, s_pcol, num_groups, (i32)((ty0 + sub + 1) * TILE_M)), uk, flags,
+                vals);
+      } else if (u + (u32)workers < num_units) {
+        const u32 un_ = u + (u32)workers;
+        rc_load(x, (un_ % tiles_x) * TILE_K,
+                rc_tile(s_offs, s_prow, s_pcol, num_groups, (i32)(un_ / tiles_x * MXG_SUB * TILE_M)), uk, flags,
+                vals);
+      }
+
+      const i32 R0 = (i32)((ty0 + sub) * TILE_M);
+      const RcTile w = rc_tile(s_offs, s_prow, s_pcol, num_groups, R0);
+      u32 bits[MXRT_BLOCK];
+      if (is_row) {  // warp-uniform branch
+#pragma unroll
+        for (int i = 0; i < MXRT_BLOCK; i += 4) {
+          const mxrt_u32x4 v = *(const mxrt_u32x4*)&tile[lane * TILE_PITCH + cblk * MXRT_BLOCK + i];
+          bits[i] = v.x;
+          bits[i + 1] = v.y;
+          bits[i + 2] = v.z;
+          bits[i + 3] = v.w;
+        }
+      } else {
+#pragma unroll
+        for (int i = 0; i < MXRT_BLOCK; ++i) bits[i] = tile[i * TILE_PITCH + ccol];
+      }
+      const bool real_block = is_row ? (i32)lane < w.nreal : w.nreal > 0;
+      const u32 sb = real_block ? mxrt_e8m0_from_amax_bits<Fmt>(mxrt_amax_bits(bits), scale_mode) : MXG_PAD_SCALE;
+      mxg_encode<Fmt, MXRT_BLOCK>(bits, sb, words);
+      if (is_row) {
+        mxg_stage_codes<Fmt>(stage.row + lane * MxgStage<Fmt>::RP + cblk * MxgStage<Fmt>::RB, words);
+        stage.srow[lane * 4u + cblk] = (u8)sb;
+      } else {
+        mxg_stage_codes<Fmt>(stage.col + ccol * MxgStage<Fmt>::CP + sub * MxgStage<Fmt>::RB, words);
+        stage.scol[ccol * MXG_SUB + sub] = (u8)sb;
+      }
+      mxrt_sync();  // staged; also: every read of tile is done, so the next tile may refill it
+      mxg_store_rows<Fmt, THREADS>(stage, q_row + (u64)(u32)w.dst0 * row_bytes + (Fmt::BITS == 4 ? col0 / 2 : col0),
+                                   row_bytes, s_row + (u64)(u32)w.dst0 * nb + col0 / MXRT_BLOCK, nb, (u32)w.nrow,
+                                   Fmt::BITS == 4 ? (ncols + 1) / 2 : ncols, (ncols + MXRT_BLOCK - 1) / MXRT_BLOCK,
+                                   flags & MXRT_FLAG_VEC_OUT);
+      // no barrier here: the next tile's first one orders these reads of `stage` before its staging writes
+    }
+    // the unit's colwise side, nsub blocks per column (staged before the last tile's second barrier)
+    const u32 r0 = ty0 * TILE_M;
+    mxg_store_cols<Fmt, THREADS>(stage, q_col + (u64)col0 * col_bytes + (Fmt::BITS == 4 ? r0 / 2 : r0), col_bytes,
+                                 s_col + (u64)col0 * ((u32)m_col_ub / MXRT_BLOCK) + ty0, (u32)m_col_ub / MXRT_BLOCK,
+                                 ncols, nsub, flags & MXRT_FLAG_VEC_OUT_COL);
   }
 }

@@ -179,7 +179,8 @@ def quantize_mx_grouped_gpu(
             kernel = build(select("quantize_mx_grouped_rowcol", arch.target), d, arch)
             args = (xd, offs, q, s, q_col, s_col, np.int32(num_groups), np.int32(m_ub), np.int32(mc_ub), np.int32(k))
             tiles_x = -(-k // 128)
-            workers = min((mc_ub // 32) * tiles_x, arch.num_cus * grouped_kernels.ROWCOL_CTAS_PER_CU)
+            units = -(-(mc_ub // 32) // grouped_kernels.persistent_sub(arch.target)) * tiles_x
+            workers = min(units, arch.num_cus * grouped_kernels.persistent_ctas(arch.target))
             args += (mode_code, np.int32(flags), np.int32(n_tail), np.int32(workers))
             launch(op, kernel, LaunchConfig(grid=(workers + tiles_x * n_tail, 1, 1), block=(threads, 1, 1)), args)
     offs_row, offs_col = offs[1], (offs[2] if colwise else None)
@@ -239,7 +240,6 @@ def quantize_mx_dual_grouped_gpu(
     _limit(op, "G * n * k_pad (rowwise buffer)", g * n * k_pad)
     _limit(op, "G * k * n_pad (colwise buffer)", g * k * n_pad)
     _limit(op, "G * n * k (input)", g * n * k)
-    num_tiles = g * (n_pad // 32) * -(-k_pad // 128)  # 32 x 128 tiles (< 2^20 under the limits above)
     packed = f.name == "e2m1"
     rb, cb = (k_pad // 2, n_pad // 2) if packed else (k_pad, n_pad)
     wd = w if device_in else _upload(w)
@@ -260,8 +260,10 @@ def quantize_mx_dual_grouped_gpu(
         )
         kernel = build(select(op, arch.target), d, arch)
         args = (wd, q_row, s_row, q_col, s_col, np.int32(n), np.int32(k), np.int32(k_pad), np.int32(n_pad))
-        args += (np.int32(codes.SCALE_MODE_CODES[mode.value]), np.int32(flags), np.int32(num_tiles))
-        ctas = min(num_tiles, arch.num_cus * grouped_kernels.DUAL_GROUPED_CTAS_PER_CU)
+        # units of MXG_SUB 32 x 128 tiles stacked along n (< 2^20 under the limits above), walked by a persistent grid
+        num_units = g * -(-(n_pad // 32) // grouped_kernels.persistent_sub(arch.target)) * -(-k_pad // 128)
+        args += (np.int32(codes.SCALE_MODE_CODES[mode.value]), np.int32(flags), np.int32(num_units))
+        ctas = min(num_units, arch.num_cus * grouped_kernels.persistent_ctas(arch.target))
         cfg = LaunchConfig(grid=(ctas, 1, 1), block=(grouped_kernels.QUANT_GROUPED_THREADS, 1, 1))
         launch(op, kernel, cfg, args)
     if not device_in:

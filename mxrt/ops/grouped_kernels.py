@@ -8,10 +8,26 @@ from ..codes import FMT_CODES, IN_DTYPE_CODES
 from ..runtime.kernel_spec import KernelSpec, define_grid
 
 QUANT_GROUPED_THREADS = 256
-#: persistent grids of quantize_mx_dual_grouped / quantize_mx_grouped_rowcol: CTAs per SM / CU (the kernels'
-#: __launch_bounds__ minimum, QDG_MIN_BLOCKS / QRC_MIN_BLOCKS), each walking tiles with the next one's loads in flight
-DUAL_GROUPED_CTAS_PER_CU = 3
-ROWCOL_CTAS_PER_CU = 3
+#: persistent grids of quantize_mx_dual_grouped / quantize_mx_grouped_rowcol: CTAs per SM (NVIDIA) / CU (AMD), the
+#: kernels' __launch_bounds__ minimum (QDG_MIN_BLOCKS / QRC_MIN_BLOCKS), each walking tiles with the next one's loads
+#: in flight
+PERSISTENT_CTAS = {"nvidia": 3, "amd": 2}
+
+
+#: 32-row tiles per unit of those kernels (MXG_SUB of mx_group.h): a unit's column side leaves as whole lines (1 on
+#: AMD, where 4 pushed some builds past the SGPRs)
+PERSISTENT_SUB = {"nvidia": 4, "amd": 1}
+
+
+def persistent_ctas(target: str) -> int:
+    """Resident CTAs per SM / CU that the persistent grouped quantizers are built for on ``target``."""
+    return PERSISTENT_CTAS["amd" if target.startswith("gfx") else "nvidia"]
+
+
+def persistent_sub(target: str) -> int:
+    """32-row tiles per unit (MXG_SUB) of the persistent grouped quantizers' builds for ``target``."""
+    return PERSISTENT_SUB["amd" if target.startswith("gfx") else "nvidia"]
+
 
 QUANTIZE_MX_GROUPED_OFFSETS = KernelSpec(
     symbol="quantize_mx_grouped_offsets",

@@ -8,6 +8,7 @@ them instead of compiling one after another (the sm90 GEMMs take ~10-20 s each).
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -44,7 +45,9 @@ def main(argv: list[str]) -> int:
         for i in range(len(s.variants))
     ]
     t0 = time.perf_counter()
-    with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+    # spawn, not fork: the parent has initialised CUDA (get_arch), a forked child cannot use it (call 1: every
+    # build failed at once)
+    with ProcessPoolExecutor(max_workers=args.jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
         lines = list(pool.map(_build, work))
     bad = [x for x in lines if "FAILED" in x]
     print(f"prebuild: {len(work)} builds for {target} in {time.perf_counter() - t0:.0f} s, {len(bad)} failed")

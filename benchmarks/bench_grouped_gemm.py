@@ -1,7 +1,11 @@
-"""Grouped MX GEMM timing on a GPU: mxrt's generic grouped kernel (forward, dgrad, variable-K wgrad) against
-``torch._grouped_mm`` in bfloat16, on the MoE shapes of Primus-Turbo PR #330 (run from the repository root).
+"""Grouped MX GEMM timing on a GPU: mxrt's grouped kernels (forward, dgrad, variable-K wgrad; the kernel ``auto``
+picks: the Hopper grouped kernel for fwd / dgrad on sm_90a, generic for the wgrad) against ``torch._grouped_mm`` in
+bfloat16, on the MoE shapes of Primus-Turbo PR #330 (run from the repository root).
 
     python benchmarks/bench_grouped_gemm.py [--json FILE] [--budget-s 200] [--reps 3] [--shapes deepseek,gpt-oss]
+        [--passes fwd,dgrad,wgrad] [--kernel auto|generic|sm90]
+
+``--kernel`` sets MXRT_GROUPED_GEMM_KERNEL (``generic``: the portable kernel, for A/B against the native one).
 
 Shapes (B experts, M tokens per expert on average, N x K weights): DeepSeek-V3 GateUp (N 4096, K 7168) and Down
 (N 7168, K 2048) with B 16 / 32 and M 2048 / 4096; gpt-oss-20B GateUp (N 5760, K 2880) and Down (N = K = 2880) with
@@ -17,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 import traceback
@@ -60,7 +65,7 @@ def _torch_rows(out) -> cupy.ndarray:
     return cupy.from_dlpack(out.float() if isinstance(out, torch.Tensor) else out)
 
 
-def run_shape(model, name, b, m, n, k, balanced, reps, rng, log) -> list[dict]:
+def run_shape(model, name, b, m, n, k, balanced, reps, rng, log, only=("fwd", "dgrad", "wgrad")) -> list[dict]:
     import torch
 
     lens = group_lens(b, m, balanced, rng)
@@ -90,6 +95,8 @@ def run_shape(model, name, b, m, n, k, balanced, reps, rng, log) -> list[dict]:
     }
     rows = []
     for p, (fn, flops) in passes.items():
+        if p not in only:
+            continue
         row = dict(model=model, gemm=name, B=b, M=m, N=n, K=k, split="balanced" if balanced else "unbalanced")
         row["pass"] = p
         try:
@@ -130,7 +137,11 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--budget-s", type=float, default=200.0)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--shapes", default="gpt-oss,deepseek", help="comma-separated: deepseek, gpt-oss")
+    ap.add_argument("--passes", default="fwd,dgrad,wgrad", help="comma-separated: fwd, dgrad, wgrad")
+    ap.add_argument("--kernel", default="auto", help="MXRT_GROUPED_GEMM_KERNEL: auto, generic, sm90, ...")
     args = ap.parse_args(argv)
+    os.environ["MXRT_GROUPED_GEMM_KERNEL"] = args.kernel
+    only = tuple(x.strip() for x in args.passes.split(","))
     shapes = [s for key in args.shapes.split(",") for s in SHAPES[key.strip()]]
     shapes.sort(key=lambda s: s[2] * s[3] * s[4] * s[5])  # small first, so the budget cuts the largest
     rng = np.random.default_rng(0)
@@ -142,7 +153,7 @@ def main(argv: list[str]) -> int:
                 print(f"budget {args.budget_s:.0f} s reached; skipping {shape} balanced={balanced}")
                 continue
             try:
-                rows += run_shape(*shape, balanced, args.reps, rng, print)
+                rows += run_shape(*shape, balanced, args.reps, rng, print, only)
             except Exception:
                 traceback.print_exc()
     cols = ["model", "gemm", "B", "M", "split", "pass", "mxrt_tflops", "torch_tflops", "mxrt_over_torch"]
@@ -153,7 +164,8 @@ def main(argv: list[str]) -> int:
     print(f"wall {time.perf_counter() - t0:.0f} s on {core.device_name()}")
     if args.json:
         with open(args.json, "w") as fh:
-            json.dump({"device": core.device_name(), "software": core.software(), "rows": rows}, fh, indent=1)
+            meta = {"device": core.device_name(), "software": core.software(), "kernel": args.kernel}
+            json.dump({**meta, "rows": rows}, fh, indent=1)
         print(f"wrote {args.json}")
     return 0
 

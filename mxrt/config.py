@@ -94,3 +94,15 @@ def tuned_table_path() -> Path:
         return Path(path).expanduser()
     cache = os.environ.get("XDG_CACHE_HOME", "").strip()
     return (Path(cache) if cache else Path.home() / ".cache") / "mxrt" / "tuned_decode.json"
+
+
+#: ``MXRT_GROUPED_GEMM_KERNEL``: force the kernel of the grouped GEMMs (``grouped_gemm_mx``, ``_wgrad``, the DeepGEMM
+#: calls): ``generic`` (the portable kernel, e.g. for A/B timings) or the target's own (``sm90``, ``gfx950``,
+#: ``gfx942``: raises UnsupportedArchError with the kernel's reason where it does not take the problem). Unset or
+#: ``auto``: the target's kernel where it takes the problem, else generic (:func:`mxrt.ops.grouped_gemm.choose_kernel`).
+ENV_GROUPED_GEMM_KERNEL = "MXRT_GROUPED_GEMM_KERNEL"
+
+
+def grouped_gemm_kernel_override() -> str | None:
+    v = os.environ.get(ENV_GROUPED_GEMM_KERNEL, "").strip().lower()
+    return None if v in ("", "auto") else v

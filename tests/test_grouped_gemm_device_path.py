@@ -63,6 +63,8 @@ def device(monkeypatch, tmp_path_factory):
         pytest.skip("no host C++ compiler")
     build_dir = tmp_path_factory.mktemp("simt_dev")
     monkeypatch.setitem(sys.modules, "cupy", _fake_cupy())
+    # the stand-in builds run the generic kernel; the fake sm_90a device would otherwise pick gemm_mx_grouped_sm90
+    monkeypatch.setenv("MXRT_GROUPED_GEMM_KERNEL", "generic")
     launches = []
 
     def build(spec, d, arch, **_kw):

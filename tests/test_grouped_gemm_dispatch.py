@@ -1,5 +1,6 @@
 """Which grouped GEMM kernel each target runs (CPU only): backend="auto" on a gfx950 / gfx942 device takes the AMD
-grouped kernel for the lens (forward / dgrad) and wgrad problems, the generic kernel everywhere else; the launch
+grouped kernel for the lens (forward / dgrad) and wgrad problems, on sm_90a the Hopper grouped kernel for the lens
+and DeepGEMM ids / masked problems (tests/test_grouped_gemm_sm90_dispatch.py), the generic kernel elsewhere; the launch
 plan's grid and defines follow the chosen kernel (mxrt/ops/grouped_gemm.py choose_kernel / grouped_plan)."""
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from mxrt.problems.grouped_gemm import grouped_gemm_problem, wgrad_problem
 
 GENERIC = grouped_gemm_kernels.GEMM_MX_GROUPED_GENERIC
 AMD = {"gfx950": grouped_gemm_kernels.GEMM_MX_GROUPED_GFX950, "gfx942": grouped_gemm_kernels.GEMM_MX_GROUPED_GFX942}
+SM90 = grouped_gemm_kernels.GEMM_MX_GROUPED_SM90
 TARGETS = ["gfx950", "gfx942", "sm_90a", "sm_80", "gfx90a", "generic"]
 
 
@@ -59,14 +61,15 @@ def _masked():
 @pytest.mark.parametrize("kind", ["lens", "wgrad", "wgrad_accumulate"])
 def test_auto_picks_the_amd_kernel_on_gfx950_and_gfx942(target, kind):
     p = {"lens": _lens, "wgrad": _wgrad, "wgrad_accumulate": lambda: _wgrad(accumulate=True)}[kind]()
-    assert choose_kernel(p, target) is AMD.get(target, GENERIC)
+    want = SM90 if target == "sm_90a" and kind == "lens" else AMD.get(target, GENERIC)
+    assert choose_kernel(p, target) is want
 
 
 @pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("make", [_indices, _masked], ids=["indices", "masked"])
-def test_deepgemm_layouts_stay_generic(target, make):
+def test_deepgemm_layouts_stay_generic_off_sm90(target, make):
     p = make()
-    assert choose_kernel(p, target) is GENERIC
+    assert choose_kernel(p, target) is (SM90 if target == "sm_90a" else GENERIC)
     if target in AMD:
         assert "kind" in grouped_gemm_amd.unsupported(target, p)
 
@@ -96,7 +99,7 @@ def test_amd_plans_use_the_128_by_128_tile():
         assert wp.cfg.grid == (1, 1, 3) and dict(wp.defines)["MODE"] == 3 and dict(wp.defines)["ACCUM"] == 1
         assert wp.defines in AMD[target].variants
         assert (wp.m, wp.n, wp.k, wp.num_groups, wp.extra) == (w.m, w.n, w.k, 3, 32)
-    generic = grouped_plan(p, "sm_90a")
+    generic = grouped_plan(p, "sm_80")
     assert generic.spec is GENERIC and generic.cfg.grid == (4, -(-p.m // 128) + 4 + 1, 1)  # 128 x 64 tiles
     assert grouped_plan(p) == generic  # the default target is the generic kernel
 
@@ -105,7 +108,7 @@ def test_dispatch_table_rows():
     for op in ("grouped_gemm_mx", "grouped_gemm_mx_wgrad"):
         assert kernels.select(op, "gfx950") is AMD["gfx950"]
         assert kernels.select(op, "gfx942") is AMD["gfx942"]
-        assert kernels.select(op, "sm_90a") is GENERIC
+        assert kernels.select(op, "sm_90a") is (SM90 if op == "grouped_gemm_mx" else GENERIC)
     for spec in AMD.values():
         assert spec in kernels.ALL_SPECS
 

@@ -14,10 +14,11 @@ does not):
 
 ``d`` is written in place (numpy, torch CPU or CUDA tensors, CuPy), rows DeepGEMM does not compute are left
 untouched, and the functions return None like DeepGEMM's. The numpy twin computes every group in float64 from the
-exactly dequantized operands and rounds once. Device operands run the generic grouped kernel: UE8M0 scales after
-an exact widening of coarser granularities to 1x32 on the device, float32 scales in DeepGEMM's Hopper recipe
-(a 1x128, b 128x128; the k-grouped wgrad 1x128 per channel) through its SCALE_F32 build; a device psum layout is
-turned into per-row ids by device ops. ``compiled_dims``, ``expected_m`` and ``expected_m_for_psum_layout`` are
+exactly dequantized operands and rounds once. Device operands run the grouped kernels (mxrt.ops.grouped_gemm; on
+sm_90a the contiguous / masked calls with UE8M0 scales run gemm_mx_grouped_sm90, the rest the generic kernel): UE8M0
+scales after an exact widening of coarser granularities to 1x32 on the device, float32 scales in DeepGEMM's Hopper
+recipe (a 1x128, b 128x128; the k-grouped wgrad 1x128 per channel) through its SCALE_F32 build; a device psum layout
+is turned into per-row ids by device ops. ``compiled_dims``, ``expected_m`` and ``expected_m_for_psum_layout`` are
 tuning hints there and are only checked; ``disable_ue8m0_cast`` and ``ensure_zero_padding`` are accepted (float32
 scales are always applied exactly, as DeepGEMM's SM90 path does).
 """

@@ -99,15 +99,17 @@ def _encode_tiled() -> Any:
     return _driver
 
 
-def tensor_map_2d(ptr: int, rows: int, cols: int, box_rows: int = 128, box_cols: int = 128) -> np.ndarray:
-    """The 128-byte CUtensorMap of a row-major uint8 ``[rows, cols]`` matrix at device address ``ptr``, box
-    ``box_rows`` x ``box_cols`` bytes (128: 128-byte swizzle; 64: 64-byte swizzle), zero fill out of bounds
-    (``cols % 16 == 0``, ``ptr % 16 == 0``)."""
+def tensor_map_2d(
+    ptr: int, rows: int, cols: int, box_rows: int = 128, box_cols: int = 128, stride: int | None = None
+) -> np.ndarray:
+    """The 128-byte CUtensorMap of a row-major uint8 ``[rows, cols]`` matrix at device address ``ptr`` (rows
+    ``stride`` bytes apart, default ``cols``), box ``box_rows`` x ``box_cols`` bytes (128: 128-byte swizzle; 64:
+    64-byte swizzle), zero fill out of bounds (``cols % 16 == 0``, ``stride % 16 == 0``, ``ptr % 16 == 0``)."""
     buf = np.zeros(_TMAP_BYTES + 64, np.uint8)
     off = (-buf.ctypes.data) % 64
     u64 = ctypes.c_uint64
     dims = (u64 * 2)(cols, rows)
-    strides = (u64 * 1)(cols)
+    strides = (u64 * 1)(cols if stride is None else stride)
     box = (ctypes.c_uint32 * 2)(box_cols, box_rows)
     estr = (ctypes.c_uint32 * 2)(1, 1)
     res = _encode_tiled()(
@@ -133,7 +135,13 @@ def tensor_map_2d(ptr: int, rows: int, cols: int, box_rows: int = 128, box_cols:
 
 
 def tensor_map_arg(
-    ptr: int, rows: int, cols: int, box_rows: int, device_id: int | None = None, box_cols: int = 128
+    ptr: int,
+    rows: int,
+    cols: int,
+    box_rows: int,
+    device_id: int | None = None,
+    box_cols: int = 128,
+    stride: int | None = None,
 ) -> np.void:
     """:func:`tensor_map_2d` as a kernel argument (a 128-byte numpy scalar passed by value), cached on the host by
     what it encodes (a host-side cache of bytes: nothing is copied to the device). ``device_id``: the buffer's
@@ -142,13 +150,13 @@ def tensor_map_arg(
         import cupy
 
         device_id = cupy.cuda.Device().id
-    key = (device_id, ptr, rows, cols, box_rows, box_cols)
+    key = (device_id, ptr, rows, cols, box_rows, box_cols, stride)
     with _lock:
         hit = _maps.get(key)
         if hit is not None:
             _maps.move_to_end(key)
             return hit
-    arg = tensor_map_2d(ptr, rows, cols, box_rows, box_cols).view(TMAP_DTYPE)[0]
+    arg = tensor_map_2d(ptr, rows, cols, box_rows, box_cols, stride).view(TMAP_DTYPE)[0]
     with _lock:
         _maps[key] = arg
         while len(_maps) > _MAPS_KEPT:

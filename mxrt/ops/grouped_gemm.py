@@ -1,7 +1,9 @@
 """The GPU twin of the grouped MX GEMMs (:mod:`mxrt.problems.grouped_gemm`): the portable ``generic`` kernel
-(kernels_src/gemm/gemm_mx_grouped_generic.hip, whose main loop is the dense generic kernel's) and, on gfx950 /
-gfx942, the AMD grouped kernels for the lens and wgrad problems (:mod:`mxrt.ops.grouped_gemm_amd`; same arguments,
-the dense AMD kernels' main loops). :func:`choose_kernel` picks one per problem and target.
+(kernels_src/gemm/gemm_mx_grouped_generic.hip, whose main loop is the dense generic kernel's); on gfx950 / gfx942
+the AMD grouped kernels for the lens and wgrad problems (:mod:`mxrt.ops.grouped_gemm_amd`; same arguments, the
+dense AMD kernels' main loops); on sm_90a the Hopper grouped kernel for the lens, DeepGEMM ids and masked problems
+(:mod:`mxrt.ops.grouped_gemm_sm90`; the dense sm90_wgmma tile, tensor maps by value). :func:`choose_kernel` picks
+one per problem and target (``MXRT_GROUPED_GEMM_KERNEL`` forces one).
 
 The group description stays on the device and is never read back: the kernel turns ``group_lens`` into row (or,
 for wgrad, padded column) offsets and row tiles itself, and the launch grid comes from host-known bounds
@@ -26,11 +28,12 @@ import numpy as np
 
 from .. import codes
 from .._kinds import dtype_name
-from ..errors import ShapeError
+from ..config import ENV_GROUPED_GEMM_KERNEL, grouped_gemm_kernel_override
+from ..errors import ShapeError, UnsupportedArchError
 from ..problems.grouped_gemm import GroupedGemmProblem
 from ..runtime.kernel_spec import Defines, KernelSpec, defines, select
 from ..runtime.launch import MAX_GRID_YZ, LaunchConfig
-from . import gemm_kernels, grouped_gemm_amd, grouped_gemm_kernels
+from . import gemm_kernels, grouped_gemm_amd, grouped_gemm_kernels, grouped_gemm_sm90
 
 _U32 = 2**32
 _I31 = 2**31
@@ -60,13 +63,43 @@ def _row_bytes(fmt: str, k: int) -> int:
     return _cdiv(k, 2) if fmt == "e2m1" else k
 
 
-def choose_kernel(p: GroupedGemmProblem, target: str) -> KernelSpec:
+#: MXRT_GROUPED_GEMM_KERNEL values that name a target's own kernel
+_FORCED = {"sm90": grouped_gemm_kernels.GEMM_MX_GROUPED_SM90, "gfx950": grouped_gemm_kernels.GEMM_MX_GROUPED_GFX950,
+           "gfx942": grouped_gemm_kernels.GEMM_MX_GROUPED_GFX942}  # fmt: skip
+
+
+def kernel_reason(spec: KernelSpec, target: str, p: GroupedGemmProblem) -> str | None:
+    """Why the non-generic grouped kernel ``spec`` does not run ``p`` on ``target`` (None when it does)."""
+    if spec is grouped_gemm_kernels.GEMM_MX_GROUPED_SM90:
+        return grouped_gemm_sm90.unsupported(target, p)
+    if target not in spec.targets:
+        return f"{spec.symbol} runs on {spec.targets}, not {target!r}"
+    return grouped_gemm_amd.unsupported(target, p)
+
+
+def choose_kernel(p: GroupedGemmProblem, target: str, force: str | None = None) -> KernelSpec:
     """The kernel that runs ``p`` on ``target``: the target's row of ``grouped_gemm_kernels.DISPATCH`` (the AMD
-    grouped kernel on gfx950 / gfx942) when that kernel takes ``p``, else the generic one."""
+    grouped kernel on gfx950 / gfx942, the Hopper one on sm_90a) when that kernel takes ``p``, else the generic one.
+
+    ``force`` (default: ``MXRT_GROUPED_GEMM_KERNEL``): ``"generic"``, or ``"sm90"`` / ``"gfx950"`` / ``"gfx942"``,
+    which raises UnsupportedArchError with the kernel's reason when it does not take ``p`` on ``target``."""
     generic = grouped_gemm_kernels.GEMM_MX_GROUPED_GENERIC
+    force = grouped_gemm_kernel_override() if force is None else force
+    if force == "generic":
+        return generic
+    if force is not None:
+        spec = _FORCED.get(force)
+        if spec is None:
+            raise UnsupportedArchError(
+                f"{p.op}: {ENV_GROUPED_GEMM_KERNEL}={force!r}; expected auto, generic or one of {sorted(_FORCED)}"
+            )
+        why = kernel_reason(spec, target, p)
+        if why is not None:
+            raise UnsupportedArchError(f"{p.op}: {ENV_GROUPED_GEMM_KERNEL}={force} cannot run this problem: {why}")
+        return spec
     op = "grouped_gemm_mx_wgrad" if p.kind == "wgrad" else "grouped_gemm_mx"
     spec = select(grouped_gemm_kernels.DISPATCH, op, target)
-    if spec is not generic and grouped_gemm_amd.unsupported(target, p) is not None:
+    if spec is not generic and kernel_reason(spec, target, p) is not None:
         return generic
     return spec
 
@@ -104,6 +137,14 @@ def grouped_plan(p: GroupedGemmProblem, target: str = "generic") -> GroupedPlan:
     if grid[1] > MAX_GRID_YZ or grid[2] > MAX_GRID_YZ:
         raise ShapeError(f"{op}: the launch grid {grid} is past 65535 in y or z (too many row tiles or groups)")
     spec = choose_kernel(p, target)
+    if spec is grouped_gemm_kernels.GEMM_MX_GROUPED_SM90:  # the Hopper kernel: its tile, defines and 1-D grid
+        bm, bn, stages, _ = grouped_gemm_sm90.tile(p)
+        cfg = LaunchConfig(
+            grid=grouped_gemm_sm90.grid(p),
+            block=(grouped_gemm_sm90.THREADS, 1, 1),
+            shared_mem=grouped_gemm_sm90.smem_bytes(bm, bn, stages),
+        )
+        return GroupedPlan(grouped_gemm_sm90.kernel_defines(p), cfg, spec, p.m, p.n, p.k, kb, g, extra)
     if spec is not grouped_gemm_kernels.GEMM_MX_GROUPED_GENERIC:  # an AMD grouped kernel: its tile, its defines
         d = defines(
             A_FMT=codes.FMT_CODES[p.a_fmt],
@@ -179,7 +220,9 @@ def grouped_gemm_gpu(p: GroupedGemmProblem) -> Any:
     out = p.out if p.out is not None else alloc.empty(p.out_shape, DEVICE_OUT_DTYPES[dtype_name(p.out_dtype)])
     if dtype_name(out.dtype) == "bfloat16":
         out = out.view("uint16")  # CuPy >= 14 bfloat16: the kernel writes its bits
-    if out.size and p.n:  # every other case has nothing to write
+    if out.size and p.n and plan.spec is grouped_gemm_kernels.GEMM_MX_GROUPED_SM90:
+        grouped_gemm_sm90.launch_sm90(p, groups, out, get_arch())
+    elif out.size and p.n:  # every other case has nothing to write
         kernel = build(plan.spec, plan.defines, get_arch())
         flags = 0
         rows_a = 32 if p.kind == "kgrouped" else _row_bytes(p.a_fmt, plan.k)  # kgrouped: ks[g] % 32 == 0 (host)

@@ -6,7 +6,9 @@ generic kernel's (kernels_src/gemm/gemm_generic_tile.h).
 On gfx950 / gfx942 the lens (MODE 0) and wgrad (MODE 3) problems run on the AMD grouped kernels
 (kernels_src/gemm/gemm_mx_grouped_gfx950.hip / _gfx942.hip: the dense AMD kernels' main loops under the same
 device-side group schedule); :data:`DISPATCH` names them, mxrt/ops/grouped_gemm_amd.py says which problems they take
-(the others fall back to the generic kernel)."""
+(the others fall back to the generic kernel). On sm_90a the lens (MODE 0) and DeepGEMM ids / masked (MODE 1, 2)
+problems run on the Hopper grouped kernel (kernels_src/gemm/gemm_mx_grouped_sm90.hip: the dense gemm_mx_sm90 CTA
+tile under the same schedule; mxrt/ops/grouped_gemm_sm90.py)."""
 
 from __future__ import annotations
 
@@ -101,8 +103,54 @@ GEMM_MX_GROUPED_GFX942 = KernelSpec(
     expect_mma=(("gfx942", ("v_mfma_f32_16x16x32_",)),),
 )
 
-SPECS = (GEMM_MX_GROUPED_GENERIC, GEMM_MX_GROUPED_GFX950, GEMM_MX_GROUPED_GFX942)
+#: the Hopper grouped kernel's CTA tiles (BM, BN, STAGES, DBUF; the dense gemm_mx_sm90 tiles of the same name in
+#: mxrt/ops/gemm_sm90.py): 256 x 128 for 16-bit out with >= 512 rows per group on average, else 128 x 128
+SM90_GROUPED_LARGE = (256, 128, 4, 0)
+SM90_GROUPED_MEDIUM = (128, 128, 6, 1)
+#: the DeepGEMM ids mode's tile: 128 x 128 with one partial in flight (its per-group loop around the main loop
+#: spilled 48-164 bytes with two partials)
+SM90_GROUPED_IDS = (128, 128, 6, 0)
+#: MODE defines of the Hopper grouped kernel (lens, DeepGEMM indices, masked); wgrad / k-grouped stay generic
+GROUPED_SM90_KINDS = ("lens", "indices", "masked")
+_SM90_FP8 = ("e4m3", "e5m2")
+
+
+def _sm90_v(fa: str, fb: str, mode: int, out: int, tile: tuple[int, int, int, int]) -> Defines:
+    bm, bn, stages, dbuf = tile
+    return defines(
+        A_FMT=FMT_CODES[fa], B_FMT=FMT_CODES[fb], BM=bm, BN=bn, DBUF=dbuf, MODE=mode, OUT_DTYPE=out, STAGES=stages
+    )
+
+
+GEMM_MX_GROUPED_SM90 = KernelSpec(
+    symbol="gemm_mx_grouped_sm90",
+    file="gemm/gemm_mx_grouped_sm90.hip",
+    required=("A_FMT", "B_FMT", "BM", "BN", "DBUF", "MODE", "OUT_DTYPE", "STAGES"),
+    variants=(
+        # lens: fp8 pairs (e2m1 expanded to e4m3 first) x bf16 / f16, both tiles; fp32 out only for e2m1 x e2m1
+        # (fp8 partials miss the 1e-5 fp32 bar, as the dense sm90 path) on the 128-row tile
+        *(
+            _sm90_v(fa, fb, 0, GEMM_OUT_DTYPE_CODES[od], tile)
+            for fa in _SM90_FP8
+            for fb in _SM90_FP8
+            for od in ("bfloat16", "float16")
+            for tile in (SM90_GROUPED_LARGE, SM90_GROUPED_MEDIUM)
+        ),
+        _sm90_v("e4m3", "e4m3", 0, F32, SM90_GROUPED_MEDIUM),
+        # DeepGEMM contiguous (ids) / masked: fp8 pairs, bf16 out, the 128-row tile (DeepGEMM's 128-row alignment)
+        *(_sm90_v(fa, fb, 1, BF16, SM90_GROUPED_IDS) for fa in _SM90_FP8 for fb in _SM90_FP8),
+        *(_sm90_v(fa, fb, 2, BF16, SM90_GROUPED_MEDIUM) for fa in _SM90_FP8 for fb in _SM90_FP8),
+    ),
+    targets=("sm_90a",),
+    expect_mma=(("sm_90a", ("wgmma.mma_async",)),),
+)
+
+SPECS = (GEMM_MX_GROUPED_GENERIC, GEMM_MX_GROUPED_GFX950, GEMM_MX_GROUPED_GFX942, GEMM_MX_GROUPED_SM90)
 #: op -> {target: spec}; an AMD entry serves only the problems mxrt/ops/grouped_gemm_amd.py accepts (lens / wgrad),
-#: the DeepGEMM layouts (indices, masked, k-grouped) run on "generic" everywhere
+#: the sm_90a entry those of mxrt/ops/grouped_gemm_sm90.py (lens, DeepGEMM ids / masked with E8M0 scales); the
+#: others (k-grouped everywhere, wgrad on sm_90a, float32 scales) run on "generic"
 _ROW = {"generic": GEMM_MX_GROUPED_GENERIC, "gfx950": GEMM_MX_GROUPED_GFX950, "gfx942": GEMM_MX_GROUPED_GFX942}
-DISPATCH = {"grouped_gemm_mx": dict(_ROW), "grouped_gemm_mx_wgrad": dict(_ROW)}
+DISPATCH = {
+    "grouped_gemm_mx": {**_ROW, "sm_90a": GEMM_MX_GROUPED_SM90},
+    "grouped_gemm_mx_wgrad": dict(_ROW),
+}

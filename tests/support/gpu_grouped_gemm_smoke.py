@@ -1,11 +1,14 @@
 """A small grouped-GEMM run for compute-sanitizer (memcheck and racecheck): every mode of
 kernels_src/gemm/gemm_mx_grouped_generic.hip (group_lens forward/dgrad, variable-K wgrad with accumulate, DeepGEMM
 per-row ids with -1 rows, masked, k-grouped with float32 scales), empty and unaligned groups, device lens the
-host cannot check. Exits non-zero on any mismatch against the numpy twins."""
+host cannot check; on sm_90a also every mode of gemm_mx_grouped_sm90.hip (forced with MXRT_GROUPED_GEMM_KERNEL:
+lens on both tiles with a tail of rows past the last group, ids with several groups per tile, masked). Exits
+non-zero on any mismatch against the numpy twins."""
 
 from __future__ import annotations
 
 import dataclasses
+import os
 import sys
 
 import cupy
@@ -103,9 +106,55 @@ def main() -> int:
         cupy.asarray(np.array(ks, np.int32)),
     )
     bad += close(d.get(), want)
+    bad += sm90(rng, x)
     cupy.cuda.Device().synchronize()
     print(f"grouped gemm smoke: {bad} mismatches")
     return int(bad != 0)
+
+
+def sm90(rng, x) -> int:
+    """gemm_mx_grouped_sm90 (sm_90a only): lens on the 128-row tile (with device lens short of m: tail rows are
+    zeroed) and the 256-row tile, DeepGEMM ids with several groups and -1 rows in one tile, masked."""
+    from mxrt.runtime import get_arch
+
+    if get_arch().target != "sm_90a":
+        return 0
+    bad = 0
+    os.environ["MXRT_GROUPED_GEMM_KERNEL"] = "sm90"
+    try:
+        for lens, n, k in [([77, 0, 1, 130], 72, 96), ([600, 430], 136, 208)]:
+            lens = np.array(lens, np.int64)
+            m, g = int(lens.sum()), lens.size
+            qa, qb = mxrt.quantize_mx(x(m, k)), mxrt.quantize_mx(x(g, n, k), axis=2)
+            got = mxrt.grouped_gemm_mx(dev(qa), dev(qb), cupy.asarray(lens)).get().view(BF16)
+            want = mxrt.grouped_gemm_mx(qa, qb, lens, backend="numpy")
+            bad += close(got, want.astype(np.float64), 1e-2)
+            short = lens.copy()
+            short[-1] -= 5  # the last 5 rows lie past every group: zeros
+            got = mxrt.grouped_gemm_mx(dev(qa), dev(qb), cupy.asarray(short)).get().view(BF16)
+            bad += int((got[m - 5 :].astype(np.float32) != 0).any())
+        m, n, k, g = 256, 128, 256, 3
+        ids = np.where(rng.random(m) < 0.2, -1, rng.integers(0, g, m)).astype(np.int32)
+        qa, qb = mxrt.quantize_mx(x(m, k)), mxrt.quantize_mx(x(g, n, k), axis=2)
+        d = cupy.full((m, n), 0xFFFF, cupy.uint16)
+        dq = lambda q: (cupy.asarray(q.data), cupy.asarray(q.scales))  # noqa: E731
+        deep_gemm.m_grouped_fp8_gemm_nt_contiguous(dq(qa), dq(qb), d, cupy.asarray(ids))
+        ref = np.full((m, n), 0xFFFF, np.uint16).view(BF16)
+        deep_gemm.m_grouped_fp8_gemm_nt_contiguous((qa.data, qa.scales), (qb.data, qb.scales), ref, ids)
+        bad += int((d.get() != ref.view(np.uint16))[ids < 0].any())
+        bad += close(d.get().view(BF16)[ids >= 0], ref[ids >= 0], 1e-2)
+        qa3 = mxrt.quantize_mx(x(g, 130, k), axis=2)
+        mm = np.array([0, 129, 130], np.int32)
+        d = cupy.full((g, 130, n), 0xFFFF, cupy.uint16)
+        deep_gemm.m_grouped_fp8_gemm_nt_masked(dq(qa3), dq(qb), d, cupy.asarray(mm), expected_m=64)
+        ref = np.zeros((g, 130, n), BF16)
+        deep_gemm.m_grouped_fp8_gemm_nt_masked((qa3.data, qa3.scales), (qb.data, qb.scales), ref, mm, 64)
+        own = np.arange(130)[None, :] < mm[:, None]
+        bad += int((d.get()[~own] != 0xFFFF).any())
+        bad += close(d.get().view(BF16)[own], ref[own], 1e-2)
+    finally:
+        os.environ.pop("MXRT_GROUPED_GEMM_KERNEL", None)
+    return bad
 
 
 if __name__ == "__main__":

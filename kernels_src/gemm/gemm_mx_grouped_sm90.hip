@@ -1,0 +1,157 @@
+// kernel   gemm_mx_grouped_sm90                                                       (extern "C")
+// computes grouped MX GEMMs out[rows of group g] = a_g @ b_g.T (MODE 0 lens, 1 indices, 2 masked, as
+//          gemm_mx_grouped_generic.hip) on gemm_mx_sm90's CTA tile (gemm_sm90_tile.h) under the device-side group
+//          schedule of gemm_grouped_tiles.h; groups are read on the device only (capture-safe)
+// args     const __grid_constant__ mxrt_tmap tma (A codes [m, kp] u8, box BM x 128, SWIZZLE_128B, zero OOB fill), tmb
+//          (B codes [G*n, kp], row stride >= kp, box BN x 128) | const u8* sa [m, sa_stride] | const u8* sb [G*n,
+//          sb_stride] (E8M0) | void* out [m, n] | const void* groups (int32; MODE 0 / 2 int64 with flags & 2) | u32 m,
+//          n, k, sa_stride, sb_stride, num_groups, extra (MODE 2: max_m), tiles_m | u32 flags (1: n even and out
+//          aligned to 2 elements, pairs stored as one word; 2: int64 groups)
+// grid     (tiles_m * ceil(n/BN), 1, MODE 2 ? G : 1), tiles_m = MODE 0 ceil(m/BM)+G+1, 1 ceil(m/BM), 2 ceil(max_m/BM)
+//          block (THREADS,1,1)   smem as gemm_mx_sm90 (dynamic; MODE 0's schedule, 10,256 B, lives in it first)
+// defines  MODE, A_FMT, B_FMT (e4m3 / e5m2: e2m1 expanded first), OUT_DTYPE, BM (128 / 256), BN (128), STAGES, DBUF
+//          (MODE 1: 0)                                                   set by mxrt/ops/grouped_gemm_sm90.py
+// requires sm_90a; kp % 16 == 0, code bases and B's row stride 16-byte aligned (TMA); m, G*n < 2^31; G <=
+//          MXRT_MAX_GROUPS (MODE 0), <= 65535 (MODE 2); no split-K (ATOMIC 0)   checked by grouped_gemm_sm90.py
+//
+// MODE 0 lens:    a [m, k] rows grouped by lens [G] (clamped to [0, m], cut at m); row tile y of the schedule (the
+//                 rasterised tile index, GROUP_M row tiles sweeping the columns together) belongs to group
+//                 gg_find(tiles, G + 1, y); the tail group G (rows [S, m) past the last group) stores zeros; tiles
+//                 past it exit. A's TMA box starts at the tile's first row (rows of the next group come along,
+//                 scale factor 0, never stored); B's at row g*n + n0 (columns past n likewise).
+// MODE 1 indices: a [m, k], ids [m]: row tile y covers rows [BM y, +BM); every group id present (ascending) runs
+//                 the tile (barriers re-initialised between groups; DBUF 0: the loop around the main loop spilled
+//                 with two partials) and stores the rows whose id is g; ids < 0 or >= G are skipped (rows untouched).
+// MODE 2 masked:  a [G*max_m, k], group z owns rows [z*max_m, +clamp(masked[z], 0, max_m)); other rows untouched.
+#define ATOMIC 0
+#define DIAG 0
+#include "gemm_sm90_tile.h"
+
+#if !defined(MODE)
+#error "MODE must be defined by the launcher"
+#endif
+MXRT_STATIC_ASSERT(MODE >= 0 && MODE <= 2, "MODE: 0 lens, 1 indices, 2 masked (wgrad / k-grouped: generic kernel)");
+MXRT_STATIC_ASSERT(BN == 128 && (BM == 128 || BM == 256), "the grouped tiles: BM 128 or 256, BN 128");
+MXRT_STATIC_ASSERT(MODE != 1 || DBUF == 0, "MODE 1: DBUF 0 (the per-group loop spilled with two partials)");
+
+#if defined(MXRT_CUDA)
+#include "gemm_grouped_tiles.h"
+
+#define GG_FLAG_PAIRS 1u
+#define GG_FLAG_I64 2u
+#define OUT_BYTES (OUT_DTYPE == MXRT_OUT_F32 ? 4u : 2u)
+
+// MODE 1: rows of the tile whose id is the round's group
+struct gg_keep_id {
+  const i32* ids;
+  u32 m0;
+  i32 gid;
+  MXRT_DEVICE bool operator()(u32 row) const { return ids[row - m0] == gid; }
+};
+
+extern "C" __global__ void __launch_bounds__(THREADS, 1)
+    gemm_mx_grouped_sm90(const __grid_constant__ mxrt_tmap tma, const __grid_constant__ mxrt_tmap tmb,
+                         const u8* __restrict__ sa, const u8* __restrict__ sb, void* __restrict__ out,
+                         const void* __restrict__ groups, u32 m, u32 n, u32 k, u32 sa_stride, u32 sb_stride,
+                         u32 num_groups, u32 extra, u32 tiles_m, u32 flags) {
+  extern __shared__ u8 smem_raw[];
+  const Sm90Smem S = sm90_smem(smem_raw);
+  const u32 tid = MXRT_TID_X;
+  // rasterised tile (as gemm_mx_sm90): GROUP_M row tiles sweep the column tiles together
+  const u32 tiles_n = (n + BN - 1) / BN;
+  const u32 bid = MXRT_BID_X, per_group = GROUP_M * tiles_n, first_m = (bid / per_group) * GROUP_M;
+  const u32 gsize = tiles_m - first_m < GROUP_M ? tiles_m - first_m : GROUP_M;
+  const u32 tm = first_m + (bid % per_group) % gsize, n0 = ((bid % per_group) / gsize) * BN;
+  const u32 kbs = (k + 31u) / 32u, lens_i64 = (flags & GG_FLAG_I64) ? 1u : 0u;
+  const bool pairs = (flags & GG_FLAG_PAIRS) != 0u;
+  const void* ta = &tma;  // generic addresses of the kernel parameters (param space, __grid_constant__)
+  const void* tb = &tmb;
+  float acc0[64], acc1[64];
+
+#if MODE == 1
+  // ---- indices: every group present in the tile, ascending, through one pipeline --------------------------------
+  __shared__ i32 ids[BM];
+  __shared__ i32 wmin[THREADS / 32];
+  const u32 m0 = tm * BM;
+  if (tid < BM) {
+    const i32 v = m0 + tid < m ? ((const i32*)groups)[m0 + tid] : -1;
+    ids[tid] = v < 0 || v >= (i32)num_groups ? -1 : v;
+  }
+  __syncthreads();
+#pragma unroll 1
+  for (i32 prev = -1;;) {
+    // the smallest id above the previous round's (block min: warp reductions, then the warp minima)
+    const i32 v = tid < BM && ids[tid] > prev ? ids[tid] : 0x7FFFFFFF;
+    const i32 wv = __reduce_min_sync(0xFFFFFFFFu, v);
+    if (tid % 32u == 0u) wmin[tid / 32u] = wv;
+    __syncthreads();
+    i32 gid = wmin[0];
+#pragma unroll
+    for (u32 w = 1; w < THREADS / 32; ++w) gid = wmin[w] < gid ? wmin[w] : gid;
+    if (gid == 0x7FFFFFFF) break;  // uniform over the block
+    // fresh barriers per group (the previous round's stages are all consumed); the barrier inside also orders
+    // every thread's wmin reads before the next round's writes
+    sm90_init(S, ta, tb, prev >= 0);
+    prev = gid;
+    const Sm90Job job{sa + (u64)m0 * sa_stride,
+                      sb + ((u64)gid * n + n0) * sb_stride,
+                      sa_stride,
+                      sb_stride,
+                      m - m0,
+                      n - n0,
+                      (i32)m0,
+                      (i32)((u32)gid * n + n0),
+                      0u,
+                      kbs};
+    sm90_mainloop(S, job, ta, tb, acc0, acc1);
+    sm90_store(out, acc0, acc1, m0, n0, (int)m, (int)n, pairs, gg_keep_id{ids, m0, gid});
+    __syncthreads();  // every thread's last empty-barrier arrival precedes a re-initialisation
+  }
+#else
+#if MODE == 0
+  // ---- lens: the schedule (prefix sums of the device lens) in the stage memory, before the pipeline uses it ----
+  i64* part = reinterpret_cast<i64*>(S.tile_a);
+  i32* starts = reinterpret_cast<i32*>(S.tile_a + THREADS * 8);
+  i32* tiles = starts + (MXRT_MAX_GROUPS + 2);
+  const u32 G = num_groups;
+  gg_lens_tiles(groups, lens_i64, G, m, BM, starts, tiles, part);
+  if ((i32)tm >= tiles[G + 1]) return;  // past the real tiles (uniform over the block)
+  const i32 grp = gg_find(tiles, (i32)G + 1, (i32)tm);
+  const u32 row0 = (u32)starts[grp], rows = (u32)(starts[grp + 1] - starts[grp]);
+  const u32 m0 = (u32)((i32)tm - tiles[grp]) * BM;
+  const bool compute = grp < (i32)G;  // group G: the tail rows, stored as zeros
+  // every thread's schedule reads precede the TMA (async proxy) and scale writes into the same shared memory
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+  __syncthreads();
+#else
+  // ---- masked: group z owns rows [z * max_m, + clamp(masked[z], 0, max_m)) ------------------------------------
+  const u32 grp = MXRT_BID_Z, max_m = extra;
+  const i64 mm = gg_len(groups, grp, lens_i64);
+  const u32 row0 = grp * max_m, rows = (u32)(mm < 0 ? 0 : (mm > (i64)max_m ? (i64)max_m : mm));
+  const u32 m0 = tm * BM;
+  if (m0 >= rows) return;  // uniform over the block
+  const bool compute = true;
+#endif
+  if (compute) {  // uniform over the block
+    sm90_init(S, ta, tb);
+    const Sm90Job job{sa + (u64)(row0 + m0) * sa_stride,
+                      sb + ((u64)grp * n + n0) * sb_stride,
+                      sa_stride,
+                      sb_stride,
+                      rows - m0,
+                      n - n0,
+                      (i32)(row0 + m0),
+                      (i32)((u32)grp * n + n0),
+                      0u,
+                      kbs};
+    sm90_mainloop(S, job, ta, tb, acc0, acc1);
+  } else {
+#pragma unroll
+    for (int v = 0; v < 64; ++v) acc0[v] = acc1[v] = 0.0f;
+  }
+  void* out_g = reinterpret_cast<u8*>(out) + (u64)row0 * n * OUT_BYTES;  // the group's first row
+  sm90_store(out_g, acc0, acc1, m0, n0, (int)rows, (int)n, pairs, sm90_keep_all{});
+#endif
+}
+
+#endif  // MXRT_CUDA

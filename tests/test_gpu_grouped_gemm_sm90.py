@@ -1,0 +1,287 @@
+"""The Hopper grouped MX GEMM kernel (kernels_src/gemm/gemm_mx_grouped_sm90.hip) on an sm_90a GPU, forced with
+MXRT_GROUPED_GEMM_KERNEL=sm90 (a problem it declines raises, so every test here runs it): forward / dgrad by device
+group_lens, DeepGEMM contiguous (ids, psum) and masked, against float64 math of the dequantized inputs (bf16 / fp16
+calc_diff <= 1e-5, fp32 relative <= 1e-5). Outputs start poisoned (0xFF bytes); rows the op does not own must keep
+the poison. Marker ``gpu``: skips without cupy, a device, or off sm_90a."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import mxrt
+import mxrt.deep_gemm as deep_gemm
+from mxrt.ops import grouped_gemm_kernels, grouped_gemm_sm90
+from mxrt.ops.grouped_gemm import choose_kernel
+from mxrt.problems.grouped_gemm import grouped_gemm_problem
+from mxrt.reference.grouped_gemm import grouped_gemm_f64
+
+pytestmark = pytest.mark.gpu
+cupy = pytest.importorskip("cupy")
+
+from mxrt.runtime import get_arch  # noqa: E402
+
+POISON = 0xFF
+BF16 = ml_dtypes.bfloat16
+SM90 = grouped_gemm_kernels.GEMM_MX_GROUPED_SM90
+
+
+@pytest.fixture(autouse=True)
+def forced(monkeypatch):
+    try:
+        target = get_arch().target
+    except Exception as e:  # no device
+        pytest.skip(f"no GPU: {e}")
+    if target != "sm_90a":
+        pytest.skip(f"the sm90 grouped kernel needs sm_90a, this device is {target}")
+    monkeypatch.setenv("MXRT_GROUPED_GEMM_KERNEL", "sm90")
+    with mxrt.runtime.debug(poison=POISON, sync_after_launch=True) as session:
+        yield session
+
+
+def dev(q: mxrt.MXArray) -> mxrt.MXArray:
+    return dataclasses.replace(q, data=cupy.asarray(q.data), scales=cupy.asarray(q.scales))
+
+
+def host(d, out_dtype: str) -> np.ndarray:
+    h = d.get() if hasattr(d, "get") else np.asarray(d)
+    if out_dtype == "bfloat16" and h.dtype == np.uint16:
+        h = h.view(BF16)
+    return h.astype(np.float64)
+
+
+def check(got: np.ndarray, want: np.ndarray, out_dtype: str, what: str = "") -> None:
+    assert np.isfinite(got).all(), f"{what}: poison or NaN left ({int((~np.isfinite(got)).sum())})"
+    if out_dtype == "float32":
+        err = np.linalg.norm(got - want) / max(np.linalg.norm(want), 1e-30)
+        assert err <= 1e-5, f"{what}: fp32 relative error {err}"
+    elif np.abs(want).max(initial=0) > 0:
+        diff = mxrt.calc_diff(got, want)
+        assert diff <= 1e-5, f"{what}: calc_diff {diff}"
+
+
+def _x(rng, shape):
+    return (rng.standard_normal(shape) * np.exp2(rng.integers(-3, 4, (*shape[:-1], 1)))).astype(np.float32)
+
+
+def _lens(kind: str, g: int, m: int, rng) -> np.ndarray:
+    if kind == "balanced":
+        return np.full(g, m // g)
+    if kind == "unbalanced":  # unaligned sizes, some empty
+        p = rng.dirichlet(np.full(g, 0.3))
+        lens = np.floor(p * m).astype(np.int64)
+        lens[0] += m - lens.sum()
+        return lens
+    if kind == "one":  # one group holds every row, the others are empty
+        lens = np.zeros(g, np.int64)
+        lens[g // 2] = m
+        return lens
+    raise ValueError(kind)
+
+
+def _uses_sm90(p) -> None:
+    assert choose_kernel(p, "sm_90a") is SM90
+
+
+LENS_CASES = [(1, "balanced", 1024), (4, "balanced", 4096), (4, "unbalanced", 1000), (32, "unbalanced", 2051),
+              (32, "one", 777), (4, "one", 4096)]  # fmt: skip
+
+
+@pytest.mark.parametrize("out_dtype", ["bfloat16", "float16"])
+@pytest.mark.parametrize("g,kind,m", LENS_CASES, ids=str)
+def test_forward_and_dgrad(g, kind, m, out_dtype):
+    """Both tiles (256 rows at >= 512 rows per group, else 128), unaligned groups, empty groups, one group holding
+    every row; forward with an odd n = 199 (single-element stores, a partial column tile), reductions of 272 and
+    208 = 16 mod 32 (a half MX block at the end)."""
+    rng = np.random.default_rng(g + m)
+    n, k, nd = 199, 272, 208
+    lens = _lens(kind, g, m, rng)
+    x, w, go, w2 = _x(rng, (m, k)), _x(rng, (g, n, k)), _x(rng, (m, nd)), _x(rng, (g, nd, k))
+    qw2 = mxrt.quantize_mx_dual_grouped(w2)  # col: [G, k, nd] along nd, the dgrad operand
+    for a, b in ((mxrt.quantize_mx(x), mxrt.quantize_mx(w, axis=2)), (mxrt.quantize_mx(go), qw2.col)):
+        _uses_sm90(grouped_gemm_problem(a, b, lens, out_dtype=out_dtype))
+        got = mxrt.grouped_gemm_mx(dev(a), dev(b), cupy.asarray(lens, cupy.int32), out_dtype=out_dtype)
+        p = grouped_gemm_problem(a, b, lens, out_dtype="float32")
+        want, _ = grouped_gemm_f64(p)
+        check(host(got, out_dtype), want, out_dtype, f"G={g} {kind} m={m} tile={grouped_gemm_sm90.tile(p)}")
+
+
+@pytest.mark.parametrize(
+    "pair,out_dtype",
+    [(("e5m2", "e4m3"), "bfloat16"), (("e4m3", "e5m2"), "float16"), (("e5m2", "e5m2"), "bfloat16"),
+     (("e2m1", "e2m1"), "float32"), (("e2m1", "e2m1"), "bfloat16"), (("e4m3", "e2m1"), "bfloat16")],
+    ids=str,
+)  # fmt: skip
+def test_format_pairs(pair, out_dtype):
+    rng = np.random.default_rng(5)
+    lens = np.array([100, 0, 300, 1, 623])
+    m, n, k = int(lens.sum()), 130, 160
+    qa, qb = mxrt.quantize_mx(_x(rng, (m, k)), pair[0]), mxrt.quantize_mx(_x(rng, (5, n, k)), pair[1], axis=2)
+    got = mxrt.grouped_gemm_mx(dev(qa), dev(qb), cupy.asarray(lens), out_dtype=out_dtype)
+    want, _ = grouped_gemm_f64(grouped_gemm_problem(qa, qb, lens, out_dtype="float32"))
+    check(host(got, out_dtype), want, out_dtype, str(pair))
+
+
+def test_padded_b_rows_are_not_read():
+    """b [G, n, kb] with kb > k (quantize_mx_dual_grouped's k_pad): codes past k hold NaN codes and must not reach
+    the result (the B map stops at k, its row stride is kb)."""
+    rng = np.random.default_rng(6)
+    lens = np.array([130, 70, 0, 300])
+    m, n, k, kb = int(lens.sum()), 136, 208, 256
+    qa = mxrt.quantize_mx(_x(rng, (m, k)))
+    qb = mxrt.quantize_mx(_x(rng, (4, n, kb)), axis=2)
+    codes = qb.data.copy()
+    codes[:, :, k:] = 0x7F  # e4m3 NaN
+    qb = dataclasses.replace(qb, data=codes)
+    qb_k = mxrt.quantize_mx(_x(rng, (4, n, k)), axis=2)  # a twin of b with only k columns for the reference
+    qb_k = dataclasses.replace(qb_k, data=np.ascontiguousarray(codes[:, :, :k]), scales=qb.scales[:, :, : k // 32 + 1])
+    got = host(mxrt.grouped_gemm_mx(dev(qa), dev(qb), cupy.asarray(lens)), "bfloat16")
+    want, _ = grouped_gemm_f64(grouped_gemm_problem(qa, qb_k, lens, out_dtype="float32"))
+    check(got, want, "bfloat16")
+
+
+def test_device_lens_the_host_cannot_check():
+    """Lens short of m (the tail rows become zeros), past m (cut), negative (0): no fault, the clamped result."""
+    rng = np.random.default_rng(7)
+    qa, qb = mxrt.quantize_mx(_x(rng, (400, 64))), mxrt.quantize_mx(_x(rng, (4, 72, 64)), axis=2)
+    lens = np.array([100, 100, 100, 100])
+    for bad in ([10, 20, 5, 0], [400, 400, 400, 400], [-5, 300, -1, 2]):
+        got = host(mxrt.grouped_gemm_mx(dev(qa), dev(qb), cupy.asarray(bad)), "bfloat16")
+        clamped = np.clip(np.asarray(bad), 0, 400)
+        eff = np.diff(np.concatenate([[0], np.minimum(np.cumsum(clamped), 400)]))
+        p = dataclasses.replace(grouped_gemm_problem(qa, qb, lens, out_dtype="float32"), groups=eff)
+        check(got, grouped_gemm_f64(p)[0], "bfloat16", str(bad))
+
+
+def test_bitwise_stable_over_reruns():
+    rng = np.random.default_rng(8)
+    lens = np.array([33, 0, 700, 7, 1300])
+    m, n, k = int(lens.sum()), 384, 512
+    qa, qb = mxrt.quantize_mx(_x(rng, (m, k))), mxrt.quantize_mx(_x(rng, (5, n, k)), axis=2)
+    a, b, dl = dev(qa), dev(qb), cupy.asarray(lens)
+    first = mxrt.grouped_gemm_mx(a, b, dl).get()
+    for _ in range(3):
+        np.testing.assert_array_equal(mxrt.grouped_gemm_mx(a, b, dl).get(), first)
+
+
+@pytest.mark.parametrize("out_dtype", ["bfloat16", "float16"])
+def test_extreme_scale_pairs(out_dtype):
+    """Legal extreme scale pairs (sa = 0 with sb = 254, ...) give the reference; NaN scale bytes give exactly the
+    reference's NaN rows / columns, and only inside their own group."""
+    rng = np.random.default_rng(21)
+    lens = np.array([150, 0, 90, 310])
+    m, n, k, g = int(lens.sum()), 136, 320, 4
+    qa, qb = mxrt.quantize_mx(_x(rng, (m, k))), mxrt.quantize_mx(_x(rng, (g, n, k)), axis=2)
+    off = 36 if out_dtype == "float16" else 0
+    kb = k // 32
+    base = np.linspace(0, 254, kb).astype(np.int64)
+    sa = np.clip(base + rng.integers(-6, 7, (m, kb)), 0, 254).astype(np.uint8)
+    sb = np.clip(254 - off - base + rng.integers(-6, 7, (g, n, kb)), 0, 254).astype(np.uint8)
+    sa[:, 0], sb[:, :, 0] = 0, 254 - off
+    sa[:, -1], sb[:, :, -1] = 254 - off, 0
+    a = dataclasses.replace(qa, scales=sa)
+    b = dataclasses.replace(qb, scales=sb)
+    want, _ = grouped_gemm_f64(grouped_gemm_problem(a, b, lens, out_dtype="float32"))
+    assert np.isfinite(want.astype(out_dtype)).all()
+    got = host(mxrt.grouped_gemm_mx(dev(a), dev(b), cupy.asarray(lens), out_dtype=out_dtype), out_dtype)
+    check(got, want, out_dtype, "extreme pairs")
+    # NaN bytes: row 200 of a (group 2 or 3), column 17 of group 3's b
+    sa2, sb2 = sa.copy(), sb.copy()
+    sa2[200, 3], sb2[3, 17, 2] = 255, 255
+    a2, b2 = dataclasses.replace(qa, scales=sa2), dataclasses.replace(qb, scales=sb2)
+    want, _ = grouped_gemm_f64(grouped_gemm_problem(a2, b2, lens, out_dtype="float32"))
+    got = host(mxrt.grouped_gemm_mx(dev(a2), dev(b2), cupy.asarray(lens), out_dtype=out_dtype), out_dtype)
+    nan = np.isnan(want)
+    assert nan.any()
+    np.testing.assert_array_equal(np.isnan(got), nan)
+    check(got[~nan], want[~nan], out_dtype, "NaN bytes, the rest")
+
+
+def test_deepgemm_contiguous_minus_one_rows_untouched():
+    rng = np.random.default_rng(10)
+    lens = np.array([50, 0, 300, 7, 129, 128])
+    ids = mxrt.contiguous_m_indices(lens, 128)
+    m, n, k, g = ids.size, 256, 384, lens.size
+    x, w = _x(rng, (m, k)), _x(rng, (g, n, k))
+    qa, qb = mxrt.quantize_mx(x), mxrt.quantize_mx(w, axis=2)
+    a, b = (cupy.asarray(qa.data), cupy.asarray(qa.scales)), (cupy.asarray(qb.data), cupy.asarray(qb.scales))
+    ref = np.full((m, n), 0xFFFF, np.uint16).view(BF16)
+    deep_gemm.m_grouped_fp8_gemm_nt_contiguous((qa.data, qa.scales), (qb.data, qb.scales), ref, ids)  # host twin
+    for layout in ("ids", "psum", "ids mixed"):
+        d = cupy.empty((m, n), cupy.uint16)
+        d.view(cupy.uint8).fill(POISON)
+        if layout == "psum":
+            psum = mxrt.contiguous_psum_layout(lens)
+            deep_gemm.m_grouped_fp8_gemm_nt_contiguous(a, b, d, cupy.asarray(psum), use_psum_layout=True)
+            want_ids = ids
+        elif layout == "ids":
+            deep_gemm.m_grouped_fp8_gemm_nt_contiguous(a, b, d, cupy.asarray(ids))
+            want_ids = ids
+        else:  # several groups (and -1 rows) inside one 128-row tile: the kernel loops over them
+            want_ids = np.where(rng.random(m) < 0.2, -1, rng.integers(0, g, m)).astype(np.int32)
+            deep_gemm.m_grouped_fp8_gemm_nt_contiguous(a, b, d, cupy.asarray(want_ids))
+            ref = np.full((m, n), 0xFFFF, np.uint16).view(BF16)
+            deep_gemm.m_grouped_fp8_gemm_nt_contiguous((qa.data, qa.scales), (qb.data, qb.scales), ref, want_ids)
+        h = d.get()
+        ok = want_ids >= 0
+        assert (h[~ok] == 0xFFFF).all(), layout  # -1 rows untouched (still poison)
+        check(h.view(BF16)[ok].astype(np.float64), ref[ok].astype(np.float64), "bfloat16", layout)
+
+
+def test_deepgemm_masked_every_masked_m():
+    rng = np.random.default_rng(11)
+    g, max_m, n, k = 6, 256, 200, 256
+    qa, qb = mxrt.quantize_mx(_x(rng, (g, max_m, k)), axis=2), mxrt.quantize_mx(_x(rng, (g, n, k)), axis=2)
+    a, b = (cupy.asarray(qa.data), cupy.asarray(qa.scales)), (cupy.asarray(qb.data), cupy.asarray(qb.scales))
+    for masked in ([0, 0, 0, 0, 0, 0], [0, 1, 127, 128, 129, 256], [256] * 6, [-3, 300, 5, 0, 255, 64]):
+        mm = np.array(masked, np.int32)
+        d = cupy.empty((g, max_m, n), cupy.uint16)
+        d.view(cupy.uint8).fill(POISON)
+        deep_gemm.m_grouped_fp8_gemm_nt_masked(a, b, d, cupy.asarray(mm), expected_m=64)
+        eff = np.clip(mm, 0, max_m)
+        ref = np.zeros((g, max_m, n), BF16)
+        deep_gemm.m_grouped_fp8_gemm_nt_masked((qa.data, qa.scales), (qb.data, qb.scales), ref, eff, 64)
+        own = np.arange(max_m)[None, :] < eff[:, None]
+        h = d.get()
+        assert (h[~own] == 0xFFFF).all(), masked
+        if own.any():
+            check(h.view(BF16)[own].astype(np.float64), ref[own].astype(np.float64), "bfloat16", str(masked))
+
+
+def test_cuda_graph_capture_follows_new_group_lens():
+    """Captured once; between replays new sizes are written into the same device buffer (tensor maps by value,
+    group sizes read on the device only)."""
+    rng = np.random.default_rng(12)
+    g, m, n, k = 8, 4096, 256, 256
+    qa, qb = mxrt.quantize_mx(_x(rng, (m, k))), mxrt.quantize_mx(_x(rng, (g, n, k)), axis=2)
+    a, b = dev(qa), dev(qb)
+    lens_sets = [_lens("balanced", g, m, rng), _lens("unbalanced", g, m, rng), _lens("one", g, m, rng)]
+    with mxrt.runtime.debug():  # real allocations, no synchronisation inside the capture
+        lens_d = cupy.asarray(lens_sets[0])
+        out = cupy.empty((m, n), cupy.uint16)
+        mxrt.grouped_gemm_mx(a, b, lens_d, out=out)  # compile, warm the pool
+        cupy.cuda.Device().synchronize()
+        stream = cupy.cuda.Stream()
+        with stream:
+            stream.begin_capture()
+            mxrt.grouped_gemm_mx(a, b, lens_d, out=out)
+            graph = stream.end_capture()
+        for lens in lens_sets[::-1]:
+            lens_d[...] = cupy.asarray(lens)
+            out.fill(0xFFFF)
+            cupy.cuda.Device().synchronize()
+            graph.launch(stream=stream)
+            stream.synchronize()
+            want, _ = grouped_gemm_f64(grouped_gemm_problem(qa, qb, lens, out_dtype="float32"))
+            check(host(out, "bfloat16"), want, "bfloat16", f"replay lens {lens.tolist()}")
+
+
+def test_forced_kernel_declines_with_a_reason():
+    rng = np.random.default_rng(13)
+    lens = np.array([40, 24])
+    qa, qb = mxrt.quantize_mx(_x(rng, (64, 64))), mxrt.quantize_mx(_x(rng, (2, 32, 64)), axis=2)
+    with pytest.raises(mxrt.errors.UnsupportedArchError, match="float32 output with an fp8 operand"):
+        mxrt.grouped_gemm_mx(dev(qa), dev(qb), cupy.asarray(lens), out_dtype="float32")

@@ -1,6 +1,6 @@
 // mx_group.h: helpers of the grouped quantizers (kernels_src/quant/quantize_mx_grouped*.hip,
-// quantize_mx_dual_grouped.hip): group lookup in shared memory, a 4-lane max, and element encoders with an
-// exact hardware fast path for fp8 on sm_89+. Bit-exact with mxrt.formats.mx (same contract as mx_codecs.h).
+// quantize_mx_dual_grouped.hip): group lookup in shared memory, a 4-lane max and the staged tile stores. The
+// element encoder is mx_block.h's mxrt_encode_chunk (the fast path: x * 2^-e in fp32, then the format's rounding).
 #pragma once
 #include "mx_block.h"
 
@@ -56,86 +56,6 @@ MXRT_DEVICE u32 mxg_quad_max(u32 v) {
 #endif
 }
 
-// ---- element encoders -------------------------------------------------------------------------------------
-// Fast path (NVIDIA sm_89+, e4m3/e5m2): y = x / 2^e is formed exactly by subtracting e from the fp32 exponent
-// field, then cvt.rn.satfinite.{e4m3,e5m2}x2.f32 rounds it to nearest even with saturation, which is the
-// reference's RNE(saturate(y)) because RNE is monotone. It is taken only when e >= BIAS + MBITS - 126: then
-// every fp32 subnormal x (and every x whose y would be an fp32 subnormal, E <= e) has |y| below half the
-// smallest element subnormal, so its code is the signed zero that the bit trick gives. The scale rules keep
-// E - e <= 127 + EMAX (no exponent overflow); blocks with scale 0xFF never get here.
-#if defined(MXRT_CUDA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
-#define MXG_HW_FP8 1
-#else
-#define MXG_HW_FP8 0
-#endif
-
-template <class F>
-MXRT_DEVICE bool mxg_fast_ok(i32 e) {
-  return MXG_HW_FP8 && F::BITS == 8 && e >= F::BIAS + F::MBITS - 126;
-}
-
-// fp32 bits of x / 2^e (fast-path precondition), or the signed zero when the result rounds to zero anyway.
-MXRT_DEVICE u32 mxg_scaled_bits(u32 xb, i32 e, u32 emin) {
-  const u32 E = (xb >> 23) & 0xFFu;
-  return E > emin ? xb - ((u32)e << 23) : (xb & 0x80000000u);
-}
-
-// Two codes (a in the high byte, b in the low byte) of the scaled fp32 values a, b.
-template <class F>
-MXRT_DEVICE u32 mxg_cvt2(u32 a, u32 b) {
-#if MXG_HW_FP8
-  unsigned short r;
-  if (F::MBITS == 3) {
-    asm("{.reg .f32 fa, fb;\n mov.b32 fa, %1;\n mov.b32 fb, %2;\n cvt.rn.satfinite.e4m3x2.f32 %0, fa, fb;}"
-        : "=h"(r)
-        : "r"(a), "r"(b));
-  } else {
-    asm("{.reg .f32 fa, fb;\n mov.b32 fa, %1;\n mov.b32 fb, %2;\n cvt.rn.satfinite.e5m2x2.f32 %0, fa, fb;}"
-        : "=h"(r)
-        : "r"(a), "r"(b));
-  }
-  return (u32)r;
-#else
-  return 0u * a * b;  // never called: mxg_fast_ok is false
-#endif
-}
-
-// Codes of N elements (N a multiple of 8) under scale byte sb, packed little-endian into words: 4 codes per
-// word, or 8 nibbles per word for 4-bit formats (even element in the low nibble). Same result as
-// mxrt_encode_block of mx_block.h.
-template <class F, int N>
-MXRT_DEVICE void mxg_encode(const u32* bits, u32 sb, u32* words) {
-  constexpr i32 PER_WORD = F::BITS == 4 ? 8 : 4;
-  constexpr i32 SHIFT = F::BITS == 4 ? 4 : 8;
-  const i32 e = (i32)sb - 127;
-  if (sb == MXRT_E8M0_NAN) {
-    u32 w = 0;
-#pragma unroll
-    for (int j = 0; j < PER_WORD; ++j) w |= F::NAN_CODE << (SHIFT * j);
-#pragma unroll
-    for (int i = 0; i < N / PER_WORD; ++i) words[i] = w;
-    return;
-  }
-  if (mxg_fast_ok<F>(e)) {
-    const u32 emin = e > 0 ? (u32)e : 0u;
-#pragma unroll
-    for (int i = 0; i < N / 4; ++i) {
-      const u32 lo = mxg_cvt2<F>(mxg_scaled_bits(bits[4 * i + 1], e, emin), mxg_scaled_bits(bits[4 * i], e, emin));
-      const u32 hi =
-          mxg_cvt2<F>(mxg_scaled_bits(bits[4 * i + 3], e, emin), mxg_scaled_bits(bits[4 * i + 2], e, emin));
-      words[i] = lo | (hi << 16);
-    }
-    return;
-  }
-#pragma unroll
-  for (int w = 0; w < N / PER_WORD; ++w) {
-    u32 acc = 0;
-#pragma unroll
-    for (int j = 0; j < PER_WORD; ++j) acc |= mxrt_encode_scaled<F>(bits[w * PER_WORD + j], e) << (SHIFT * j);
-    words[w] = acc;
-  }
-}
-
 // ---- staged stores of 32 (rows) x 128 (k) dual tiles (quantize_mx_dual_grouped, quantize_mx_grouped_rowcol) ----
 // The encoders leave each 32-element block's codes in one thread (a row block: 32 rows x 4 blocks; a column block:
 // 128 columns x 1 block). Stored straight from there, every warp store touched 32 rows 16 bytes each and every scale
@@ -160,7 +80,7 @@ struct MxgStage {
   u8 scol[128 * MXG_SUB];
 };
 
-// Codes of one block (words as mxg_encode left them) into staging bytes dst (16-byte aligned).
+// Codes of one block (words as mxrt_encode_block left them) into staging bytes dst (16-byte aligned).
 template <class F>
 MXRT_DEVICE void mxg_stage_codes(u8* dst, const u32* words) {
 #pragma unroll

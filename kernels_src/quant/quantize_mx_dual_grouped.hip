@@ -151,7 +151,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, QDG_MIN_BLOCKS)
       const bool real = is_row ? c_row < uk : row0 < un;
       const u32 sb = real ? mxrt_e8m0_from_amax_bits<Fmt>(amax, scale_mode) : MXG_PAD_SCALE;
       u32 words[8];
-      mxg_encode<Fmt, MXRT_BLOCK>(bits, sb, words);
+      mxrt_encode_block<Fmt>(bits, sb, words);
       if (is_row) {
         mxg_stage_codes<Fmt>(stage.row + lane * MxgStage<Fmt>::RP + cblk * MxgStage<Fmt>::RB, words);
         stage.srow[lane * 4u + cblk] = (u8)sb;

@@ -99,7 +99,7 @@ extern "C" __global__ void __launch_bounds__(THREADS)
       const u32 sb = src[u] >= 0 ? mxrt_e8m0_from_amax_bits<Fmt>(amax, scale_mode) : MXG_PAD_SCALE;
 
       u32 words[2];
-      mxg_encode<Fmt, PER>(bits[u], sb, words);
+      mxrt_encode_chunk<Fmt, PER>(bits[u], sb, words);
       if (valid[u]) {
         const u32 col0 = item[u] * PER;
         u8* dst = q + r[u] * row_bytes + (Fmt::BITS == 4 ? col0 / 2 : col0);

@@ -192,7 +192,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, QRC_MIN_BLOCKS)
       }
       const bool real_block = is_row ? (i32)lane < w.nreal : w.nreal > 0;
       const u32 sb = real_block ? mxrt_e8m0_from_amax_bits<Fmt>(mxrt_amax_bits(bits), scale_mode) : MXG_PAD_SCALE;
-      mxg_encode<Fmt, MXRT_BLOCK>(bits, sb, words);
+      mxrt_encode_block<Fmt>(bits, sb, words);
       if (is_row) {
         mxg_stage_codes<Fmt>(stage.row + lane * MxgStage<Fmt>::RP + cblk * MxgStage<Fmt>::RB, words);
         stage.srow[lane * 4u + cblk] = (u8)sb;

@@ -1,6 +1,6 @@
 """A few grouped-quantizer calls for `ncu -k regex:quantize_mx -s 2 -c 1` (issue 11 quantizer targets).
 
-python3 benchmarks/ncu_grouped_quant.py rowcol|dual [k]
+python3 benchmarks/ncu_grouped_quant.py rowcol|dual|plain [k]
 """
 
 import sys
@@ -17,6 +17,10 @@ if which == "rowcol":
     lens = cupy.full((8,), 32768 // 8, dtype=cupy.int32)
     for _ in range(4):
         mxrt.quantize_mx_grouped(x, lens, "e4m3", colwise=True)
+elif which == "plain":  # quantize_mx_dual of one [7168, k] weight-sized matrix
+    w = rng.standard_normal((7168 * 4, k), dtype=cupy.float32).astype(cupy.float16)
+    for _ in range(4):
+        mxrt.quantize_mx_dual(w, "e4m3")
 else:
     w = rng.standard_normal((8, 7168, k), dtype=cupy.float32).astype(cupy.float16)
     for _ in range(4):

@@ -198,6 +198,16 @@ MXRT_DEVICE mxrt_u32x4 mxrt_load_raw16(const void* x, u32 i, u32 valid, bool vec
   return v;
 }
 
+// 16 staged bytes (shared memory, 16-byte aligned) to dst: one vector store when vec and all 16 are valid, else the
+// first `valid` bytes one by one (the staged tile stores of the dual quantizers).
+MXRT_DEVICE void mxrt_put16(u8* dst, const u8* src, u32 valid, bool vec) {
+  if (vec && valid >= 16u) {
+    *(mxrt_u32x4*)dst = *(const mxrt_u32x4*)src;
+  } else {
+    for (u32 i = 0; i < valid && i < 16u; ++i) dst[i] = src[i];
+  }
+}
+
 // Store BYTES bytes of packed codes: one vector store when `full` (dst aligned to BYTES), else the first
 // nbytes bytes one by one.
 template <int BYTES>

@@ -94,14 +94,6 @@ MXRT_DEVICE void mxg_stage_codes(u8* dst, const u32* words) {
   }
 }
 
-// 16 staged bytes (16-byte aligned) to dst: one vector store when vec and all 16 are valid, else `valid` bytes.
-MXRT_DEVICE void mxg_put16(u8* dst, const u8* src, u32 valid, bool vec) {
-  if (vec && valid >= 16u) {
-    *(mxrt_u32x4*)dst = *(const mxrt_u32x4*)src;
-  } else {
-    for (u32 i = 0; i < valid && i < 16u; ++i) dst[i] = src[i];
-  }
-}
 
 // A staged tile's rows out, all NT threads (the caller synchronised after staging): qr is row 0's first code
 // byte, rows qr_stride apart, nrows stored, row_bytes valid code bytes per row (<= 4 * RB), row_blocks scales (sr:
@@ -113,7 +105,7 @@ MXRT_DEVICE void mxg_store_rows(const MxgStage<F>& st, u8* qr, u32 qr_stride, u8
   for (u32 i = MXRT_TID_X; i < 32u * CH; i += NT) {
     const u32 r = i / CH, ch = i % CH;
     if (r < nrows && 16u * ch < row_bytes)
-      mxg_put16(qr + (u64)r * qr_stride + 16u * ch, st.row + r * MxgStage<F>::RP + 16u * ch, row_bytes - 16u * ch,
+      mxrt_put16(qr + (u64)r * qr_stride + 16u * ch, st.row + r * MxgStage<F>::RP + 16u * ch, row_bytes - 16u * ch,
                 vec);
   }
   for (u32 i = MXRT_TID_X; i < 32u * 4u; i += NT) {
@@ -132,7 +124,7 @@ MXRT_DEVICE void mxg_store_cols(const MxgStage<F>& st, u8* qc, u32 qc_stride, u8
   for (u32 i = MXRT_TID_X; i < 128u * CH; i += NT) {
     const u32 c = i / CH, ch = i % CH;
     if (c < ncols && ch < ch_used)
-      mxg_put16(qc + (u64)c * qc_stride + 16u * ch, st.col + c * MxgStage<F>::CP + 16u * ch, 16u, vec_col);
+      mxrt_put16(qc + (u64)c * qc_stride + 16u * ch, st.col + c * MxgStage<F>::CP + 16u * ch, 16u, vec_col);
   }
   for (u32 i = MXRT_TID_X; i < 128u * MXG_SUB; i += NT) {
     const u32 c = i / MXG_SUB, b = i % MXG_SUB;

@@ -178,6 +178,14 @@ MXRT_DEVICE mxrt_u32x4 mxrt_buf_load16(mxrt_rsrc r, u32 off) {
   for (u32 j = 0; j < 16u; ++j) w[j / 4u] |= mxrt_buf_load8(r, off + j) << (8u * (j % 4u));
   return mxrt_u32x4{w[0], w[1], w[2], w[3]};
 }
+MXRT_DEVICE u32 mxrt_buf_load_b32(mxrt_rsrc r, u32 off) {
+  u32 w = 0u;
+  for (u32 j = 0; j < 4u; ++j) w |= mxrt_buf_load8(r, off + j) << (8u * j);
+  return w;
+}
+MXRT_DEVICE u64 mxrt_buf_load_b64(mxrt_rsrc r, u32 off) {
+  return (u64)mxrt_buf_load_b32(r, off) | ((u64)mxrt_buf_load_b32(r, off + 4u) << 32);
+}
 #else
 typedef __amdgpu_buffer_rsrc_t mxrt_rsrc;
 typedef u32 mxrt_b128 __attribute__((ext_vector_type(4)));
@@ -188,6 +196,12 @@ MXRT_DEVICE u32 mxrt_buf_load8(mxrt_rsrc r, u32 off) { return __builtin_amdgcn_r
 MXRT_DEVICE mxrt_u32x4 mxrt_buf_load16(mxrt_rsrc r, u32 off) {
   const mxrt_b128 v = __builtin_amdgcn_raw_buffer_load_b128(r, (int)off, 0, 0);
   return mxrt_u32x4{v.x, v.y, v.z, v.w};
+}
+MXRT_DEVICE u32 mxrt_buf_load_b32(mxrt_rsrc r, u32 off) { return __builtin_amdgcn_raw_buffer_load_b32(r, (int)off, 0, 0); }
+MXRT_DEVICE u64 mxrt_buf_load_b64(mxrt_rsrc r, u32 off) {
+  typedef u32 mxrt_b64 __attribute__((ext_vector_type(2)));
+  const mxrt_b64 v = __builtin_amdgcn_raw_buffer_load_b64(r, (int)off, 0, 0);
+  return (u64)v.x | ((u64)v.y << 32);
 }
 #endif
 
@@ -225,6 +239,31 @@ MXRT_DEVICE mxrt_u32x4 mxrt_gemm_load_chunk(const MxrtOperand& op, mxrt_rsrc rs,
   v.z &= m[2];
   v.w &= m[3];
   return v;
+}
+
+// A narrower piece of row `r` from element `kel` (the decode kernels, whose MFMA operand registers take 8 bytes per
+// lane): NW = 1 or 2 dwords = 4 / 8 fp8 elements or 8 / 16 e2m1 elements, zero past k_end and past the last row,
+// the same min/max masking as mxrt_gemm_load_chunk. The vector path needs `op.vec` and a 4*NW-byte aligned offset
+// (the callers' offsets are multiples of 4*NW bytes inside 16-byte aligned rows).
+template <u32 NW>
+MXRT_DEVICE u64 mxrt_gemm_load_part(const MxrtOperand& op, mxrt_rsrc rs, u32 r, u32 kel, u32 k_end) {
+  const i32 ub = op.fp4 ? 4 : 8, upd = 32 / ub, per = upd * (i32)NW;
+  const i32 left = (i32)k_end - (i32)kel;
+  const i32 row_ok = (u32)((i32)r - (i32)op.rows) >> 31;
+  const i32 valid = min(max(left, 0), per) * row_ok;
+  const u32 off = (r * op.row_bytes + (op.fp4 ? kel / 2u : kel)) | ((u32)(valid - 1) & 0x80000000u);
+  u64 v;
+  if (op.vec) {
+    v = NW == 2u ? mxrt_buf_load_b64(rs, off) : (u64)mxrt_buf_load_b32(rs, off);
+  } else {
+    const i32 nbytes = (valid * ub + 7) / 8;
+    v = 0u;
+#pragma unroll
+    for (i32 j = 0; j < 4 * (i32)NW; ++j)
+      v |= (u64)mxrt_buf_load8(rs, (off + (u32)j) | ((u32)(nbytes - 1 - j) & 0x80000000u)) << (8 * j);
+  }
+  const i32 bits = ub * valid;  // keep the first `valid` elements
+  return bits >= 64 ? v : v & (((u64)1 << bits) - 1u);
 }
 
 // e2m1 nibble -> e4m3 byte of the same value (every e2m1 value is exact in e4m3): magnitude 0 -> 0x00,

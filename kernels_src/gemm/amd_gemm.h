@@ -209,13 +209,20 @@ MXRT_DEVICE u64 mxrt_buf_load_b64(mxrt_rsrc r, u32 off) {
 // k_end and rows past the last are zero. No divergent branch: `op.vec` (16-byte aligned rows) is uniform.
 // (Written with min/max and shifts instead of comparisons: on AMD every comparison result is a 64-bit lane mask in
 // SGPRs, and with 8 chunks in flight those masks spilled the SGPR file.)
+// Buffer offset of the `per` elements of row `r` from element `kel`, with bit 31 (past every buffer: the load
+// returns zero) set when none of them is valid; `valid` = how many are (0 past the last row or past k_end).
+MXRT_DEVICE u32 mxrt_gemm_chunk_off(const MxrtOperand& op, u32 r, u32 kel, u32 k_end, i32 per, i32& valid) {
+  const i32 left = (i32)k_end - (i32)kel;                 // sizes < 2^31: no overflow
+  const i32 row_ok = (u32)((i32)r - (i32)op.rows) >> 31;  // 1 when r < rows
+  valid = min(max(left, 0), per) * row_ok;
+  // OOB bit set when valid == 0 (then (valid - 1) is negative)
+  return (r * op.row_bytes + (op.fp4 ? kel / 2u : kel)) | ((u32)(valid - 1) & 0x80000000u);
+}
+
 MXRT_DEVICE mxrt_u32x4 mxrt_gemm_load_chunk(const MxrtOperand& op, mxrt_rsrc rs, u32 r, u32 kel, u32 k_end) {
   const i32 per = op.fp4 ? 32 : 16, ub = op.fp4 ? 4 : 8, upd = 32 / ub;  // units (elements) per dword
-  const i32 left = (i32)k_end - (i32)kel;                                  // sizes < 2^31: no overflow
-  const i32 row_ok = (u32)((i32)r - (i32)op.rows) >> 31;                   // 1 when r < rows
-  const i32 valid = min(max(left, 0), per) * row_ok;
-  // OOB bit set when valid == 0 (then (valid - 1) is negative)
-  const u32 off = (r * op.row_bytes + (op.fp4 ? kel / 2u : kel)) | ((u32)(valid - 1) & 0x80000000u);
+  i32 valid;
+  const u32 off = mxrt_gemm_chunk_off(op, r, kel, k_end, per, valid);
   mxrt_u32x4 v;
   if (op.vec) {
     v = mxrt_buf_load16(rs, off);
@@ -241,37 +248,13 @@ MXRT_DEVICE mxrt_u32x4 mxrt_gemm_load_chunk(const MxrtOperand& op, mxrt_rsrc rs,
   return v;
 }
 
-// A narrower piece of row `r` from element `kel` (the decode kernels, whose MFMA operand registers take 8 bytes per
-// lane): NW = 1 or 2 dwords = 4 / 8 fp8 elements or 8 / 16 e2m1 elements, zero past k_end and past the last row,
-// the same min/max masking as mxrt_gemm_load_chunk. The vector path needs `op.vec` and a 4*NW-byte aligned offset
-// (the callers' offsets are multiples of 4*NW bytes inside 16-byte aligned rows).
-template <u32 NW>
-MXRT_DEVICE u64 mxrt_gemm_load_part(const MxrtOperand& op, mxrt_rsrc rs, u32 r, u32 kel, u32 k_end) {
-  const i32 ub = op.fp4 ? 4 : 8, upd = 32 / ub, per = upd * (i32)NW;
-  const i32 left = (i32)k_end - (i32)kel;
-  const i32 row_ok = (u32)((i32)r - (i32)op.rows) >> 31;
-  const i32 valid = min(max(left, 0), per) * row_ok;
-  const u32 off = (r * op.row_bytes + (op.fp4 ? kel / 2u : kel)) | ((u32)(valid - 1) & 0x80000000u);
-  u64 v;
-  if (op.vec) {
-    v = NW == 2u ? mxrt_buf_load_b64(rs, off) : (u64)mxrt_buf_load_b32(rs, off);
-  } else {
-    const i32 nbytes = (valid * ub + 7) / 8;
-    v = 0u;
-#pragma unroll
-    for (i32 j = 0; j < 4 * (i32)NW; ++j)
-      v |= (u64)mxrt_buf_load8(rs, (off + (u32)j) | ((u32)(nbytes - 1 - j) & 0x80000000u)) << (8 * j);
-  }
-  const i32 bits = ub * valid;  // keep the first `valid` elements
-  return bits >= 64 ? v : v & (((u64)1 << bits) - 1u);
-}
-
 // e2m1 nibble -> e4m3 byte of the same value (every e2m1 value is exact in e4m3): magnitude 0 -> 0x00,
 // 1 (0.5) -> 0x30, m >= 2 -> 0x30 + 4 m; sign -> bit 7, except that -0 becomes +0 (0x80 is NaN in e4m3 FNUZ).
+// Branch-free: the magnitude's byte from a 64-bit table, the sign where that byte is not zero (the ternaries this
+// replaced became divergent branches per nibble in the decode kernels' register-side widening).
 MXRT_DEVICE u32 mxrt_e2m1_to_e4m3(u32 nib) {
-  const u32 mag = nib & 7u;
-  const u32 code = mag == 0u ? 0u : (mag == 1u ? 0x30u : 0x30u + 4u * mag);
-  return code | (mag != 0u ? (nib & 8u) << 4 : 0u);
+  const u32 code = (u32)(0x4C4844403C383000ull >> (8u * (nib & 7u))) & 0xFFu;
+  return code | ((nib << 4) & 0x80u & (code + 0x7Fu));
 }
 
 // 8 packed e2m1 codes (one dword) -> 8 e4m3 bytes (two dwords, element order kept).

@@ -54,13 +54,25 @@ MXRT_DEVICE DecTile dec_tile(const MxrtGemmArgs& g) {
   return t;
 }
 
-// Scale byte S[r, c] of an operand, 127 for a row past the last or a block at or past kb_end. Branch-free (the
-// offset of a masked byte is 0, a byte every scale tensor has) and comparison-free (min/max-style sign bits).
-MXRT_DEVICE u32 dec_scale(const MxrtOperand& op, u32 r, u32 c, u32 kb_end) {
-  const u32 ok = ((u32)((i32)r - (i32)op.rows) >> 31) & ((u32)((i32)c - (i32)kb_end) >> 31);
-  const u32 v = op.scales[(mxrt_gemm_rowpart(op.sa, r) + mxrt_gemm_colpart(op.sa, c)) * ok];
-  return (v & (0u - ok)) | (127u & (ok - 1u));
+// Whole-chunk loads: inside the envelope (k % 16 == 0 for fp8, k % 32 for e2m1, split ends on 32-blocks) a chunk
+// of `per` elements starting at a multiple of `per` never straddles k or the split's end: it is fully valid or
+// lies past the end (bit 31 set: the buffer load returns zero). So no element mask follows the load, and nothing
+// consumes the loaded registers before their step's MFMAs (a mask applied at the load made the compiler wait for
+// the next step's loads right after issuing them).
+MXRT_DEVICE u32 dec_off(const MxrtOperand& op, u32 r, u32 kel, u32 k_end, i32 per) {
+  i32 valid;
+  return mxrt_gemm_chunk_off(op, r, kel, k_end, per, valid);
 }
+
+// Scale byte S[r, c] of an operand, in two halves so that the load's result is not consumed where it is issued:
+// dec_scale_load returns the raw byte (offset 0, a byte every scale tensor has, for a masked one) and `ok` (1 for
+// a row inside the operand and a block before kb_end); dec_scale_fix gives the byte, or 127 (2^0) where not ok.
+// Branch-free and comparison-free (sign bits, no lane masks).
+MXRT_DEVICE u32 dec_scale_load(const MxrtOperand& op, u32 r, u32 c, u32 kb_end, u32& ok) {
+  ok = ((u32)((i32)r - (i32)op.rows) >> 31) & ((u32)((i32)c - (i32)kb_end) >> 31);
+  return op.scales[(mxrt_gemm_rowpart(op.sa, r) + mxrt_gemm_colpart(op.sa, c)) * ok];
+}
+MXRT_DEVICE u32 dec_scale_fix(u32 v, u32 ok) { return (v & (0u - ok)) | (127u & (ok - 1u)); }
 
 // ---- the epilogue: waves 1..3 hand their sums to wave 0 through LDS, wave 0 adds them in order and writes ------
 // mode MXRT_GEMM_MODE_STORE: element (z*m + t)*n + col of `out` in out_dtype (split_k = 1: out [m, n]; a split

@@ -37,8 +37,8 @@
 // One lane's 8 codes of block b of a 16-row tile: 8 fp8 bytes, or 8 e2m1 codes in the low 4 bytes.
 template <int FMT>
 MXRT_DEVICE u64 d942_load(const MxrtOperand& op, mxrt_rsrc rs, u32 row, u32 kel, u32 k_end) {
-  if (FMT == MXRT_FMT_E2M1) return mxrt_gemm_load_part<1>(op, rs, row, kel, k_end);
-  return mxrt_gemm_load_part<2>(op, rs, row, kel, k_end);
+  if (FMT == MXRT_FMT_E2M1) return mxrt_buf_load_b32(rs, dec_off(op, row, kel, k_end, 8));
+  return mxrt_buf_load_b64(rs, dec_off(op, row, kel, k_end, 8));
 }
 
 // Raw codes -> the FNUZ operand (G942_CONV: widen e2m1, or OCP -> FNUZ bits).
@@ -66,17 +66,21 @@ MXRT_DEVICE float d942_promote(float acc, float p, u32 sx, u32 sw) {
   return mxrt_fma(p * mxrt_pow2(e1), f2, acc);
 }
 
-// The D942_KB scale bytes (blocks kb ..) of row r as one dword, byte b = block kb + b.
-MXRT_DEVICE u32 d942_scales(const MxrtOperand& op, u32 r, u32 kb, u32 kb_end) {
-  u32 d = 0u;
-#pragma unroll
-  for (u32 b = 0; b < D942_KB; ++b) d |= dec_scale(op, r, kb + b, kb_end) << (8u * b);
-  return d;
-}
-
 struct D942Step {
   u64 x[MT][D942_KB], w[4][D942_KB];  // [tile][block]
-  u32 sx, sw;                         // this lane's token l / weight row n0 + l, byte b = block b of the step
+  // raw scale bytes of block b of the step and their dec_scale_load flags: token l / weight row n0 + l
+  u32 sx[D942_KB], sw[D942_KB], okx[D942_KB], okw[D942_KB];
+
+  // the step's scale bytes of this lane's token / weight row as one dword each (byte b = block b)
+  MXRT_DEVICE void scale_words(u32& x, u32& w) const {
+    x = 0u;
+    w = 0u;
+#pragma unroll
+    for (u32 b = 0; b < D942_KB; ++b) {
+      x |= dec_scale_fix(sx[b], okx[b]) << (8u * b);
+      w |= dec_scale_fix(sw[b], okw[b]) << (8u * b);
+    }
+  }
 };
 
 MXRT_DEVICE void d942_load_step(const MxrtOperand& ox, const MxrtOperand& ow, mxrt_rsrc rsx, mxrt_rsrc rsw,
@@ -90,8 +94,11 @@ MXRT_DEVICE void d942_load_step(const MxrtOperand& ox, const MxrtOperand& ow, mx
 #pragma unroll
     for (u32 i = 0; i < 4u; ++i) st.w[i][b] = d942_load<B_FMT>(ow, rsw, t.n0 + 16u * i + li, ks + 32u * b, t.k1);
   }
-  st.sx = d942_scales(ox, lane, kb, t.kb1);
-  st.sw = d942_scales(ow, t.n0 + lane, kb, t.kb1);
+#pragma unroll
+  for (u32 b = 0; b < D942_KB; ++b) {
+    st.sx[b] = dec_scale_load(ox, lane, kb + b, t.kb1, st.okx[b]);
+    st.sw[b] = dec_scale_load(ow, t.n0 + lane, kb + b, t.kb1, st.okw[b]);
+  }
 }
 
 MXRT_DEVICE void d942_mainloop(const MxrtOperand& ox, const MxrtOperand& ow, const DecTile& t,
@@ -110,13 +117,14 @@ MXRT_DEVICE void d942_mainloop(const MxrtOperand& ox, const MxrtOperand& ow, con
     if (s + DEC_WAVES < t.steps) d942_load_step(ox, ow, rsx, rsw, t, s + DEC_WAVES, nxt);
     mxrt_sched_fence();  // the next step's loads ahead of this step's MFMAs
     // scale dwords of this lane's outputs: weight row 16i + l%16, tokens 16j + 4*(l/16) + r
-    u32 sw[4], sx[MT][4];
+    u32 sw[4], sx[MT][4], xword, wword;
+    cur.scale_words(xword, wword);
 #pragma unroll
-    for (u32 i = 0; i < 4u; ++i) sw[i] = mxrt_wave_bpermute(16u * i + li, cur.sw);
+    for (u32 i = 0; i < 4u; ++i) sw[i] = mxrt_wave_bpermute(16u * i + li, wword);
 #pragma unroll
     for (u32 j = 0; j < MT; ++j)
 #pragma unroll
-      for (u32 r = 0; r < 4u; ++r) sx[j][r] = mxrt_wave_bpermute(16u * j + 4u * q + r, cur.sx);
+      for (u32 r = 0; r < 4u; ++r) sx[j][r] = mxrt_wave_bpermute(16u * j + 4u * q + r, xword);
 #pragma unroll
     for (u32 b = 0; b < D942_KB; ++b) {
       u64 fw[4];

@@ -43,15 +43,15 @@ struct D950Raw {
 template <int KIND>
 MXRT_DEVICE void d950_load(const MxrtOperand& op, mxrt_rsrc rs, u32 row, u32 ks, u32 k_end, D950Raw& f) {
   const u32 g = mxrt_lane() / 16u;
-  if (KIND == D950_K8) {
-    f.lo = mxrt_gemm_load_chunk(op, rs, row, ks + 16u * g, k_end);
-    f.hi = mxrt_gemm_load_chunk(op, rs, row, ks + 64u + 16u * g, k_end);
-  } else if (KIND == D950_FP4) {
-    f.lo = mxrt_gemm_load_chunk(op, rs, row, ks + 32u * g, k_end);
+  if (KIND == D950_K8) {  // 16 codes per half
+    f.lo = mxrt_buf_load16(rs, dec_off(op, row, ks + 16u * g, k_end, 16));
+    f.hi = mxrt_buf_load16(rs, dec_off(op, row, ks + 64u + 16u * g, k_end, 16));
+  } else if (KIND == D950_FP4) {  // 32 e2m1 codes
+    f.lo = mxrt_buf_load16(rs, dec_off(op, row, ks + 32u * g, k_end, 32));
     f.hi = mxrt_u32x4{0u, 0u, 0u, 0u};
   } else {  // 16 e2m1 codes (8 bytes) per half
-    const u64 lo = mxrt_gemm_load_part<2>(op, rs, row, ks + 16u * g, k_end);
-    const u64 hi = mxrt_gemm_load_part<2>(op, rs, row, ks + 64u + 16u * g, k_end);
+    const u64 lo = mxrt_buf_load_b64(rs, dec_off(op, row, ks + 16u * g, k_end, 16));
+    const u64 hi = mxrt_buf_load_b64(rs, dec_off(op, row, ks + 64u + 16u * g, k_end, 16));
     f.lo = mxrt_u32x4{(u32)lo, (u32)(lo >> 32), 0u, 0u};
     f.hi = mxrt_u32x4{(u32)hi, (u32)(hi >> 32), 0u, 0u};
   }
@@ -78,7 +78,7 @@ MXRT_DEVICE mxrt_v8i d950_operand(const D950Raw& f) {
 // One wave step's operands: MT token tiles and 4 weight tiles (raw bytes and scale VGPRs).
 struct D950Step {
   D950Raw x[MT], w[4];
-  u32 sx[MT], sw[4];
+  u32 sx[MT], sw[4], okx[MT], okw[4];  // raw scale bytes and their dec_scale_load flags
 };
 
 template <int XK, int WK>
@@ -88,12 +88,12 @@ MXRT_DEVICE void d950_load_step(const MxrtOperand& ox, const MxrtOperand& ow, mx
 #pragma unroll
   for (u32 j = 0; j < MT; ++j) {
     d950_load<XK>(ox, rsx, 16u * j + li, ks, t.k1, st.x[j]);
-    st.sx[j] = dec_scale(ox, 16u * j + li, kb, t.kb1) << (8u * (j & 1u));
+    st.sx[j] = dec_scale_load(ox, 16u * j + li, kb, t.kb1, st.okx[j]);
   }
 #pragma unroll
   for (u32 i = 0; i < 4u; ++i) {
     d950_load<WK>(ow, rsw, t.n0 + 16u * i + li, ks, t.k1, st.w[i]);
-    st.sw[i] = dec_scale(ow, t.n0 + 16u * i + li, kb, t.kb1) << (8u * (i & 1u));
+    st.sw[i] = dec_scale_load(ow, t.n0 + 16u * i + li, kb, t.kb1, st.okw[i]);
   }
 }
 
@@ -114,18 +114,25 @@ MXRT_DEVICE void d950_mainloop(const MxrtOperand& ox, const MxrtOperand& ow, con
     const D950Step cur = nxt;
     if (s + DEC_WAVES < t.steps) d950_load_step<XK, WK>(ox, ow, rsx, rsw, t, s + DEC_WAVES, nxt);
     mxrt_sched_fence();  // the next step's loads ahead of this step's MFMAs
+    // scale VGPRs: tile t's byte in byte (t & 1), the opsel its MFMAs use
     mxrt_v8i fx[MT];
+    u32 sx[MT], sw[4];
 #pragma unroll
-    for (u32 j = 0; j < MT; ++j) fx[j] = d950_operand<XK>(cur.x[j]);
+    for (u32 j = 0; j < MT; ++j) {
+      fx[j] = d950_operand<XK>(cur.x[j]);
+      sx[j] = dec_scale_fix(cur.sx[j], cur.okx[j]) << (8u * (j & 1u));
+    }
+#pragma unroll
+    for (u32 i = 0; i < 4u; ++i) sw[i] = dec_scale_fix(cur.sw[i], cur.okw[i]) << (8u * (i & 1u));
 #pragma unroll
     for (u32 i = 0; i < 4u; ++i) {
       const mxrt_v8i fw = d950_operand<WK>(cur.w[i]);
 #pragma unroll
       for (u32 j = 0; j < MT; ++j) {
-        if (j % 2u == 0u && i % 2u == 0u) acc[j][i] = g950_mfma<0, 0>(fx[j], fw, acc[j][i], cur.sx[j], cur.sw[i]);
-        if (j % 2u == 0u && i % 2u == 1u) acc[j][i] = g950_mfma<0, 1>(fx[j], fw, acc[j][i], cur.sx[j], cur.sw[i]);
-        if (j % 2u == 1u && i % 2u == 0u) acc[j][i] = g950_mfma<1, 0>(fx[j], fw, acc[j][i], cur.sx[j], cur.sw[i]);
-        if (j % 2u == 1u && i % 2u == 1u) acc[j][i] = g950_mfma<1, 1>(fx[j], fw, acc[j][i], cur.sx[j], cur.sw[i]);
+        if (j % 2u == 0u && i % 2u == 0u) acc[j][i] = g950_mfma<0, 0>(fx[j], fw, acc[j][i], sx[j], sw[i]);
+        if (j % 2u == 0u && i % 2u == 1u) acc[j][i] = g950_mfma<0, 1>(fx[j], fw, acc[j][i], sx[j], sw[i]);
+        if (j % 2u == 1u && i % 2u == 0u) acc[j][i] = g950_mfma<1, 0>(fx[j], fw, acc[j][i], sx[j], sw[i]);
+        if (j % 2u == 1u && i % 2u == 1u) acc[j][i] = g950_mfma<1, 1>(fx[j], fw, acc[j][i], sx[j], sw[i]);
       }
       mxrt_sched_fence();  // one weight tile's conversion at a time (hoisting all of them took ~400 VGPRs)
     }

@@ -1,8 +1,9 @@
 // kernel   gemm_mx_decode_gfx942                                              (extern "C")
 // computes out[t,j] = sum_k dequant(a)[t,k] * dequant(b)[j,k] for a few tokens t < m <= 16*MT (decode): weights b
 //          [n,k] streamed once from global memory into the operands of v_mfma_f32_16x16x32_{fp8,bf8}_{fp8,bf8}, one
-//          MFMA per 32-wide scale block from zero, promoted exactly as acc += (P * 2^e1) * 2^e2 with e1 + e2 =
-//          sa + sb - 254 (NaN for a 0xFF scale); 64 weight rows per CTA, 4 waves splitting the CTA's K steps of
+//          MFMA per 32-wide scale block from zero, promoted as acc = fma(P, 2^(sa+sb-254), acc) on steps whose
+//          scale bytes lie in [64, 190], else exactly as acc += (P * 2^e1) * 2^e2, e1 + e2 = sa + sb - 254 (NaN for
+//          a 0xFF scale); 64 weight rows per CTA, 4 waves splitting the CTA's K steps of
 //          128 (64 at MT = 4), summed in wave order (body and layout: gemm_decode_amd.h)
 // args     const u8* a [m,k|ceil(k/2)] (tokens) | const u8* b [n,k|ceil(k/2)] (weights) | const u8* sa | const u8* sb
 //          (scale layouts a_layout / b_layout, MXRT_SCALE_LAYOUT_*) | void* out | int m, n, k, split_k, a_layout,
@@ -62,8 +63,19 @@ MXRT_DEVICE float d942_promote(float acc, float p, u32 sx, u32 sw) {
   const i32 e1 = min(max(e, -126), 127);
   const i32 e2 = max(e - e1, -126);
   const u32 nan = (((sx + 1u) | (sw + 1u)) >> 8) & 1u;
-  const float f2 = mxrt_f32_from_bits(((u32)(e2 + 127) << 23) | (nan * 0x7FC00000u));
+  const float f2 = mxrt_f32_from_bits(((u32)(e2 + 127) << 23) | ((0u - nan) & 0x7FC00000u));
   return mxrt_fma(p * mxrt_pow2(e1), f2, acc);
+}
+
+// 1 when a byte of the word lies outside [64, 190] (then 2^(sx + sw - 254) may leave the normal range).
+MXRT_DEVICE u32 d942_wide(u32 w) {
+  u32 bad = 0u;
+#pragma unroll
+  for (u32 b = 0; b < D942_KB; ++b) {
+    const i32 t = (i32)((w >> (8u * b)) & 0xFFu) - 64;
+    bad |= ((u32)t | (u32)(126 - t)) >> 31;
+  }
+  return bad;
 }
 
 struct D942Step {
@@ -125,22 +137,47 @@ MXRT_DEVICE void d942_mainloop(const MxrtOperand& ox, const MxrtOperand& ow, con
     for (u32 j = 0; j < MT; ++j)
 #pragma unroll
       for (u32 r = 0; r < 4u; ++r) sx[j][r] = mxrt_wave_bpermute(16u * j + 4u * q + r, xword);
+    // Fast steps (every scale byte this lane uses in [64, 190]): acc = fma(P, 2^(sx + sw - 254), acc), one normal
+    // factor built from the exponent bits; other lanes take d942_promote. The branch holds VALU only (every MFMA
+    // of the block is issued before it), so a divergent wave stays correct.
+    u32 wide = 0u;
+#pragma unroll
+    for (u32 i = 0; i < 4u; ++i) wide |= d942_wide(sw[i]);
+#pragma unroll
+    for (u32 j = 0; j < MT; ++j)
+#pragma unroll
+      for (u32 r = 0; r < 4u; ++r) wide |= d942_wide(sx[j][r]);
 #pragma unroll
     for (u32 b = 0; b < D942_KB; ++b) {
       u64 fw[4];
 #pragma unroll
       for (u32 i = 0; i < 4u; ++i) fw[i] = d942_operand<B_FMT>(cur.w[i][b]);
+      mxrt_v4f p[MT][4];
 #pragma unroll
       for (u32 j = 0; j < MT; ++j) {
         const u64 fx = d942_operand<A_FMT>(cur.x[j][b]);
 #pragma unroll
-        for (u32 i = 0; i < 4u; ++i) {
-          const mxrt_v4f p = g942_mfma(fx, fw[i]);
-          const u32 swb = (sw[i] >> (8u * b)) & 0xFFu;
+        for (u32 i = 0; i < 4u; ++i) p[j][i] = g942_mfma(fx, fw[i]);
+      }
+      if (wide == 0u) {
 #pragma unroll
-          for (u32 r = 0; r < 4u; ++r)
-            acc[j][i][r] = d942_promote(acc[j][i][r], p[r], (sx[j][r] >> (8u * b)) & 0xFFu, swb);
-        }
+        for (u32 j = 0; j < MT; ++j)
+#pragma unroll
+          for (u32 i = 0; i < 4u; ++i)
+#pragma unroll
+            for (u32 r = 0; r < 4u; ++r) {
+              const u32 e = ((sx[j][r] >> (8u * b)) & 0xFFu) + ((sw[i] >> (8u * b)) & 0xFFu);
+              acc[j][i][r] = mxrt_fma(p[j][i][r], mxrt_f32_from_bits((e - 127u) << 23), acc[j][i][r]);
+            }
+      } else {
+#pragma unroll
+        for (u32 j = 0; j < MT; ++j)
+#pragma unroll
+          for (u32 i = 0; i < 4u; ++i)
+#pragma unroll
+            for (u32 r = 0; r < 4u; ++r)
+              acc[j][i][r] = d942_promote(acc[j][i][r], p[j][i][r], (sx[j][r] >> (8u * b)) & 0xFFu,
+                                          (sw[i] >> (8u * b)) & 0xFFu);
       }
       mxrt_sched_fence();  // one block at a time: issuing every MFMA of the step first held all their results
     }

@@ -296,6 +296,19 @@ def test_extreme_scale_pairs(build_dir, target, out_dtype):
 
 
 @pytest.mark.parametrize("target", list(TARGETS))
+def test_fast_promotion_edges(build_dir, target):
+    """Scale bytes at the edges of gfx942's one-FMA range [64, 190] and just outside it (63, 191), per block:
+    in-range steps and wide steps give the same values (both round once where the factor is normal)."""
+    qa, qb = _operands(6, 70, 384, "e4m3", "e4m3", _seed(target, "edges"))
+    sa_col = np.array([64, 190, 63, 191, 127, 64, 190, 100, 150, 64, 190, 127])
+    sb_col = np.array([190, 64, 191, 63, 127, 150, 100, 127, 127, 127, 100, 64])
+    qa = _with_scales(qa, np.broadcast_to(sa_col, qa.scales.shape).copy())
+    qb = _with_scales(qb, np.broadcast_to(sb_col, qb.scales.shape).copy())
+    out, _ = run_dec(build_dir, target, qa, qb, split_k=3)  # splits of 4 blocks: one wide, two in range
+    check(out, qa, qb, "float32")
+
+
+@pytest.mark.parametrize("target", list(TARGETS))
 @pytest.mark.parametrize("split_k", [1, 3])
 def test_nan_blocks(build_dir, target, split_k):
     """A 0xFF scale makes its token row / weight column NaN and nothing else (also across split-K ranges: a NaN

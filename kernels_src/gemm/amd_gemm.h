@@ -248,21 +248,35 @@ MXRT_DEVICE mxrt_u32x4 mxrt_gemm_load_chunk(const MxrtOperand& op, mxrt_rsrc rs,
   return v;
 }
 
-// e2m1 nibble -> e4m3 byte of the same value (every e2m1 value is exact in e4m3): magnitude 0 -> 0x00,
-// 1 (0.5) -> 0x30, m >= 2 -> 0x30 + 4 m; sign -> bit 7, except that -0 becomes +0 (0x80 is NaN in e4m3 FNUZ).
-// Branch-free: the magnitude's byte from a 64-bit table, the sign where that byte is not zero (the ternaries this
-// replaced became divergent branches per nibble in the decode kernels' register-side widening).
-MXRT_DEVICE u32 mxrt_e2m1_to_e4m3(u32 nib) {
-  const u32 code = (u32)(0x4C4844403C383000ull >> (8u * (nib & 7u))) & 0xFFu;
-  return code | ((nib << 4) & 0x80u & (code + 0x7Fu));
+// v_perm_b32: byte k of the result = byte sel.byte[k] (0..7 only, here) of the 64-bit {hi, lo}, lo = bytes 0..3
+// (the operand order of __builtin_amdgcn_perm as composable_kernel and llama.cpp's AMD table lookups use it).
+MXRT_DEVICE u32 mxrt_perm(u32 hi, u32 lo, u32 sel) {
+#if defined(MXRT_HOST_SIMT)
+  const u64 v = ((u64)hi << 32) | lo;
+  u32 r = 0u;
+  for (u32 k = 0; k < 4u; ++k) r |= (u32)((v >> (8u * ((sel >> (8u * k)) & 7u))) & 0xFFu) << (8u * k);
+  return r;
+#else
+  return __builtin_amdgcn_perm(hi, lo, sel);
+#endif
 }
 
-// 8 packed e2m1 codes (one dword) -> 8 e4m3 bytes (two dwords, element order kept).
+// e2m1 codes (one per byte, in its low nibble) -> e4m3 bytes of the same value (every e2m1 value is exact in e4m3):
+// magnitude 0 -> 0x00, 1 (0.5) -> 0x30, m >= 2 -> 0x30 + 4 m, looked up 4 at a time (v_perm_b32 on an 8-byte
+// table); sign -> bit 7 where the byte is not zero (-0 becomes +0: 0x80 is NaN in e4m3 FNUZ).
+MXRT_DEVICE u32 mxrt_e2m1x4_to_e4m3(u32 b) {
+  const u32 code = mxrt_perm(0x4C484440u, 0x3C383000u, b & 0x07070707u);
+  return code | ((b << 4) & (code + 0x7F7F7F7Fu) & 0x80808080u);
+}
+
+// 8 packed e2m1 codes (one dword, element 0 in the low nibble) -> 8 e4m3 bytes (two dwords, element order kept):
+// even and odd nibbles as bytes, converted, interleaved by two more permutes (~20 VALU; the per-nibble form of
+// session 5 compiled to a divergent branch per nibble).
 MXRT_DEVICE void mxrt_e2m1x8_to_e4m3(u32 w, u32& lo, u32& hi) {
-  lo = 0u;
-  hi = 0u;
-  for (u32 j = 0; j < 4u; ++j) lo |= mxrt_e2m1_to_e4m3((w >> (4u * j)) & 15u) << (8u * j);
-  for (u32 j = 0; j < 4u; ++j) hi |= mxrt_e2m1_to_e4m3((w >> (16u + 4u * j)) & 15u) << (8u * j);
+  const u32 ev = mxrt_e2m1x4_to_e4m3(w & 0x0F0F0F0Fu);         // elements 0, 2, 4, 6
+  const u32 od = mxrt_e2m1x4_to_e4m3((w >> 4) & 0x0F0F0F0Fu);  // elements 1, 3, 5, 7
+  lo = mxrt_perm(od, ev, 0x05010400u);
+  hi = mxrt_perm(od, ev, 0x07030602u);
 }
 
 // OCP fp8 -> FNUZ fp8 with the same bits, four bytes at once (gfx942's fp8 MFMA reads FNUZ: e4m3fnuz bias 8,

@@ -197,7 +197,9 @@ MXRT_DEVICE mxrt_u32x4 mxrt_buf_load16(mxrt_rsrc r, u32 off) {
   const mxrt_b128 v = __builtin_amdgcn_raw_buffer_load_b128(r, (int)off, 0, 0);
   return mxrt_u32x4{v.x, v.y, v.z, v.w};
 }
-MXRT_DEVICE u32 mxrt_buf_load_b32(mxrt_rsrc r, u32 off) { return __builtin_amdgcn_raw_buffer_load_b32(r, (int)off, 0, 0); }
+MXRT_DEVICE u32 mxrt_buf_load_b32(mxrt_rsrc r, u32 off) {
+  return __builtin_amdgcn_raw_buffer_load_b32(r, (int)off, 0, 0);
+}
 MXRT_DEVICE u64 mxrt_buf_load_b64(mxrt_rsrc r, u32 off) {
   typedef u32 mxrt_b64 __attribute__((ext_vector_type(2)));
   const mxrt_b64 v = __builtin_amdgcn_raw_buffer_load_b64(r, (int)off, 0, 0);

@@ -4,10 +4,11 @@
 // (no LDS staging: nothing is shared between waves), and the CTA count comes from n / 64 times a K split.
 //
 // Work split: a CTA (256 threads, 4 waves of 64) owns 64 weight rows [n0, n0 + 64) and every token; its K range
-// (split z of grid z: blocks [z*KB/split_k, (z+1)*KB/split_k), KB = ceil(k/32)) is cut into steps of DEC_KSTEP K (128; 64 for
-// gfx942 at MT = 4, whose two register stages of 128 spilled) and wave w takes steps w, w + 4, w + 8, ... (two register stages: the next step's loads are in flight during this
-// step's MFMAs). Per step a wave multiplies MT token tiles of 16 by 4 weight tiles of 16 (16 x 16 output tiles).
-// The four waves' partial sums are added in wave order through LDS (bitwise deterministic) and wave 0 writes.
+// (split z of grid z: blocks [z*KB/split_k, (z+1)*KB/split_k), KB = ceil(k/32)) is cut into steps of DEC_KSTEP K
+// (128; 64 for gfx942 at MT = 4, whose two register stages of 128 spilled) and wave w takes steps w, w + 4, ...
+// (two register stages: the next step's loads are in flight during this step's MFMAs). Per step a wave multiplies
+// MT token tiles of 16 by 4 weight tiles of 16 (16 x 16 output tiles). The four waves' partial sums are added in
+// wave order through LDS (bitwise deterministic) and wave 0 writes.
 //
 // MFMA orientation: the 16 x 16 instructions are square, so the tokens are the instruction's A operand and the
 // weights its B operand. That keeps the dense tile headers' g950_mfma / g942_mfma (which bind A_FMT to the first
@@ -19,8 +20,8 @@
 // loads with an out-of-range offset, amd_gemm.h), scale bytes of blocks past the split's end or rows past the
 // last read as 127 (2^0), so a NaN scale of the next split never meets zero codes inside this one.
 //
-// defines  A_FMT (tokens), B_FMT (weights) as MXRT_FMT_*, MT (token tiles of 16: 1, 2, 4), DEC_TARGET (950 / 942,
-//          set by the kernel file)
+// defines  A_FMT (tokens), B_FMT (weights) as MXRT_FMT_*, MT (token tiles of 16: 1, 2, 4) from the launcher;
+//          DEC_KSTEP from the kernel file
 #pragma once
 
 #ifndef MT
@@ -36,7 +37,7 @@
 #error "DEC_KSTEP (K per wave step) must be defined by the kernel file"
 #endif
 
-// The CTA's geometry: weight rows from n0, the split's K range [k0, k1) and its blocks [kb0, kb1), steps of DEC_KSTEP.
+// The CTA's geometry: weight rows from n0, the split's K range [k0, k1), its blocks [kb0, kb1), DEC_KSTEP steps.
 struct DecTile {
   u32 n0, split, kb0, kb1, k0, k1, steps;
 };

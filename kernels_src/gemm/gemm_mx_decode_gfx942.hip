@@ -21,7 +21,6 @@
 // Operand registers (ck_tile 16x16x32 f8): lane l holds row l%16, K [8*(l/16), +8) of the block in 64 bits. The
 // scale bytes: lane l loads the blocks of a step for token l and for weight row n0 + l (one dword each); the
 // factors of its outputs (tokens 4*(l/16) + r, weight row l%16 of a tile) come by ds_bpermute.
-#define DEC_TARGET 942
 // MX blocks per wave step: 4 (128 K); 2 at MT = 4, where two register stages of 4 blocks spilled
 #define D942_KB (MT == 4 ? 2u : 4u)
 #define DEC_KSTEP (32u * D942_KB)

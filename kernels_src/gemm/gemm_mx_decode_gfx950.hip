@@ -18,7 +18,6 @@
 // and [64+16g, +16) in v[4:7]; e2m1 x e2m1 runs natively (K [32g, +32) in v[0:3]); a lone e2m1 operand is widened
 // to e4m3 in registers (the fp8 x fp4 K pairing is UNVERIFIED, as in gemm_gfx950_tile.h). The scale of row i and
 // block kb is byte opsel (the tile's parity) of the scale VGPR of lane i + 16*kb.
-#define DEC_TARGET 950
 #define DEC_KSTEP 128u  // 4 MX blocks: one MFMA per tile pair
 #include "gemm_gfx950_tile.h"
 #include "gemm_decode_amd.h"

@@ -46,8 +46,11 @@ def _dg(p, target="gfx950", ptrs=(0x1000, 0x2000, 0x3000, 0x4000, 0x5000), scale
 
 
 def test_paths_are_registered_for_their_targets():
-    assert gemm_paths.gemm_paths("gfx950")[0] is gemm_amd.GFX950_PATH
-    assert gemm_paths.gemm_paths("gfx942")[0] is gemm_amd.GFX942_PATH
+    from mxrt.ops import gemm_decode_amd
+
+    # the decode paths (priority 30, m <= 64) first, then the dense ones (tests/test_gemm_decode_amd_dispatch.py)
+    assert gemm_paths.gemm_paths("gfx950")[:2] == [gemm_decode_amd.GFX950_DECODE_PATH, gemm_amd.GFX950_PATH]
+    assert gemm_paths.gemm_paths("gfx942")[:2] == [gemm_decode_amd.GFX942_DECODE_PATH, gemm_amd.GFX942_PATH]
     assert (gemm_amd.GFX950_PATH.name, gemm_amd.GFX950_PATH.priority) == ("gfx950_mfma_scale", 20)
     assert (gemm_amd.GFX942_PATH.name, gemm_amd.GFX942_PATH.target) == ("gfx942_mfma_fp8", "gfx942")
     assert gemm_amd.GFX950_PATH not in gemm_paths.gemm_paths("sm_90a")

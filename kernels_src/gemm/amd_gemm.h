@@ -178,6 +178,14 @@ MXRT_DEVICE mxrt_u32x4 mxrt_buf_load16(mxrt_rsrc r, u32 off) {
   for (u32 j = 0; j < 16u; ++j) w[j / 4u] |= mxrt_buf_load8(r, off + j) << (8u * (j % 4u));
   return mxrt_u32x4{w[0], w[1], w[2], w[3]};
 }
+MXRT_DEVICE u32 mxrt_buf_load_b32(mxrt_rsrc r, u32 off) {
+  u32 w = 0u;
+  for (u32 j = 0; j < 4u; ++j) w |= mxrt_buf_load8(r, off + j) << (8u * j);
+  return w;
+}
+MXRT_DEVICE u64 mxrt_buf_load_b64(mxrt_rsrc r, u32 off) {
+  return (u64)mxrt_buf_load_b32(r, off) | ((u64)mxrt_buf_load_b32(r, off + 4u) << 32);
+}
 #else
 typedef __amdgpu_buffer_rsrc_t mxrt_rsrc;
 typedef u32 mxrt_b128 __attribute__((ext_vector_type(4)));
@@ -189,19 +197,34 @@ MXRT_DEVICE mxrt_u32x4 mxrt_buf_load16(mxrt_rsrc r, u32 off) {
   const mxrt_b128 v = __builtin_amdgcn_raw_buffer_load_b128(r, (int)off, 0, 0);
   return mxrt_u32x4{v.x, v.y, v.z, v.w};
 }
+MXRT_DEVICE u32 mxrt_buf_load_b32(mxrt_rsrc r, u32 off) {
+  return __builtin_amdgcn_raw_buffer_load_b32(r, (int)off, 0, 0);
+}
+MXRT_DEVICE u64 mxrt_buf_load_b64(mxrt_rsrc r, u32 off) {
+  typedef u32 mxrt_b64 __attribute__((ext_vector_type(2)));
+  const mxrt_b64 v = __builtin_amdgcn_raw_buffer_load_b64(r, (int)off, 0, 0);
+  return (u64)v.x | ((u64)v.y << 32);
+}
 #endif
 
 // Chunk of row `r` starting at element `kel`: 16 fp8 elements or 32 e2m1 elements (16 bytes); elements at or past
 // k_end and rows past the last are zero. No divergent branch: `op.vec` (16-byte aligned rows) is uniform.
 // (Written with min/max and shifts instead of comparisons: on AMD every comparison result is a 64-bit lane mask in
 // SGPRs, and with 8 chunks in flight those masks spilled the SGPR file.)
+// Buffer offset of the `per` elements of row `r` from element `kel`, with bit 31 (past every buffer: the load
+// returns zero) set when none of them is valid; `valid` = how many are (0 past the last row or past k_end).
+MXRT_DEVICE u32 mxrt_gemm_chunk_off(const MxrtOperand& op, u32 r, u32 kel, u32 k_end, i32 per, i32& valid) {
+  const i32 left = (i32)k_end - (i32)kel;                 // sizes < 2^31: no overflow
+  const i32 row_ok = (u32)((i32)r - (i32)op.rows) >> 31;  // 1 when r < rows
+  valid = min(max(left, 0), per) * row_ok;
+  // OOB bit set when valid == 0 (then (valid - 1) is negative)
+  return (r * op.row_bytes + (op.fp4 ? kel / 2u : kel)) | ((u32)(valid - 1) & 0x80000000u);
+}
+
 MXRT_DEVICE mxrt_u32x4 mxrt_gemm_load_chunk(const MxrtOperand& op, mxrt_rsrc rs, u32 r, u32 kel, u32 k_end) {
   const i32 per = op.fp4 ? 32 : 16, ub = op.fp4 ? 4 : 8, upd = 32 / ub;  // units (elements) per dword
-  const i32 left = (i32)k_end - (i32)kel;                                  // sizes < 2^31: no overflow
-  const i32 row_ok = (u32)((i32)r - (i32)op.rows) >> 31;                   // 1 when r < rows
-  const i32 valid = min(max(left, 0), per) * row_ok;
-  // OOB bit set when valid == 0 (then (valid - 1) is negative)
-  const u32 off = (r * op.row_bytes + (op.fp4 ? kel / 2u : kel)) | ((u32)(valid - 1) & 0x80000000u);
+  i32 valid;
+  const u32 off = mxrt_gemm_chunk_off(op, r, kel, k_end, per, valid);
   mxrt_u32x4 v;
   if (op.vec) {
     v = mxrt_buf_load16(rs, off);
@@ -227,20 +250,35 @@ MXRT_DEVICE mxrt_u32x4 mxrt_gemm_load_chunk(const MxrtOperand& op, mxrt_rsrc rs,
   return v;
 }
 
-// e2m1 nibble -> e4m3 byte of the same value (every e2m1 value is exact in e4m3): magnitude 0 -> 0x00,
-// 1 (0.5) -> 0x30, m >= 2 -> 0x30 + 4 m; sign -> bit 7, except that -0 becomes +0 (0x80 is NaN in e4m3 FNUZ).
-MXRT_DEVICE u32 mxrt_e2m1_to_e4m3(u32 nib) {
-  const u32 mag = nib & 7u;
-  const u32 code = mag == 0u ? 0u : (mag == 1u ? 0x30u : 0x30u + 4u * mag);
-  return code | (mag != 0u ? (nib & 8u) << 4 : 0u);
+// v_perm_b32: byte k of the result = byte sel.byte[k] (0..7 only, here) of the 64-bit {hi, lo}, lo = bytes 0..3
+// (the operand order of __builtin_amdgcn_perm as composable_kernel and llama.cpp's AMD table lookups use it).
+MXRT_DEVICE u32 mxrt_perm(u32 hi, u32 lo, u32 sel) {
+#if defined(MXRT_HOST_SIMT)
+  const u64 v = ((u64)hi << 32) | lo;
+  u32 r = 0u;
+  for (u32 k = 0; k < 4u; ++k) r |= (u32)((v >> (8u * ((sel >> (8u * k)) & 7u))) & 0xFFu) << (8u * k);
+  return r;
+#else
+  return __builtin_amdgcn_perm(hi, lo, sel);
+#endif
 }
 
-// 8 packed e2m1 codes (one dword) -> 8 e4m3 bytes (two dwords, element order kept).
+// e2m1 codes (one per byte, in its low nibble) -> e4m3 bytes of the same value (every e2m1 value is exact in e4m3):
+// magnitude 0 -> 0x00, 1 (0.5) -> 0x30, m >= 2 -> 0x30 + 4 m, looked up 4 at a time (v_perm_b32 on an 8-byte
+// table); sign -> bit 7 where the byte is not zero (-0 becomes +0: 0x80 is NaN in e4m3 FNUZ).
+MXRT_DEVICE u32 mxrt_e2m1x4_to_e4m3(u32 b) {
+  const u32 code = mxrt_perm(0x4C484440u, 0x3C383000u, b & 0x07070707u);
+  return code | ((b << 4) & (code + 0x7F7F7F7Fu) & 0x80808080u);
+}
+
+// 8 packed e2m1 codes (one dword, element 0 in the low nibble) -> 8 e4m3 bytes (two dwords, element order kept):
+// even and odd nibbles as bytes, converted, interleaved by two more permutes (~20 VALU; the per-nibble form of
+// session 5 compiled to a divergent branch per nibble).
 MXRT_DEVICE void mxrt_e2m1x8_to_e4m3(u32 w, u32& lo, u32& hi) {
-  lo = 0u;
-  hi = 0u;
-  for (u32 j = 0; j < 4u; ++j) lo |= mxrt_e2m1_to_e4m3((w >> (4u * j)) & 15u) << (8u * j);
-  for (u32 j = 0; j < 4u; ++j) hi |= mxrt_e2m1_to_e4m3((w >> (16u + 4u * j)) & 15u) << (8u * j);
+  const u32 ev = mxrt_e2m1x4_to_e4m3(w & 0x0F0F0F0Fu);         // elements 0, 2, 4, 6
+  const u32 od = mxrt_e2m1x4_to_e4m3((w >> 4) & 0x0F0F0F0Fu);  // elements 1, 3, 5, 7
+  lo = mxrt_perm(od, ev, 0x05010400u);
+  hi = mxrt_perm(od, ev, 0x07030602u);
 }
 
 // OCP fp8 -> FNUZ fp8 with the same bits, four bytes at once (gfx942's fp8 MFMA reads FNUZ: e4m3fnuz bias 8,

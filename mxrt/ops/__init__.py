@@ -1,13 +1,26 @@
 """GPU ops: validate -> allocate -> dispatch -> launch. Each public op in :mod:`mxrt.api` calls its twin here by
 name; this package imports without cupy (cupy is imported when an op runs)."""
 
-from . import gemm, gemm_amd, gemm_decode, gemm_generic, gemm_paths, gemm_sm90, grouped, layouts, moe, quant
+from . import (
+    gemm,
+    gemm_amd,
+    gemm_decode,
+    gemm_decode_amd,
+    gemm_generic,
+    gemm_paths,
+    gemm_sm90,
+    grouped,
+    layouts,
+    moe,
+    quant,
+)
 from .kernels import ALL_SPECS, DISPATCH  # every family's kernel specs (ops/*_kernels.py)
 
 __all__ = [
     "gemm",
     "gemm_amd",
     "gemm_decode",
+    "gemm_decode_amd",
     "gemm_generic",
     "gemm_paths",
     "gemm_sm90",

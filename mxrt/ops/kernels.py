@@ -13,6 +13,7 @@ from ..runtime import kernel_spec
 from ..runtime.kernel_spec import KernelSpec
 from . import (
     gemm_amd_kernels,
+    gemm_decode_amd_kernels,
     gemm_decode_kernels,
     gemm_kernels,
     gemm_sm90_kernels,
@@ -32,6 +33,7 @@ FAMILIES = (
     gemm_sm90_kernels,
     gemm_decode_kernels,
     gemm_amd_kernels,
+    gemm_decode_amd_kernels,
     grouped_gemm_kernels,
 )
 

@@ -28,7 +28,9 @@
 // The instructions accumulate in float64 and round once to fp32 (the hardware's internal order and precision
 // are UNVERIFIED: the tests compare GEMM results with a tolerance). Build: g++ -std=c++17 -O1 -shared -fPIC
 // -DSIMT_KERNEL=950|942 (the dense kernel's 14 builds), or with -DSIMT_GROUPED=1 -DA_FMT=.. -DB_FMT=.. -DMODE=..
-// -DOUT_DTYPE=.. -DACCUM=.. the one build of gemm_mx_grouped_gfx950|942.hip (tests/test_grouped_gemm_amd_host.py).
+// -DOUT_DTYPE=.. -DACCUM=.. the one build of gemm_mx_grouped_gfx950|942.hip (tests/test_grouped_gemm_amd_host.py),
+// or with -DSIMT_DECODE=1 -DA_FMT=.. -DB_FMT=.. -DMT=.. the one build of gemm_mx_decode_gfx950|942.hip
+// (tests/test_gemm_decode_amd_host.py).
 #include <ucontext.h>
 
 #include <cmath>
@@ -333,6 +335,52 @@ extern "C" int simt_grouped(const u8* a, const u8* sa, const u8* b, const u8* sb
   simt::g_groups = groups;
   for (int i = 0; i < 8; ++i) simt::g_u[i] = u[i];
   simt::body = simt::run_grouped;
+  const u64 total = (u64)gx * gy * gz;
+  for (u64 i = 0; i < total; ++i) {
+    const u64 b = order == 2 && total % 7919u != 0 ? (i * 7919u + 13u) % total : i;  // 7919 prime: a permutation
+    simt::bid_x = (u32)(b % (u32)gx);
+    simt::bid_y = (u32)((b / (u32)gx) % (u32)gy);
+    simt::bid_z = (u32)(b / ((u64)gx * (u32)gy));
+    if (!simt::run_block(THREADS, order, simt::bid_x * 7u + simt::bid_y * 13u + simt::bid_z * 5u)) return 1;
+  }
+  return 0;
+}
+#elif defined(SIMT_DECODE)
+// ---- the decode kernel: one build per library (A_FMT, B_FMT, MT from the command line) -------------------------
+#define THREADS 256
+#if SIMT_KERNEL == 950
+#include "../../kernels_src/gemm/gemm_mx_decode_gfx950.hip"
+#define SIMT_DECODE_FN gemm_mx_decode_gfx950
+#else
+#include "../../kernels_src/gemm/gemm_mx_decode_gfx942.hip"
+#define SIMT_DECODE_FN gemm_mx_decode_gfx942
+#endif
+
+namespace simt {
+static const u8 *d_a, *d_b, *d_sa, *d_sb;
+static void* d_out;
+static i32 d_u[8];
+static void run_decode() {
+  SIMT_DECODE_FN(d_a, d_b, d_sa, d_sb, d_out, d_u[0], d_u[1], d_u[2], d_u[3], d_u[4], d_u[5], d_u[6], d_u[7]);
+}
+}  // namespace simt
+
+extern "C" const char* simt_error() { return simt::error; }
+extern "C" unsigned long long simt_collectives() { return simt::collectives; }
+
+// u = {m, n, k, split_k, a_layout, b_layout, out_dtype, mode} (the kernel's scalars); blocks in a scrambled order
+// (order 2) or in launch order, every block's fibers in `order`.
+extern "C" int simt_decode(const u8* a, const u8* b, const u8* sa, const u8* sb, void* out, const i32* u, int gx,
+                           int gy, int gz, int order) {
+  simt::failed = false;
+  simt::error[0] = 0;
+  simt::d_a = a;
+  simt::d_b = b;
+  simt::d_sa = sa;
+  simt::d_sb = sb;
+  simt::d_out = out;
+  for (int i = 0; i < 8; ++i) simt::d_u[i] = u[i];
+  simt::body = simt::run_decode;
   const u64 total = (u64)gx * gy * gz;
   for (u64 i = 0; i < total; ++i) {
     const u64 b = order == 2 && total % 7919u != 0 ? (i * 7919u + 13u) % total : i;  // 7919 prime: a permutation
@@ -663,7 +711,7 @@ extern "C" int simt_gemm(int a_fmt, int b_fmt, int edge, const u8* a, const u8* 
   return 0;
 }
 
-#endif  // SIMT_GROUPED
+#endif  // SIMT_GROUPED / SIMT_DECODE
 
 // One instruction on given registers, for the emulator's own tests: a, b [64][32] bytes, c [64][4], sa, sb [64]
 // (gfx950) or a, b [64][8] (gfx942); d [64][4]. Runs one wave of fibers around the collective.

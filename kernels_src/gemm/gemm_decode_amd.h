@@ -1,0 +1,129 @@
+// gemm_decode_amd.h: the body of the AMD small-M (decode) MX GEMM kernels gemm_mx_decode_gfx950.hip and
+// gemm_mx_decode_gfx942.hip. Decode multiplies a few tokens (m <= 64) by a large weight [n, k]: the time is the
+// weight read, so every weight byte is loaded once, straight from global memory into the MFMA operand registers
+// (no LDS staging: nothing is shared between waves), and the CTA count comes from n / 64 times a K split.
+//
+// Work split: a CTA (256 threads, 4 waves of 64) owns 64 weight rows [n0, n0 + 64) and every token; its K range
+// (split z of grid z: blocks [z*KB/split_k, (z+1)*KB/split_k), KB = ceil(k/32)) is cut into steps of DEC_KSTEP K
+// (128; 64 for gfx942 at MT = 4, whose two register stages of 128 spilled) and wave w takes steps w, w + 4, ...
+// (two register stages: the next step's loads are in flight during this step's MFMAs). Per step a wave multiplies
+// MT token tiles of 16 by 4 weight tiles of 16 (16 x 16 output tiles). The four waves' partial sums are added in
+// wave order through LDS (bitwise deterministic) and wave 0 writes.
+//
+// MFMA orientation: the 16 x 16 instructions are square, so the tokens are the instruction's A operand and the
+// weights its B operand. That keeps the dense tile headers' g950_mfma / g942_mfma (which bind A_FMT to the first
+// operand) and puts 16 consecutive weight rows, i.e. 16 consecutive output columns, across the lanes of a store.
+// acc[j][i] = output tile (tokens 16j.., weight rows n0 + 16i..); reg r of lane l is D[4*(l/16) + r][l % 16]:
+// token 16j + 4*(l/16) + r, output column n0 + 16i + l % 16.
+//
+// Tails without branches around loads: codes past the split's K end or past the last row load as zero (buffer
+// loads with an out-of-range offset, amd_gemm.h), scale bytes of blocks past the split's end or rows past the
+// last read as 127 (2^0), so a NaN scale of the next split never meets zero codes inside this one.
+//
+// defines  A_FMT (tokens), B_FMT (weights) as MXRT_FMT_*, MT (token tiles of 16: 1, 2, 4) from the launcher;
+//          DEC_KSTEP from the kernel file
+#pragma once
+
+#ifndef MT
+#error "MT must be defined by the launcher"
+#endif
+#if MT != 1 && MT != 2 && MT != 4
+#error "the AMD decode kernels: MT (token tiles of 16) must be 1, 2 or 4"
+#endif
+
+#define DEC_ROWS 64     // weight rows per CTA (4 tiles of 16)
+#define DEC_WAVES 4     // waves per CTA, splitting the CTA's K steps
+#ifndef DEC_KSTEP
+#error "DEC_KSTEP (K per wave step) must be defined by the kernel file"
+#endif
+
+// The CTA's geometry: weight rows from n0, the split's K range [k0, k1), its blocks [kb0, kb1), DEC_KSTEP steps.
+struct DecTile {
+  u32 n0, split, kb0, kb1, k0, k1, steps;
+};
+
+MXRT_DEVICE DecTile dec_tile(const MxrtGemmArgs& g) {
+  DecTile t;
+  t.n0 = MXRT_BID_X * DEC_ROWS;
+  t.split = MXRT_GEMM_BID_Z;
+  const u32 kb = (g.k + 31u) / 32u;  // mxrt.reference.GemmProblem.k_ranges
+  t.kb0 = (u32)(((u64)t.split * kb) / g.split_k);
+  t.kb1 = (u32)(((u64)(t.split + 1u) * kb) / g.split_k);
+  t.k0 = 32u * t.kb0;
+  t.k1 = 32u * t.kb1 < g.k ? 32u * t.kb1 : g.k;
+  t.steps = (t.k1 - t.k0 + DEC_KSTEP - 1u) / DEC_KSTEP;
+  return t;
+}
+
+// Whole-chunk loads: inside the envelope (k % 16 == 0 for fp8, k % 32 for e2m1, split ends on 32-blocks) a chunk
+// of `per` elements starting at a multiple of `per` never straddles k or the split's end: it is fully valid or
+// lies past the end (bit 31 set: the buffer load returns zero). So no element mask follows the load, and nothing
+// consumes the loaded registers before their step's MFMAs (a mask applied at the load made the compiler wait for
+// the next step's loads right after issuing them).
+MXRT_DEVICE u32 dec_off(const MxrtOperand& op, u32 r, u32 kel, u32 k_end, i32 per) {
+  i32 valid;
+  return mxrt_gemm_chunk_off(op, r, kel, k_end, per, valid);
+}
+
+// Scale byte S[r, c] of an operand, in two halves so that the load's result is not consumed where it is issued:
+// dec_scale_load returns the raw byte (offset 0, a byte every scale tensor has, for a masked one) and `ok` (1 for
+// a row inside the operand and a block before kb_end); dec_scale_fix gives the byte, or 127 (2^0) where not ok.
+// Branch-free and comparison-free (sign bits, no lane masks).
+MXRT_DEVICE u32 dec_scale_load(const MxrtOperand& op, u32 r, u32 c, u32 kb_end, u32& ok) {
+  ok = ((u32)((i32)r - (i32)op.rows) >> 31) & ((u32)((i32)c - (i32)kb_end) >> 31);
+  return op.scales[(mxrt_gemm_rowpart(op.sa, r) + mxrt_gemm_colpart(op.sa, c)) * ok];
+}
+MXRT_DEVICE u32 dec_scale_fix(u32 v, u32 ok) { return (v & (0u - ok)) | (127u & (ok - 1u)); }
+
+// ---- the epilogue: waves 1..3 hand their sums to wave 0 through LDS, wave 0 adds them in order and writes ------
+// mode MXRT_GEMM_MODE_STORE: element (z*m + t)*n + col of `out` in out_dtype (split_k = 1: out [m, n]; a split
+// launch passes out_dtype f32 and out = the [split_k, m, n] workspace, reduced by gemm_mx_splitk_reduce);
+// MXRT_GEMM_MODE_ATOMIC: fp32 atomic add into out [m, n] (f32; 16-bit outputs go through an fp32 workspace).
+#define DEC_RED_FLOATS ((DEC_WAVES - 1) * MT * 4 * 4 * 64)
+
+MXRT_DEVICE void dec_epilogue(const MxrtGemmArgs& g, const DecTile& t, mxrt_v4f (&acc)[MT][4], float* red) {
+  const u32 tid = MXRT_TID_X, wave = tid / 64u, lane = mxrt_lane();
+  if (wave > 0u) {
+#pragma unroll
+    for (u32 j = 0; j < MT; ++j)
+#pragma unroll
+      for (u32 i = 0; i < 4u; ++i)
+#pragma unroll
+        for (u32 r = 0; r < 4u; ++r) red[((((wave - 1u) * MT + j) * 4u + i) * 4u + r) * 64u + lane] = acc[j][i][r];
+  }
+  mxrt_sync();
+  if (wave != 0u) return;
+  const u32 q = lane / 16u, col0 = t.n0 + lane % 16u;
+#pragma unroll
+  for (u32 j = 0; j < MT; ++j)
+#pragma unroll
+    for (u32 i = 0; i < 4u; ++i)
+#pragma unroll
+      for (u32 r = 0; r < 4u; ++r) {
+        float v = acc[j][i][r];
+#pragma unroll
+        for (u32 w = 0; w < DEC_WAVES - 1u; ++w) v += red[(((w * MT + j) * 4u + i) * 4u + r) * 64u + lane];
+        const u32 tok = 16u * j + 4u * q + r, col = col0 + 16u * i;
+        if (tok < g.m && col < g.n) {
+          if (g.mode == MXRT_GEMM_MODE_ATOMIC) {
+            mxrt_gemm_atomic_f32((float*)g.out + (u64)tok * g.n + col, v);
+          } else {
+            mxrt_gemm_store_one(g, t.split * g.m + tok, col, v);
+          }
+        }
+        mxrt_sched_fence();  // one element at a time: hoisting every LDS read first took ~200 VGPRs
+      }
+}
+
+// The kernel entry's common part: arguments, operands (tokens a: rows [0, m); weights b: rows from n0).
+// Code rows are 16-byte aligned (the launcher declines other shapes): `vec` is a constant, so the byte-load path of
+// amd_gemm.h's loads is compiled out (with it the MT = 4 builds ran out of VGPRs).
+#define DEC_OPERANDS(A4, B4)                                                                                     \
+  const MxrtGemmArgs g = {a,      b,          sa,       sb,       out,       nullptr, nullptr, (u32)m, (u32)n,   \
+                          (u32)k, (u32)split_k, a_layout, b_layout, out_dtype, mode,    0};                     \
+  const DecTile t = dec_tile(g);                                                                                 \
+  const u32 kb_total = (g.k + 31u) / 32u;                                                                        \
+  const MxrtOperand ox = {a, sa, g.m, (A4) ? (g.k + 1u) / 2u : g.k, kb_total, 0u,                                \
+                          true, (A4), mxrt_gemm_scale_addr(a_layout, kb_total)};  \
+  const MxrtOperand ow = {b, sb, g.n, (B4) ? (g.k + 1u) / 2u : g.k, kb_total, t.n0,                              \
+                          true, (B4), mxrt_gemm_scale_addr(b_layout, kb_total)}

@@ -1,0 +1,55 @@
+"""The offline proof of the AMD decode kernels' builds (kernels_src/gemm/gemm_mx_decode_gfx9{50,42}.hip): a
+sample of the 21 define sets per target builds with the expected matrix instruction (the exact fp8/bf8 variant on
+gfx942), zero spills, zero scratch, and the LDS of the wave reduction only (12,288 * MT bytes).
+`mxrt compile-check --targets gfx942,gfx950` builds all 42 (NOTES.md has the table)."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from mxrt.codes import FMT_CODES
+from mxrt.ops import gemm_decode_amd_kernels as K
+from mxrt.runtime import compile_check
+
+# offline AMD builds: ~15 s; CI still runs it
+pytestmark = pytest.mark.slow
+KERNELS = {"gfx950": K.GEMM_MX_DECODE_GFX950, "gfx942": K.GEMM_MX_DECODE_GFX942}
+_942_NAMES = {0: "fp8", 4: "fp8", 1: "bf8"}  # e2m1 is widened to e4m3, read as fp8
+E4, E5, E2 = FMT_CODES["e4m3"], FMT_CODES["e5m2"], FMT_CODES["e2m1"]
+# MXFP8 and MXFP4-weight decode at every token tile, e5m2 x e4m3 (bf8 operand), e2m1 x e2m1, e2m1 tokens at MT = 4
+SAMPLE = [(E4, E4, 1), (E4, E2, 1), (E4, E4, 2), (E4, E2, 4), (E5, E4, 2), (E2, E2, 4), (E2, E4, 4)]
+
+
+@pytest.fixture(scope="module", params=list(KERNELS))
+def reports(request):
+    target = request.param
+    why = compile_check.tools_missing(target)
+    if why:
+        pytest.skip(why)
+    spec = KERNELS[target]
+    chosen = [K.decode_amd_variant(a, b, mt) for a, b, mt in SAMPLE]
+    assert all(d in spec.variants for d in chosen)
+    with ThreadPoolExecutor() as pool:
+        rs = list(pool.map(lambda d: compile_check.build_one(spec, d, target), chosen))
+    return target, rs
+
+
+def test_sampled_variants_build_clean(reports):
+    target, rs = reports
+    for r in rs:
+        assert r.ok, r.error
+        assert r.spills == 0 and r.scratch == 0, (r.defines, r.spills, r.scratch)
+        assert r.lds == 12288 * r.defines["MT"], (r.defines, r.lds)
+        assert r.registers["vgpr"] <= 512 and r.registers["sgpr"] <= 104
+        a, b = r.defines["A_FMT"], r.defines["B_FMT"]
+        if target == "gfx942":
+            assert r.mma == [f"v_mfma_f32_16x16x32_{_942_NAMES[a]}_{_942_NAMES[b]}"], (r.defines, r.mma)
+        else:
+            assert r.mma == ["v_mfma_scale_f32_16x16x128_f8f6f4"], (r.defines, r.mma)
+
+
+def test_variant_list():
+    assert len(K.GEMM_MX_DECODE_GFX950.variants) == len(K.GEMM_MX_DECODE_GFX942.variants) == 21
+    assert K.DECODE_AMD_MAX_M == 64

@@ -1,11 +1,13 @@
 """Grouped MX GEMM timing on a GPU: mxrt's grouped kernels (forward, dgrad, variable-K wgrad; the kernel ``auto``
-picks: the Hopper grouped kernel for fwd / dgrad on sm_90a, generic for the wgrad) against ``torch._grouped_mm`` in
-bfloat16, on the MoE shapes of Primus-Turbo PR #330 (run from the repository root).
+picks: the Hopper grouped kernel on sm_90a for fwd / dgrad and the bfloat16 wgrad, generic for the float32 wgrad)
+against ``torch._grouped_mm`` in bfloat16, on the MoE shapes of Primus-Turbo PR #330 (run from the repository root).
 
     python benchmarks/bench_grouped_gemm.py [--json FILE] [--budget-s 200] [--reps 3] [--shapes deepseek,gpt-oss]
-        [--passes fwd,dgrad,wgrad] [--kernel auto|generic|sm90]
+        [--passes fwd,dgrad,wgrad] [--kernel auto|generic|sm90] [--wgrad-out bfloat16|float32]
 
 ``--kernel`` sets MXRT_GROUPED_GEMM_KERNEL (``generic``: the portable kernel, for A/B against the native one).
+``--wgrad-out``: the wgrad's out dtype (default bfloat16, what ``torch._grouped_mm`` writes; float32 runs on the
+generic kernel on sm_90a, as the fp8 wgmma partials miss the fp32 1e-5 bar).
 
 Shapes (B experts, M tokens per expert on average, N x K weights): DeepSeek-V3 GateUp (N 4096, K 7168) and Down
 (N 7168, K 2048) with B 16 / 32 and M 2048 / 4096; gpt-oss-20B GateUp (N 5760, K 2880) and Down (N = K = 2880) with
@@ -65,7 +67,9 @@ def _torch_rows(out) -> cupy.ndarray:
     return cupy.from_dlpack(out.float() if isinstance(out, torch.Tensor) else out)
 
 
-def run_shape(model, name, b, m, n, k, balanced, reps, rng, log, only=("fwd", "dgrad", "wgrad")) -> list[dict]:
+def run_shape(
+    model, name, b, m, n, k, balanced, reps, rng, log, only=("fwd", "dgrad", "wgrad"), wgrad_out="bfloat16"
+) -> list[dict]:
     import torch
 
     lens = group_lens(b, m, balanced, rng)
@@ -80,11 +84,14 @@ def run_shape(model, name, b, m, n, k, balanced, reps, rng, log, only=("fwd", "d
     qx_c = mxrt.quantize_mx_grouped(x, lens_d, colwise=True, col_align=32).col
     y = cupy.empty((mt, n), cupy.uint16)
     dx = cupy.empty((mt, k), cupy.uint16)
-    dw = cupy.empty((b, n, k), cupy.float32)
+    dw = cupy.empty((b, n, k), cupy.float32 if wgrad_out == "float32" else cupy.uint16)
     passes = {
         "fwd": (lambda: mxrt.grouped_gemm_mx(qx, qw.row, lens_d, out=y), 2 * mt * n * k),
         "dgrad": (lambda: mxrt.grouped_gemm_mx(qdy, qw.col, lens_d, out=dx), 2 * mt * n * k),
-        "wgrad": (lambda: mxrt.grouped_gemm_mx_wgrad(qdy_c, qx_c, lens_d, out=dw), 2 * mt * n * k),
+        "wgrad": (
+            lambda: mxrt.grouped_gemm_mx_wgrad(qdy_c, qx_c, lens_d, out_dtype=wgrad_out, out=dw),
+            2 * mt * n * k,
+        ),
     }
     tx, tw, tdy = _bf16_torch(x), _bf16_torch(w), _bf16_torch(dy)
     offs = torch.from_numpy(np.cumsum(lens).astype(np.int32)).cuda()
@@ -139,6 +146,7 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--shapes", default="gpt-oss,deepseek", help="comma-separated: deepseek, gpt-oss")
     ap.add_argument("--passes", default="fwd,dgrad,wgrad", help="comma-separated: fwd, dgrad, wgrad")
     ap.add_argument("--kernel", default="auto", help="MXRT_GROUPED_GEMM_KERNEL: auto, generic, sm90, ...")
+    ap.add_argument("--wgrad-out", default="bfloat16", choices=("bfloat16", "float32"))
     args = ap.parse_args(argv)
     os.environ["MXRT_GROUPED_GEMM_KERNEL"] = args.kernel
     only = tuple(x.strip() for x in args.passes.split(","))
@@ -153,7 +161,7 @@ def main(argv: list[str]) -> int:
                 print(f"budget {args.budget_s:.0f} s reached; skipping {shape} balanced={balanced}")
                 continue
             try:
-                rows += run_shape(*shape, balanced, args.reps, rng, print, only)
+                rows += run_shape(*shape, balanced, args.reps, rng, print, only, args.wgrad_out)
             except Exception:
                 traceback.print_exc()
     cols = ["model", "gemm", "B", "M", "split", "pass", "mxrt_tflops", "torch_tflops", "mxrt_over_torch"]
@@ -165,6 +173,7 @@ def main(argv: list[str]) -> int:
     if args.json:
         with open(args.json, "w") as fh:
             meta = {"device": core.device_name(), "software": core.software(), "kernel": args.kernel}
+            meta["wgrad_out"] = args.wgrad_out
             json.dump({**meta, "rows": rows}, fh, indent=1)
         print(f"wrote {args.json}")
     return 0

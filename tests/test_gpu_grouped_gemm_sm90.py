@@ -1,12 +1,13 @@
 """The Hopper grouped MX GEMM kernel (kernels_src/gemm/gemm_mx_grouped_sm90.hip) on an sm_90a GPU, forced with
 MXRT_GROUPED_GEMM_KERNEL=sm90 (a problem it declines raises, so every test here runs it): forward / dgrad by device
-group_lens, DeepGEMM contiguous (ids, psum) and masked, against float64 math of the dequantized inputs (bf16 / fp16
-calc_diff <= 1e-5, fp32 relative <= 1e-5). Outputs start poisoned (0xFF bytes); rows the op does not own must keep
-the poison. Marker ``gpu``: skips without cupy, a device, or off sm_90a."""
+group_lens, DeepGEMM contiguous (ids, psum) and masked, the variable-K wgrad (MODE 3), against float64 math of the
+dequantized inputs (bf16 / fp16 calc_diff <= 1e-5, fp32 relative <= 1e-5). Outputs start poisoned (0xFF bytes);
+rows the op does not own must keep the poison. Marker ``gpu``: skips without cupy, a device, or off sm_90a."""
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 
 import ml_dtypes
 import numpy as np
@@ -16,7 +17,7 @@ import mxrt
 import mxrt.deep_gemm as deep_gemm
 from mxrt.ops import grouped_gemm_kernels, grouped_gemm_sm90
 from mxrt.ops.grouped_gemm import choose_kernel
-from mxrt.problems.grouped_gemm import grouped_gemm_problem
+from mxrt.problems.grouped_gemm import grouped_gemm_problem, wgrad_problem
 from mxrt.reference.grouped_gemm import grouped_gemm_f64
 
 pytestmark = pytest.mark.gpu
@@ -285,3 +286,162 @@ def test_forced_kernel_declines_with_a_reason():
     qa, qb = mxrt.quantize_mx(_x(rng, (64, 64))), mxrt.quantize_mx(_x(rng, (2, 32, 64)), axis=2)
     with pytest.raises(mxrt.errors.UnsupportedArchError, match="float32 output with an fp8 operand"):
         mxrt.grouped_gemm_mx(dev(qa), dev(qb), cupy.asarray(lens), out_dtype="float32")
+
+
+# ---- the variable-K wgrad (MODE 3): out[g] (+)= a_g @ b_g.T over group g's padded columns ------------------------
+
+WGRAD_CASES = [(1, "balanced", 2048), (4, "balanced", 4096), (4, "unbalanced", 1000), (32, "unbalanced", 2051),
+               (32, "one", 777), (4, "one", 4096)]  # fmt: skip
+
+
+def _wgrad_ops(rng, lens, n, k, pair=("e4m3", "e4m3"), align=32):
+    m = int(np.sum(lens))
+    go, x = _x(rng, (m, n)), _x(rng, (m, k))
+    qg = mxrt.quantize_mx_grouped(go, lens, pair[0], colwise=True, col_align=align).col
+    qx = mxrt.quantize_mx_grouped(x, lens, pair[1], colwise=True, col_align=align).col
+    return qg, qx
+
+
+def _bf16_start(rng, shape):
+    return _x(rng, shape).astype(BF16)
+
+
+@pytest.mark.parametrize("accumulate", [False, True], ids=["plain", "accumulate"])
+@pytest.mark.parametrize("n,k", [(200, 136), (96, 199)], ids=["tile256", "tile128-odd"])
+@pytest.mark.parametrize("g,kind,m", WGRAD_CASES, ids=str)
+def test_wgrad(g, kind, m, n, k, accumulate):
+    """bf16 wgrad over balanced / unaligned / empty groups, both tiles (256 rows past 128 rows of out), an odd
+    column count (single-element stores); accumulate adds to a bf16 out in fp32 and rounds once; empty groups
+    store zeros (plain) or leave out bit-identical (accumulate: out + 0)."""
+    rng = np.random.default_rng(g * 7 + m + n)
+    lens = _lens(kind, g, m, rng)
+    qg, qx = _wgrad_ops(rng, lens, n, k, align=128 if kind == "balanced" else 32)
+    align = 128 if kind == "balanced" else 32
+    p = wgrad_problem(qg, qx, lens, align=align, out_dtype="bfloat16")
+    _uses_sm90(p)
+    want, _ = grouped_gemm_f64(p)
+    if accumulate:
+        start = _bf16_start(rng, (g, n, k))
+        out = cupy.asarray(start.view(np.uint16))
+        res = mxrt.grouped_gemm_mx_wgrad(
+            dev(qg), dev(qx), cupy.asarray(lens), align=align, out_dtype="bfloat16", out=out, accumulate=True
+        )
+        assert res is out
+        got = host(out, "bfloat16")
+        want = want + start.astype(np.float64)
+    else:
+        got = host(mxrt.grouped_gemm_mx_wgrad(dev(qg), dev(qx), cupy.asarray(lens), align=align, out_dtype="bfloat16"),
+                   "bfloat16")  # fmt: skip
+    check(got, want, "bfloat16", f"wgrad G={g} {kind} m={m} tile={grouped_gemm_sm90.tile(p)}")
+    for e in np.flatnonzero(lens == 0):
+        if accumulate:
+            np.testing.assert_array_equal(got[e], start[e].astype(np.float64))
+        else:
+            assert (got[e] == 0).all()
+
+
+@pytest.mark.parametrize("pair,out_dtype", [(("e5m2", "e4m3"), "bfloat16"), (("e4m3", "e5m2"), "bfloat16"),
+                                            (("e5m2", "e5m2"), "bfloat16"), (("e2m1", "e2m1"), "float32"),
+                                            (("e2m1", "e2m1"), "bfloat16"), (("e4m3", "e2m1"), "bfloat16")],
+                         ids=str)  # fmt: skip
+def test_wgrad_format_pairs(pair, out_dtype):
+    rng = np.random.default_rng(15)
+    lens = np.array([100, 0, 300, 1, 623])
+    qg, qx = _wgrad_ops(rng, lens, 130, 160, pair)
+    p = wgrad_problem(qg, qx, lens, out_dtype=out_dtype)
+    _uses_sm90(p)
+    got = mxrt.grouped_gemm_mx_wgrad(dev(qg), dev(qx), cupy.asarray(lens), out_dtype=out_dtype)
+    check(host(got, out_dtype), grouped_gemm_f64(p)[0], out_dtype, str(pair))
+
+
+def test_wgrad_extreme_scale_pairs():
+    """Legal extreme pairs (sa = 0 with sb = 254, ...) over every block of every group give the reference; a NaN
+    scale byte gives exactly the reference's NaN entries, only inside its own group."""
+    rng = np.random.default_rng(22)
+    lens = np.array([150, 0, 90, 310])
+    qg, qx = _wgrad_ops(rng, lens, 136, 72)
+    kb = qg.scales.shape[1]
+    base = np.linspace(0, 254, kb).astype(np.int64)
+    sa = np.clip(base + rng.integers(-6, 7, (136, kb)), 0, 254).astype(np.uint8)
+    sb = np.clip(254 - base + rng.integers(-6, 7, (72, kb)), 0, 254).astype(np.uint8)
+    sa[:, 0], sb[:, 0] = 0, 254
+    a, b = dataclasses.replace(qg, scales=sa), dataclasses.replace(qx, scales=sb)
+    p = wgrad_problem(a, b, lens, out_dtype="bfloat16")
+    want, _ = grouped_gemm_f64(p)
+    assert np.isfinite(want.astype(BF16)).all()
+    got = host(mxrt.grouped_gemm_mx_wgrad(dev(a), dev(b), cupy.asarray(lens), out_dtype="bfloat16"), "bfloat16")
+    check(got, want, "bfloat16", "extreme pairs")
+    sa2 = sa.copy()
+    sa2[17, 6] = 255  # column block 6 = columns 192..223: group 2 (offsets 0, 160, 160, 256)
+    a2 = dataclasses.replace(qg, scales=sa2)
+    want, _ = grouped_gemm_f64(wgrad_problem(a2, b, lens, out_dtype="bfloat16"))
+    got = host(mxrt.grouped_gemm_mx_wgrad(dev(a2), dev(b), cupy.asarray(lens), out_dtype="bfloat16"), "bfloat16")
+    nan = np.isnan(want)
+    assert nan.any() and not nan[[0, 1, 3]].any()
+    np.testing.assert_array_equal(np.isnan(got), nan)
+    check(got[~nan], want[~nan], "bfloat16", "NaN byte, the rest")
+
+
+def test_wgrad_bitwise_stable_over_reruns():
+    rng = np.random.default_rng(18)
+    lens = np.array([33, 0, 700, 7, 1300])
+    qg, qx = _wgrad_ops(rng, lens, 384, 256)
+    a, b, dl = dev(qg), dev(qx), cupy.asarray(lens)
+    first = mxrt.grouped_gemm_mx_wgrad(a, b, dl, out_dtype="bfloat16").get()
+    for _ in range(3):
+        np.testing.assert_array_equal(mxrt.grouped_gemm_mx_wgrad(a, b, dl, out_dtype="bfloat16").get(), first)
+
+
+def test_wgrad_device_lens_the_host_cannot_check():
+    """Lens past the columns (cut at k), negative (0): no fault, the clamped result (the generic kernel's rule)."""
+    rng = np.random.default_rng(19)
+    lens = np.array([100, 100, 100, 100])
+    qg, qx = _wgrad_ops(rng, lens, 64, 40)
+    mc = qg.shape[1]
+    for bad in ([10, 20, 5, 0], [400, 400, 400, 400], [-5, 300, -1, 2]):
+        got = host(mxrt.grouped_gemm_mx_wgrad(dev(qg), dev(qx), cupy.asarray(bad), out_dtype="bfloat16"), "bfloat16")
+        # the reference over the same column ranges: padded lens cut at the operands' width
+        pad = -(-np.clip(np.asarray(bad), 0, mc) // 32) * 32
+        offs = np.minimum(np.concatenate([[0], np.cumsum(pad)]), mc)
+        want = np.stack([_cols(qg, c0, c1) @ _cols(qx, c0, c1).T for c0, c1 in itertools.pairwise(offs)])
+        check(got, want, "bfloat16", str(bad))
+
+
+def _cols(q, c0, c1):
+    return mxrt.dequantize_mx(q).astype(np.float64)[:, c0:c1]
+
+
+def test_wgrad_cuda_graph_capture_follows_new_group_lens():
+    """Captured once; between replays new sizes are written into the same device lens (the column ranges come from
+    the device; the operands stay, each lens set reads its own columns of them)."""
+    rng = np.random.default_rng(20)
+    g, m, n, k = 8, 4096, 256, 192
+    lens_sets = [_lens("balanced", g, m, rng), _lens("unbalanced", g, m, rng), _lens("one", g, m, rng)]
+    qg, qx = _wgrad_ops(rng, lens_sets[1], n, k)  # the most padded layout: every set fits its columns
+    a, b = dev(qg), dev(qx)
+    with mxrt.runtime.debug():  # real allocations, no synchronisation inside the capture
+        lens_d = cupy.asarray(lens_sets[0])
+        out = cupy.empty((g, n, k), cupy.uint16)
+        mxrt.grouped_gemm_mx_wgrad(a, b, lens_d, out_dtype="bfloat16", out=out)  # compile, warm the pool
+        cupy.cuda.Device().synchronize()
+        stream = cupy.cuda.Stream()
+        with stream:
+            stream.begin_capture()
+            mxrt.grouped_gemm_mx_wgrad(a, b, lens_d, out_dtype="bfloat16", out=out)
+            graph = stream.end_capture()
+        for lens in lens_sets[::-1]:
+            lens_d[...] = cupy.asarray(lens)
+            out.fill(0xFFFF)
+            cupy.cuda.Device().synchronize()
+            graph.launch(stream=stream)
+            stream.synchronize()
+            want, _ = grouped_gemm_f64(wgrad_problem(qg, qx, lens, out_dtype="bfloat16"))
+            check(host(out, "bfloat16"), want, "bfloat16", f"replay lens {lens.tolist()}")
+
+
+def test_wgrad_forced_kernel_declines_float32_with_fp8():
+    rng = np.random.default_rng(23)
+    lens = np.array([40, 24])
+    qg, qx = _wgrad_ops(rng, lens, 64, 32)
+    with pytest.raises(mxrt.errors.UnsupportedArchError, match="float32 output with an fp8 operand"):
+        mxrt.grouped_gemm_mx_wgrad(dev(qg), dev(qx), cupy.asarray(lens))

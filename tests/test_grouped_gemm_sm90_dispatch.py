@@ -86,7 +86,8 @@ def test_deepgemm_layouts_run_on_the_128_row_tile(pair):
 def test_declines_fall_back_to_generic():
     p = _lens()
     reasons = {
-        "kind": grouped_gemm_sm90.unsupported("sm_90a", wgrad_problem(*_wgrad_operands())),
+        "kgrouped": grouped_gemm_sm90.unsupported("sm_90a", dataclasses.replace(p, kind="kgrouped")),
+        "float32 output": grouped_gemm_sm90.unsupported("sm_90a", wgrad_problem(*_wgrad_operands())),
         "float32 scales": grouped_gemm_sm90.unsupported("sm_90a", dataclasses.replace(p, scale_f32=True)),
         "k % 16": grouped_gemm_sm90.unsupported("sm_90a", _lens(k=72)),
         "at most": grouped_gemm_sm90.unsupported("sm_90a", dataclasses.replace(p, num_groups=2000)),
@@ -97,7 +98,7 @@ def test_declines_fall_back_to_generic():
     for word, why in reasons.items():
         assert why is not None and word in why, (word, why)
     assert choose_kernel(_lens(k=72), "sm_90a") is GENERIC
-    assert choose_kernel(wgrad_problem(*_wgrad_operands()), "sm_90a") is GENERIC
+    assert choose_kernel(wgrad_problem(*_wgrad_operands()), "sm_90a") is GENERIC  # float32 out (the default)
     assert grouped_gemm_sm90.unsupported("sm_90a", _lens(k=96, kb=128)) is None  # kb padded past k by whole blocks
 
 
@@ -107,6 +108,48 @@ def _wgrad_operands():
     qg = mxrt.quantize_mx_grouped(rng.standard_normal((95, 40)), lens, colwise=True, col_align=32)
     qx = mxrt.quantize_mx_grouped(rng.standard_normal((95, 24)), lens, colwise=True, col_align=32)
     return qg, qx, lens
+
+
+def _wgrad(pair=("e4m3", "e4m3"), n=40, k=24, out_dtype="bfloat16", accumulate=False, lens=(5, 0, 90)):
+    rng = np.random.default_rng(1)
+    lens = np.asarray(lens)
+    m = int(lens.sum())
+    qg = mxrt.quantize_mx_grouped(rng.standard_normal((m, n)), lens, pair[0], colwise=True, col_align=32)
+    qx = mxrt.quantize_mx_grouped(rng.standard_normal((m, k)), lens, pair[1], colwise=True, col_align=32)
+    out = np.zeros((lens.size, n, k), ml_dtypes.bfloat16 if out_dtype == "bfloat16" else out_dtype)
+    return wgrad_problem(qg, qx, lens, out_dtype=out_dtype, out=out if accumulate else None, accumulate=accumulate)
+
+
+@pytest.mark.parametrize("pair", PAIRS, ids="x".join)
+@pytest.mark.parametrize("out_dtype", ["bfloat16", "float32"])
+@pytest.mark.parametrize("accumulate", [False, True])
+def test_wgrad_plans_are_built_variants_or_declined(monkeypatch, pair, out_dtype, accumulate):
+    """bf16 wgrad on the sm90 kernel (MODE 3, grid z = the groups, 256 rows past 128 rows of out); float32 out only
+    for e2m1 x e2m1 (the fp8 partials miss 1e-5), the others fall back to generic with that reason."""
+    monkeypatch.delenv("MXRT_GROUPED_GEMM_KERNEL", raising=False)
+    for n in (40, 200):
+        p = _wgrad(pair, n=n, out_dtype=out_dtype, accumulate=accumulate)
+        why = grouped_gemm_sm90.unsupported("sm_90a", p)
+        if out_dtype == "float32" and pair != ("e2m1", "e2m1"):
+            assert "float32 output with an fp8 operand" in why
+            assert choose_kernel(p, "sm_90a") is GENERIC
+            continue
+        assert why is None, why
+        plan = grouped_plan(p, "sm_90a")
+        assert plan.spec is SM90 and plan.defines in SM90.variants
+        d = dict(plan.defines)
+        assert (d["MODE"], d["ACCUM"]) == (3, int(accumulate))
+        assert d["BM"] == (256 if n > 128 and out_dtype != "float32" else 128)
+        assert plan.cfg.grid == (-(-n // d["BM"]) * 1, 1, 3)  # k = 24: one column tile; z = G
+        assert plan.cfg.shared_mem <= 232448 - 1024
+
+
+def test_wgrad_declines():
+    p = _wgrad()
+    assert "align" in grouped_gemm_sm90.unsupported("sm_90a", dataclasses.replace(p, align=48))
+    assert "at most" in grouped_gemm_sm90.unsupported("sm_90a", dataclasses.replace(p, num_groups=2000))
+    assert "2^31" in grouped_gemm_sm90.unsupported("sm_90a", dataclasses.replace(p, num_groups=2**10, m=2**11, n=2**10))
+    assert grouped_gemm_sm90.unsupported("sm_90a", dataclasses.replace(p, k=p.k + 8)) is not None  # k % 16
 
 
 def test_forced_kernel(monkeypatch):

@@ -7,8 +7,8 @@ On gfx950 / gfx942 the lens (MODE 0) and wgrad (MODE 3) problems run on the AMD 
 (kernels_src/gemm/gemm_mx_grouped_gfx950.hip / _gfx942.hip: the dense AMD kernels' main loops under the same
 device-side group schedule); :data:`DISPATCH` names them, mxrt/ops/grouped_gemm_amd.py says which problems they take
 (the others fall back to the generic kernel). On sm_90a the lens (MODE 0) and DeepGEMM ids / masked (MODE 1, 2)
-problems run on the Hopper grouped kernel (kernels_src/gemm/gemm_mx_grouped_sm90.hip: the dense gemm_mx_sm90 CTA
-tile under the same schedule; mxrt/ops/grouped_gemm_sm90.py)."""
+problems and the variable-K wgrad (MODE 3) run on the Hopper grouped kernel (kernels_src/gemm/gemm_mx_grouped_sm90.hip:
+the dense gemm_mx_sm90 CTA tile under the same schedule; mxrt/ops/grouped_gemm_sm90.py)."""
 
 from __future__ import annotations
 
@@ -110,22 +110,31 @@ SM90_GROUPED_MEDIUM = (128, 128, 6, 1)
 #: the DeepGEMM ids mode's tile: 128 x 128 with one partial in flight (its per-group loop around the main loop
 #: spilled 48-164 bytes with two partials)
 SM90_GROUPED_IDS = (128, 128, 6, 0)
-#: MODE defines of the Hopper grouped kernel (lens, DeepGEMM indices, masked); wgrad / k-grouped stay generic
-GROUPED_SM90_KINDS = ("lens", "indices", "masked")
+#: MODE defines of the Hopper grouped kernel (lens, DeepGEMM indices, masked, the variable-K wgrad); DeepGEMM's
+#: k-grouped wgrad stays generic (float32 out only, which the fp8 wgmma partials cannot meet at 1e-5)
+GROUPED_SM90_KINDS = ("lens", "indices", "masked", "wgrad")
 _SM90_FP8 = ("e4m3", "e5m2")
 
 
-def _sm90_v(fa: str, fb: str, mode: int, out: int, tile: tuple[int, int, int, int]) -> Defines:
+def _sm90_v(fa: str, fb: str, mode: int, out: int, tile: tuple[int, int, int, int], accum: int = 0) -> Defines:
     bm, bn, stages, dbuf = tile
     return defines(
-        A_FMT=FMT_CODES[fa], B_FMT=FMT_CODES[fb], BM=bm, BN=bn, DBUF=dbuf, MODE=mode, OUT_DTYPE=out, STAGES=stages
+        A_FMT=FMT_CODES[fa],
+        ACCUM=accum,
+        B_FMT=FMT_CODES[fb],
+        BM=bm,
+        BN=bn,
+        DBUF=dbuf,
+        MODE=mode,
+        OUT_DTYPE=out,
+        STAGES=stages,
     )
 
 
 GEMM_MX_GROUPED_SM90 = KernelSpec(
     symbol="gemm_mx_grouped_sm90",
     file="gemm/gemm_mx_grouped_sm90.hip",
-    required=("A_FMT", "B_FMT", "BM", "BN", "DBUF", "MODE", "OUT_DTYPE", "STAGES"),
+    required=("A_FMT", "ACCUM", "B_FMT", "BM", "BN", "DBUF", "MODE", "OUT_DTYPE", "STAGES"),
     variants=(
         # lens: fp8 pairs (e2m1 expanded to e4m3 first) x bf16 / f16, both tiles; fp32 out only for e2m1 x e2m1
         # (fp8 partials miss the 1e-5 fp32 bar, as the dense sm90 path) on the 128-row tile
@@ -140,6 +149,16 @@ GEMM_MX_GROUPED_SM90 = KernelSpec(
         # DeepGEMM contiguous (ids) / masked: fp8 pairs, bf16 out, the 128-row tile (DeepGEMM's 128-row alignment)
         *(_sm90_v(fa, fb, 1, BF16, SM90_GROUPED_IDS) for fa in _SM90_FP8 for fb in _SM90_FP8),
         *(_sm90_v(fa, fb, 2, BF16, SM90_GROUPED_MEDIUM) for fa in _SM90_FP8 for fb in _SM90_FP8),
+        # variable-K wgrad: fp8 pairs x bf16, plain or accumulating, both tiles (256 rows when m > 128, as the dense
+        # path); fp32 out only for e2m1 x e2m1 on the 128-row tile (as lens)
+        *(
+            _sm90_v(fa, fb, 3, BF16, tile, acc)
+            for fa in _SM90_FP8
+            for fb in _SM90_FP8
+            for acc in (0, 1)
+            for tile in (SM90_GROUPED_LARGE, SM90_GROUPED_MEDIUM)
+        ),
+        *(_sm90_v("e4m3", "e4m3", 3, F32, SM90_GROUPED_MEDIUM, acc) for acc in (0, 1)),
     ),
     targets=("sm_90a",),
     expect_mma=(("sm_90a", ("wgmma.mma_async",)),),
@@ -147,10 +166,11 @@ GEMM_MX_GROUPED_SM90 = KernelSpec(
 
 SPECS = (GEMM_MX_GROUPED_GENERIC, GEMM_MX_GROUPED_GFX950, GEMM_MX_GROUPED_GFX942, GEMM_MX_GROUPED_SM90)
 #: op -> {target: spec}; an AMD entry serves only the problems mxrt/ops/grouped_gemm_amd.py accepts (lens / wgrad),
-#: the sm_90a entry those of mxrt/ops/grouped_gemm_sm90.py (lens, DeepGEMM ids / masked with E8M0 scales); the
-#: others (k-grouped everywhere, wgrad on sm_90a, float32 scales) run on "generic"
+#: the sm_90a entry those of mxrt/ops/grouped_gemm_sm90.py (lens, DeepGEMM ids / masked with E8M0 scales, wgrad
+#: with 16-bit out); the others (k-grouped everywhere, float32 scales, fp32 out with an fp8 operand on sm_90a) run
+#: on "generic"
 _ROW = {"generic": GEMM_MX_GROUPED_GENERIC, "gfx950": GEMM_MX_GROUPED_GFX950, "gfx942": GEMM_MX_GROUPED_GFX942}
 DISPATCH = {
     "grouped_gemm_mx": {**_ROW, "sm_90a": GEMM_MX_GROUPED_SM90},
-    "grouped_gemm_mx_wgrad": dict(_ROW),
+    "grouped_gemm_mx_wgrad": {**_ROW, "sm_90a": GEMM_MX_GROUPED_SM90},
 }

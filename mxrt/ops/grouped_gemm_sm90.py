@@ -5,16 +5,19 @@ and launch geometry (pure host math, no cupy), and its launch (:func:`launch_sm9
 It runs the dense ``sm90_wgmma`` kernel's CTA tile (kernels_src/gemm/gemm_sm90_tile.h: one fp8 wgmma per MX block,
 exact promotion, TMA ring) under the generic grouped kernel's device-side schedule: ``"lens"`` (forward / dgrad by
 device ``group_lens``), DeepGEMM's ``"indices"`` (contiguous layout, per-row ids; the psum layout arrives here as
-ids) and ``"masked"``. A as one TMA map ``[M, kp]`` (a tile's box starts at its first row: rows of the next group
-come along and are never stored), B as one map ``[G * n, kp]`` over the row stride of ``b`` (a tile's box at row
+ids), ``"masked"`` and the variable-K ``"wgrad"`` (grid z = the group; its padded column range comes from the device
+lens and the tile's main loop runs over those MX blocks only; ``out[g]`` written, or added to with ``accumulate``).
+A as one TMA map ``[M, kp]`` (a tile's box starts at its first row: rows of the next group come along and are never
+stored), B as one map ``[G * n, kp]`` (wgrad ``[n, kp]``) over the row stride of ``b`` (a tile's box at row
 ``g * n + n0``; columns past n likewise), stores masked to the group's rows and to n, so ``out`` stays tight.
 Tensor maps travel by value, group sizes stay on the device: capture-safe, as the dense path.
 
 e2m1 operands are expanded to e4m3 bytes first (as the dense path, :func:`mxrt.ops.gemm_sm90._expand_e2m1`, into
 pool buffers: see the dense path's note on captures). Declined (the generic kernel runs these, :func:`unsupported`
-says why): the wgrads (variable K, k-grouped), float32 scales (DeepGEMM's Hopper recipe), float32 output with an
-fp8 operand (the fp8 wgmma partials miss the 1e-5 relative bar, as the dense path), k == 0, an fp8 operand with
-``k % 16`` or a base / row stride that is not 16-byte aligned (TMA), sizes of 2^31 or more.
+says why): DeepGEMM's k-grouped wgrad (float32 out only), float32 scales (DeepGEMM's Hopper recipe), float32 output
+with an fp8 operand (the fp8 wgmma partials miss the 1e-5 relative bar, as the dense path; this includes the
+wgrad's default float32 out: ask for bfloat16 to run it here), k == 0, an fp8 operand with ``k % 16`` or a base /
+row stride that is not 16-byte aligned (TMA), sizes of 2^31 or more.
 """
 
 from __future__ import annotations
@@ -53,7 +56,12 @@ def _cdiv(a: int, b: int) -> int:
 
 
 def _kb(p: GroupedGemmProblem) -> int:
-    return int(p.b.shape[1])
+    return int(p.b.shape[-1])
+
+
+def _b_rows(p: GroupedGemmProblem) -> int:
+    """Rows of B's tensor map: every group's n rows, or n for the wgrad (one b shared by the groups' K ranges)."""
+    return p.n if p.kind == "wgrad" else p.num_groups * p.n
 
 
 def padded_k(p: GroupedGemmProblem) -> int:
@@ -67,6 +75,8 @@ def tile(p: GroupedGemmProblem) -> tuple[int, int, int, int]:
     ids mode with one partial in flight)."""
     if p.kind == "indices":
         return SM90_GROUPED_IDS
+    if p.kind == "wgrad":  # the dense path's rule: 256 rows for 16-bit out past 128 rows
+        return SM90_GROUPED_LARGE if dtype_name(p.out_dtype) != "float32" and p.m > 128 else SM90_GROUPED_MEDIUM
     wide_out = dtype_name(p.out_dtype) != "float32"
     if p.kind == "lens" and wide_out and p.m >= LARGE_ROWS_PER_GROUP * max(p.num_groups, 1):
         return SM90_GROUPED_LARGE
@@ -75,17 +85,17 @@ def tile(p: GroupedGemmProblem) -> tuple[int, int, int, int]:
 
 def tiles_m(p: GroupedGemmProblem, bm: int) -> int:
     """Row tiles of the launch: lens ``ceil(m/BM) + G + 1`` (every group's tiles and the tail tile), indices
-    ``ceil(m/BM)``, masked ``ceil(max_m/BM)`` (per group, grid z)."""
+    ``ceil(m/BM)``, masked ``ceil(max_m/BM)`` (per group, grid z), wgrad ``ceil(m/BM)`` (per group, grid z)."""
     if p.kind == "lens":
         return _cdiv(p.m, bm) + p.num_groups + 1
-    if p.kind == "indices":
+    if p.kind in ("indices", "wgrad"):
         return max(1, _cdiv(p.m, bm))
     return max(1, _cdiv(p.max_m, bm))
 
 
 def grid(p: GroupedGemmProblem) -> tuple[int, int, int]:
     bm, bn, _, _ = tile(p)
-    return (max(1, _cdiv(p.n, bn)) * tiles_m(p, bm), 1, p.num_groups if p.kind == "masked" else 1)
+    return (max(1, _cdiv(p.n, bn)) * tiles_m(p, bm), 1, p.num_groups if p.kind in ("masked", "wgrad") else 1)
 
 
 def unsupported(target: str, p: GroupedGemmProblem) -> str | None:
@@ -93,6 +103,11 @@ def unsupported(target: str, p: GroupedGemmProblem) -> str | None:
     Device pointers are checked only for device problems (a host problem is uploaded to fresh, aligned buffers)."""
     if target != TARGET:
         return f"no Hopper grouped GEMM kernel for target {target!r} (it needs {TARGET})"
+    if p.kind == "kgrouped":
+        return (
+            "kind 'kgrouped' (DeepGEMM's k-grouped wgrad writes float32, which the fp8 wgmma partials cannot meet at "
+            "1e-5; per-group row strides would need tensor maps made on the device): the generic kernel runs it"
+        )
     if p.kind not in GROUPED_SM90_KINDS:
         return f"kind {p.kind!r}: the sm90 grouped kernel runs {GROUPED_SM90_KINDS} (the generic kernel the others)"
     if p.scale_f32:
@@ -108,9 +123,11 @@ def unsupported(target: str, p: GroupedGemmProblem) -> str | None:
         return f"k = {p.k}: an fp8 operand needs k % 16 == 0 (TMA row strides are 16-byte multiples)"
     if p.b_fmt != "e2m1" and kb % 16:
         return f"b's row of {kb} codes is not a multiple of 16 bytes (TMA row stride)"
-    if p.kind == "lens" and p.num_groups > codes.GROUPED_MAX_GROUPS:
+    if p.kind in ("lens", "wgrad") and p.num_groups > codes.GROUPED_MAX_GROUPS:
         return f"{p.num_groups} groups, the kernel's schedule takes at most {codes.GROUPED_MAX_GROUPS}"
-    b_rows = p.num_groups * p.n
+    b_rows = _b_rows(p)
+    if p.kind == "wgrad" and (p.align % 32 or p.num_groups * p.m * p.n >= _LIMIT):
+        return f"wgrad align = {p.align} (needs a multiple of 32) or G * m * n = {p.num_groups * p.m * p.n} >= 2^31"
     if max(p.m, b_rows) >= _LIMIT or max(p.m, b_rows) * max(_cdiv(kb, 32), 1) >= _LIMIT:
         return f"sizes m = {p.m}, G * n = {b_rows} (or their scale bytes) reach 2^31 (32-bit TMA rows)"
     if "e2m1" in (p.a_fmt, p.b_fmt) and max(p.m * kp, b_rows * _cdiv(kb, 16) * 16) >= 16 * 2**31:
@@ -129,6 +146,7 @@ def kernel_defines(p: GroupedGemmProblem) -> Defines:
     bm, bn, stages, dbuf = tile(p)
     return defines(
         A_FMT=_KERNEL_FMT[p.a_fmt],
+        ACCUM=int(p.accumulate),
         B_FMT=_KERNEL_FMT[p.b_fmt],
         BM=bm,
         BN=bn,
@@ -168,7 +186,7 @@ def launch_sm90(p: GroupedGemmProblem, groups: Any, out: Any, arch: Any) -> None
     from .gemm_sm90 import _expand_e2m1, tensor_map_arg
 
     bm, bn, stages, _ = tile(p)
-    kp, kb, b_rows = padded_k(p), _kb(p), p.num_groups * p.n
+    kp, kb, b_rows = padded_k(p), _kb(p), _b_rows(p)
     a = _expand_e2m1(p.a.data, p.m, p.k, kp, arch) if p.a_fmt == "e2m1" else p.a.data
     if p.b_fmt == "e2m1":  # the whole padded row (kb), so the map's stride is the expanded row
         kpb = _cdiv(kb, 16) * 16
@@ -188,6 +206,6 @@ def launch_sm90(p: GroupedGemmProblem, groups: Any, out: Any, arch: Any) -> None
     tm = tiles_m(p, bm)
     args = (tma, tmb, p.a.scales, p.b.scales, out, groups)
     args += (u32(p.m), u32(p.n), u32(p.k), u32(_cdiv(p.k, 32)), u32(_cdiv(kb, 32)), u32(p.num_groups))
-    args += (u32(p.max_m), u32(tm), u32(flags))
+    args += (u32(p.align if p.kind == "wgrad" else p.max_m), u32(tm), u32(flags))
     cfg = LaunchConfig(grid=grid(p), block=(THREADS, 1, 1), shared_mem=smem)
     launch(p.op, kernel, cfg, args)

@@ -2,7 +2,8 @@
 kernels_src/gemm/gemm_mx_grouped_generic.hip (group_lens forward/dgrad, variable-K wgrad with accumulate, DeepGEMM
 per-row ids with -1 rows, masked, k-grouped with float32 scales), empty and unaligned groups, device lens the
 host cannot check; on sm_90a also every mode of gemm_mx_grouped_sm90.hip (forced with MXRT_GROUPED_GEMM_KERNEL:
-lens on both tiles with a tail of rows past the last group, ids with several groups per tile, masked). Exits
+lens on both tiles with a tail of rows past the last group, ids with several groups per tile, masked, bf16
+wgrad plain and accumulating on both tiles with an empty group). Exits
 non-zero on any mismatch against the numpy twins."""
 
 from __future__ import annotations
@@ -114,7 +115,8 @@ def main() -> int:
 
 def sm90(rng, x) -> int:
     """gemm_mx_grouped_sm90 (sm_90a only): lens on the 128-row tile (with device lens short of m: tail rows are
-    zeroed) and the 256-row tile, DeepGEMM ids with several groups and -1 rows in one tile, masked."""
+    zeroed) and the 256-row tile, the bf16 wgrad (plain, accumulate) on both tiles, DeepGEMM ids with several
+    groups and -1 rows in one tile, masked."""
     from mxrt.runtime import get_arch
 
     if get_arch().target != "sm_90a":
@@ -133,6 +135,23 @@ def sm90(rng, x) -> int:
             short[-1] -= 5  # the last 5 rows lie past every group: zeros
             got = mxrt.grouped_gemm_mx(dev(qa), dev(qb), cupy.asarray(short)).get().view(BF16)
             bad += int((got[m - 5 :].astype(np.float32) != 0).any())
+        for lens, n, k in [([77, 0, 1, 130], 72, 96), ([600, 0, 430], 200, 136)]:  # wgrad: 128- / 256-row tiles
+            lens = np.array(lens, np.int64)
+            m, g = int(lens.sum()), lens.size
+            qg = mxrt.quantize_mx_grouped(x(m, n), lens, colwise=True, col_align=32).col
+            qx = mxrt.quantize_mx_grouped(x(m, k), lens, colwise=True, col_align=32).col
+            got = mxrt.grouped_gemm_mx_wgrad(dev(qg), dev(qx), cupy.asarray(lens), out_dtype="bfloat16").get()
+            want = mxrt.grouped_gemm_mx_wgrad(qg, qx, lens, out_dtype="bfloat16", backend="numpy")
+            bad += close(got.view(BF16), want.astype(np.float64), 1e-2)
+            start = x(g, n, k).astype(BF16)
+            out = cupy.asarray(start.view(np.uint16))
+            mxrt.grouped_gemm_mx_wgrad(
+                dev(qg), dev(qx), cupy.asarray(lens), out_dtype="bfloat16", out=out, accumulate=True
+            )
+            want = mxrt.grouped_gemm_mx_wgrad(
+                qg, qx, lens, out_dtype="bfloat16", out=start.copy(), accumulate=True, backend="numpy"
+            )
+            bad += close(out.get().view(BF16), want.astype(np.float64), 1e-2)
         m, n, k, g = 256, 128, 256, 3
         ids = np.where(rng.random(m) < 0.2, -1, rng.integers(0, g, m)).astype(np.int32)
         qa, qb = mxrt.quantize_mx(x(m, k)), mxrt.quantize_mx(x(g, n, k), axis=2)

@@ -193,6 +193,7 @@ def test_gpu_world1_nccl_layer(world1):
 
 
 @pytest.mark.gpu
+@pytest.mark.filterwarnings("ignore:Synchronization debug mode is a prototype feature:UserWarning")
 def test_gpu_dispatch_syncs_once_combine_never(world1, monkeypatch):
     """torch's sync debug mode raises on any synchronising torch call; only the split-size copy is let through."""
     if not _cuda_nccl():

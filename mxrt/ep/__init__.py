@@ -92,8 +92,20 @@ def _what(x: Any) -> str:
     return f"a {type(x).__name__}"
 
 
+def _words(t: torch.Tensor) -> torch.Tensor:
+    """Rows of ``t`` as the widest integer words that tile them (8, 4 or 1 bytes; NCCL has no 2-byte integer): the
+    gathers, scatters and NCCL copies then move 8-byte elements instead of single code bytes."""
+    b = t.contiguous().view(torch.uint8)
+    if b.numel() == 0:
+        b = torch.empty(b.shape, dtype=torch.uint8, device=b.device)  # empty views may carry stride 0
+    for size, dt in ((8, torch.int64), (4, torch.int32)):
+        if b.shape[1] % size == 0 and b.storage_offset() % size == 0:
+            return b.view(dt)
+    return b
+
+
 def _payloads(x: Any, op: str) -> tuple[list[torch.Tensor], torch.Tensor]:
-    """The byte rows to send and a tensor that stands for the tokens (shape, device)."""
+    """The rows to send (integer words, :func:`_words`) and a tensor that stands for the tokens (shape, device)."""
     if isinstance(x, MXArray):
         if not isinstance(x.data, torch.Tensor):
             raise DtypeError(f"{op}: argument 'x_mx' holds {_what(x.data)} codes, expected torch tensors")
@@ -102,10 +114,9 @@ def _payloads(x: Any, op: str) -> tuple[list[torch.Tensor], torch.Tensor]:
                 f"{op}: argument 'x_mx' is an MXArray of shape {x.shape} blocked along axis {x.axis} with scale "
                 f"layout {x.scale_layout}, expected [num_tokens, hidden] blocked along axis 1, plain scales"
             )
-        rows = [x.data.contiguous().view(torch.uint8), x.scales.contiguous().view(torch.uint8)]
-        return rows, x.data
+        return [_words(x.data), _words(x.scales)], x.data
     if isinstance(x, torch.Tensor) and x.ndim == 2:
-        return [x.contiguous()], x
+        return [_words(x)], x
     raise DtypeError(f"{op}: argument 'x_mx' is {_what(x)}, expected an MXArray of torch tensors or a 2-D tensor")
 
 
@@ -199,8 +210,8 @@ def dispatch(
     )
     if isinstance(x_mx, MXArray):
         g = MXArray(
-            data=out[0].view(x_mx.data.dtype),
-            scales=out[1].view(x_mx.scales.dtype),
+            data=out[0].view(torch.uint8).view(x_mx.data.dtype),
+            scales=out[1].view(torch.uint8).view(x_mx.scales.dtype),
             fmt=x_mx.fmt,
             block_size=x_mx.block_size,
             axis=1,
@@ -208,7 +219,7 @@ def dispatch(
             scale_mode=x_mx.scale_mode,
         )
         return g, handle
-    return out[0], handle
+    return out[0].view(torch.uint8).view(x_mx.dtype), handle
 
 
 def combine(y: torch.Tensor, handle: DispatchHandle, group: Any = None) -> torch.Tensor:

@@ -120,7 +120,7 @@ def _median_ms(fn: Any, iters: int, dev: torch.device) -> float:
         fn()
     times = []
     for _ in range(iters):
-        dist.barrier()
+        dist.barrier(device_ids=[dev.index]) if dev.type == "cuda" else dist.barrier()
         if dev.type == "cuda":
             s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             torch.cuda.synchronize()

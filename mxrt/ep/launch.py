@@ -20,12 +20,14 @@ import argparse
 import os
 import statistics
 import sys
+import time
 from typing import Any
 
 import numpy as np
 import torch
 import torch.distributed as dist
 
+from ..api.quant import quantize_mx
 from ..formats.mx import MXArray
 from ..formats.mx import quantize_mx as quantize_np
 from ..layouts.ep import experts_per_rank, simulate_dispatch
@@ -94,12 +96,10 @@ def check(a: argparse.Namespace, rank: int, w: int, dev: torch.device) -> bool:
     ref = moe_layer_f64(x, ids, wts, wgu, wd, a.fmt).astype(np.float32)
     cd = calc_diff(got, ref)
     # the dispatch alone, bit for bit against the simulated world
-    import mxrt
-
     xq = [quantize_np(xx, a.fmt) for xx in xs]
     codes, lens, _ = simulate_dispatch([q.data for q in xq], [r[0] for r in routes], e)
     scales, _, _ = simulate_dispatch([q.scales for q in xq], [r[0] for r in routes], e)
-    g, hd = dispatch(mxrt.quantize_mx(tx, a.fmt), tids, twts, num_experts=e)
+    g, hd = dispatch(quantize_mx(tx, a.fmt), tids, twts, num_experts=e)
     same = (
         np.array_equal(g.data.view(torch.uint8).cpu().numpy(), codes[rank])
         and np.array_equal(g.scales.view(torch.uint8).cpu().numpy(), scales[rank])
@@ -116,12 +116,14 @@ def check(a: argparse.Namespace, rank: int, w: int, dev: torch.device) -> bool:
 
 
 def _median_ms(fn: Any, iters: int, dev: torch.device) -> float:
+    """Median of ``iters`` calls after 3 warm-ups, each started after a barrier: CUDA events on a GPU (the host
+    sync inside a dispatch is part of it), the wall clock on the CPU."""
     for _ in range(3):
         fn()
     times = []
     for _ in range(iters):
-        dist.barrier(device_ids=[dev.index]) if dev.type == "cuda" else dist.barrier()
         if dev.type == "cuda":
+            dist.barrier(device_ids=[dev.index])
             s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             torch.cuda.synchronize()
             s.record()
@@ -129,19 +131,22 @@ def _median_ms(fn: Any, iters: int, dev: torch.device) -> float:
             e.record()
             torch.cuda.synchronize()
             times.append(s.elapsed_time(e))
-    return statistics.median(times) if times else float("nan")
+        else:
+            dist.barrier()
+            t0 = time.perf_counter()
+            fn()
+            times.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(times)
 
 
 def bench(a: argparse.Namespace, rank: int, w: int, dev: torch.device) -> None:
-    import mxrt
-
     g = torch.Generator(device=dev).manual_seed(a.seed + rank)
     h, k = a.hidden, a.topk
     for t in a.bench_tokens:
         x = torch.randn(t, h, device=dev, generator=g).to(torch.bfloat16)
         ids = torch.argsort(torch.rand(t, a.experts, device=dev, generator=g), 1)[:, :k].contiguous()
         wts = torch.softmax(torch.randn(t, k, device=dev, generator=g), 1)
-        xq = mxrt.quantize_mx(x, a.fmt)
+        xq = quantize_mx(x, a.fmt)
         rows = {}
         for name, payload in (("mx", xq), ("bf16", x)):
             _, hd = dispatch(payload, ids, wts, num_experts=a.experts)
@@ -166,8 +171,6 @@ def bench(a: argparse.Namespace, rank: int, w: int, dev: torch.device) -> None:
 
 
 def layer_bench(a: argparse.Namespace, rank: int, w: int, dev: torch.device, g: torch.Generator, t: int) -> None:
-    import mxrt
-
     e, h, i, k = a.layer_experts, a.hidden, a.inter, a.topk
     el = experts_per_rank(e, w, "mxrt.ep.launch")
     x = torch.randn(t, h, device=dev, generator=g).to(torch.bfloat16)
@@ -175,7 +178,7 @@ def layer_bench(a: argparse.Namespace, rank: int, w: int, dev: torch.device, g: 
     wts = torch.softmax(torch.randn(t, k, device=dev, generator=g), 1)
     wgu = (torch.randn(el, 2 * i, h, device=dev, generator=g) / h**0.5).to(torch.bfloat16)
     wd = (torch.randn(el, h, i, device=dev, generator=g) / i**0.5).to(torch.bfloat16)
-    qgu, qd = mxrt.quantize_mx(wgu, a.fmt, axis=2), mxrt.quantize_mx(wd, a.fmt, axis=2)
+    qgu, qd = quantize_mx(wgu, a.fmt, axis=2), quantize_mx(wd, a.fmt, axis=2)
 
     def bf16_layer() -> torch.Tensor:
         xg, hd = dispatch(x, ids, wts, num_experts=e)

@@ -27,6 +27,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from .. import config
 from ..api.quant import quantize_mx
 from ..formats.mx import MXArray
 from ..formats.mx import quantize_mx as quantize_np
@@ -40,13 +41,11 @@ from . import combine, dispatch, moe_forward, multicast_off
 def init() -> tuple[int, int, torch.device]:
     """Create the default process group from torchrun's environment (a world of one without it)."""
     multicast_off()
-    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-    os.environ.setdefault("MASTER_PORT", "29511")
-    os.environ.setdefault("RANK", "0")
-    os.environ.setdefault("WORLD_SIZE", "1")
+    for k, v in config.EP_WORLD_OF_ONE.items():
+        os.environ.setdefault(k, v)
     cuda = torch.cuda.is_available()
     if cuda:
-        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+        torch.cuda.set_device(config.local_rank())
     dist.init_process_group("nccl" if cuda else "gloo")
     dev = torch.device("cuda", torch.cuda.current_device()) if cuda else torch.device("cpu")
     return dist.get_rank(), dist.get_world_size(), dev

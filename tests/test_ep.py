@@ -176,6 +176,15 @@ def test_torchrun_gloo_w2():
     assert r.returncode == 0 and "mxrt.ep check W=2: PASS" in r.stdout, r.stdout + r.stderr
 
 
+def test_torchrun_gloo_w3_uneven():
+    """Three CPU processes: rank 0 holds no tokens, rank 1 int32 ids and bf16 weights, hidden 96 (3-byte scale
+    rows travel as bytes, codes as 8-byte words)."""
+    args = ["--tokens", "30", "--hidden", "96", "--inter", "64", "--experts", "6", "--topk", "4", "--uneven"]
+    r = _torchrun(3, *args, env={"CUDA_VISIBLE_DEVICES": ""})
+    assert r.returncode == 0 and "mxrt.ep check W=3: PASS" in r.stdout, r.stdout + r.stderr
+    assert "rank 0/3 cpu: tokens 0 " in r.stdout
+
+
 def test_import_mxrt_does_not_import_ep():
     code = "import sys, mxrt; assert 'mxrt.ep' not in sys.modules and 'torch' not in sys.modules; print('ok')"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
@@ -229,5 +238,8 @@ def test_gpu_dispatch_syncs_once_combine_never(world1, monkeypatch):
 def test_gpu_torchrun_nccl_w2():
     if not torch.cuda.is_available() or torch.cuda.device_count() < 2:
         pytest.skip(f"needs 2 GPUs for W = 2 over NCCL, this machine has {torch.cuda.device_count()}")
-    r = _torchrun(2, "--tokens", "200", "--hidden", "512", "--inter", "256", "--experts", "16", "--topk", "8")
-    assert r.returncode == 0 and "mxrt.ep check W=2: PASS" in r.stdout, r.stdout + r.stderr
+    for extra in ([], ["--uneven"]):
+        r = _torchrun(
+            2, "--tokens", "200", "--hidden", "512", "--inter", "256", "--experts", "16", "--topk", "8", *extra
+        )
+        assert r.returncode == 0 and "mxrt.ep check W=2: PASS" in r.stdout, r.stdout + r.stderr

@@ -74,14 +74,19 @@ def _local(q: MXArray, lo: int, hi: int, dev: torch.device) -> MXArray:
 def check(a: argparse.Namespace, rank: int, w: int, dev: torch.device) -> bool:
     rng = np.random.default_rng(a.seed)
     el = experts_per_rank(a.experts, w, "mxrt.ep.launch")
-    t, h, i, e, k = a.tokens, a.hidden, a.inter, a.experts, a.topk
-    xs = [(rng.standard_normal((t, h)) * rng.uniform(0.1, 4.0)).astype(BF16) for _ in range(w)]
-    routes = [routing(rng, t, e, k) for _ in range(w)]
+    h, i, e, k = a.hidden, a.inter, a.experts, a.topk
+    ts = [a.tokens * r // max(w - 1, 1) if a.uneven else a.tokens for r in range(w)]  # --uneven: rank 0 empty
+    t = ts[rank]
+    xs = [(rng.standard_normal((tr, h)) * rng.uniform(0.1, 4.0)).astype(BF16) for tr in ts]
+    routes = [routing(rng, tr, e, k) for tr in ts]
     wgu = quantize_np((rng.standard_normal((e, 2 * i, h)) / np.sqrt(h)).astype(np.float32), a.fmt, axis=2)
     wd = quantize_np((rng.standard_normal((e, h, i)) / np.sqrt(i)).astype(np.float32), a.fmt, axis=2)
     x, (ids, wts) = xs[rank], routes[rank]
     tx = torch.from_numpy(x.view(np.int16)).view(torch.bfloat16).to(dev)
     tids, twts = torch.from_numpy(ids).to(dev), torch.from_numpy(wts).to(dev)
+    if a.uneven and rank % 2:
+        tids, twts = tids.to(torch.int32), twts.to(torch.bfloat16)  # the other id / weight dtypes
+        wts = twts.float().cpu().numpy()
     out = moe_forward(
         tx,
         tids,
@@ -93,7 +98,7 @@ def check(a: argparse.Namespace, rank: int, w: int, dev: torch.device) -> bool:
     )
     got = out.float().cpu().numpy()
     ref = moe_layer_f64(x, ids, wts, wgu, wd, a.fmt).astype(np.float32)
-    cd = calc_diff(got, ref)
+    cd = calc_diff(got, ref) if t else 0.0
     # the dispatch alone, bit for bit against the simulated world
     xq = [quantize_np(xx, a.fmt) for xx in xs]
     codes, lens, _ = simulate_dispatch([q.data for q in xq], [r[0] for r in routes], e)
@@ -210,6 +215,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--topk", type=int, default=4)
     p.add_argument("--fmt", default="e4m3")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--uneven", action="store_true", help="--check: rank r holds tokens * r / (W - 1) (rank 0 none)")
     p.add_argument("--bench", action="store_true", help="time dispatch/combine (and the layer) instead")
     p.add_argument("--bench-tokens", type=int, nargs="+", default=[4096, 16384])
     p.add_argument("--layer-experts", type=int, default=0, help="--bench: also time the layer with E experts")

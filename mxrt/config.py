@@ -106,3 +106,17 @@ ENV_GROUPED_GEMM_KERNEL = "MXRT_GROUPED_GEMM_KERNEL"
 def grouped_gemm_kernel_override() -> str | None:
     v = os.environ.get(ENV_GROUPED_GEMM_KERNEL, "").strip().lower()
     return None if v in ("", "auto") else v
+
+
+#: ``LOCAL_RANK`` (set by ``torchrun``): the GPU ``python -m mxrt.ep.launch`` binds its process to (default 0).
+#: ``RANK`` / ``WORLD_SIZE`` / ``MASTER_ADDR`` / ``MASTER_PORT`` are torch.distributed's own; the launcher fills
+#: in :data:`EP_WORLD_OF_ONE` where they are unset (a run without torchrun is a world of one). mxrt.ep also
+#: *writes* ``NCCL_NVLS_ENABLE=0``, ``TORCH_SYMM_MEM_DISABLE_MULTICAST=1``, ``NVSHMEM_DISABLE_NVLS=1`` (NVLink
+#: multicast off, :data:`mxrt.ep.NVLS_OFF`) before NCCL starts; it never reads them.
+ENV_LOCAL_RANK = "LOCAL_RANK"
+EP_WORLD_OF_ONE = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29511", "RANK": "0", "WORLD_SIZE": "1"}
+
+
+def local_rank() -> int:
+    raw = os.environ.get(ENV_LOCAL_RANK, "").strip()
+    return int(raw) if raw else 0

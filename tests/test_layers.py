@@ -31,6 +31,7 @@ RANK = {
     "__init__": 8,
     "deep_gemm": 8,  # DeepGEMM-compatible names, beside the package namespace
     "torch": 8,  # the autograd layer, imported only on request
+    "ep": 8,  # expert parallelism over torch.distributed, imported only on request
     "checks": 9,
     "bench": 9,
     "cli": 10,

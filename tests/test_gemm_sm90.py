@@ -14,7 +14,7 @@ import pytest
 
 import mxrt
 from mxrt.formats.codecs import decode, unpack_fp4
-from mxrt.ops import gemm_paths, gemm_sm90
+from mxrt.ops import gemm_paths, gemm_sm90, gemm_sm90_kernels
 from mxrt.problems import gemm_problem
 from mxrt.reference import calc_diff, gemm_mx
 
@@ -65,7 +65,7 @@ def test_registered() -> None:
     ("kw", "why"),
     [
         ({"split_k": 65536, "k": 32 * 65536}, "split_k"),
-        ({"layouts": ("aiter32x8", None)}, "preshuffled"),
+        ({"layouts": ("aiter32x8", None), "m": 2**20, "k": 32 * 2041}, "aiter32x8 scale storage"),
         ({"k": 520}, "k % 16"),
         ({"a_fmt": "e4m3", "b_fmt": "e2m1", "k": 40}, "k % 16"),
         ({"a_ptr": (1 << 20) + 8}, "16-byte aligned"),
@@ -73,7 +73,7 @@ def test_registered() -> None:
         ({"out_dtype": "float32"}, "float32"),
         ({"out_dtype": "float32", "a_fmt": "e2m1"}, "float32"),
     ],
-    ids=["split_k_grid_z", "layout", "k_tail_fp8", "k_tail_mixed", "misaligned", "huge", "fp32_fp8", "fp32_mixed"],
+    ids=["split_k_grid_z", "layout_size", "k_tail_fp8", "k_tail_mixed", "misaligned", "huge", "fp32_fp8", "fp32_mixed"],
 )
 def test_declines(kw: dict, why: str) -> None:
     got = gemm_sm90.supports(_dg(**kw))
@@ -92,11 +92,29 @@ def test_declines(kw: dict, why: str) -> None:
         {"a_fmt": "e2m1", "b_fmt": "e2m1", "a_ptr": 3},
         {"split_k": 4},
         {"split_k": 16, "deterministic": False, "m": 16},
+        {"layouts": ("aiter32x8", "cublas128x4")},
+        {"layouts": ("turbo16x4", "deepgemm_ue8m0"), "m": 1, "k": 40 * 32},
     ],
-    ids=["base", "k16", "e5m2", "fp4_k_tail", "f16", "tiny", "fp4_unaligned_codes", "split_k", "split_k_atomic"],
-)
+    ids=[
+        "base", "k16", "e5m2", "fp4_k_tail", "f16", "tiny", "fp4_unaligned_codes", "split_k", "split_k_atomic",
+        "layouts", "layouts_decode",
+    ],
+)  # fmt: skip
 def test_accepts(kw: dict) -> None:
     assert gemm_sm90.supports(_dg(**kw)) is None
+
+
+@pytest.mark.parametrize(
+    ("layout", "dtype", "code"),
+    [(None, np.uint8, 0), ("aiter32x8", np.uint8, 1), ("turbo16x4", np.uint8, 2), ("turbo16x4", np.uint32, 5),
+     ("cublas128x4", np.uint8, 3), ("deepgemm_ue8m0", np.uint8, 4)],
+)  # fmt: skip
+def test_scale_layout_defines(layout, dtype, code) -> None:
+    """SLA / SLB are the layout codes of mxrt.codes (turbo16x4 in uint32 words: its own code), and the compile
+    check builds every code the launcher can ask for."""
+    assert gemm_sm90.scale_layout_code(layout, np.empty(4, dtype)) == code
+    built = {(dict(d)["SLA"], dict(d)["SLB"]) for d in gemm_sm90_kernels.GEMM_MX_SM90.variants}
+    assert any(code in pair for pair in built)
 
 
 @pytest.mark.parametrize(

@@ -11,6 +11,7 @@ Outputs start poisoned (NaN bytes) and every launch is synchronised, except in t
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 import pytest
 from support.gemm_cases import check_result, host_result, operands, to_device
@@ -86,9 +87,11 @@ def test_format_pairs(monkeypatch, path, pair, out_dtype, shape):
 
 
 def _device_scales(q, layout):
-    s = cupy.asarray(q.scales)
+    s = cupy.asarray(q if isinstance(q, np.ndarray) else q.scales)
     if layout is None:
         return s
+    if layout == "turbo16x4:u8":
+        return mxrt.preshuffle_scales(s, "turbo16x4")  # the byte form (the default dtype)
     if layout == "turbo16x4":
         return mxrt.preshuffle_scales(s, layout, dtype=np.uint32)  # the zero-extended form: 4 bytes per scale
     return mxrt.preshuffle_scales(s, layout)
@@ -105,6 +108,48 @@ def test_scale_layouts(monkeypatch, path, pair, la, lb):
     b = (cupy.asarray(qb.data), _device_scales(qb, lb), pair[1], k)
     got = run(monkeypatch, path, a, b, out_dtype="float32", a_scale_layout=la, b_scale_layout=lb)
     assert not check_result(got, qa, qb, "float32", x=x, w=w)
+
+
+_FORMS = (*mxrt.SCALE_LAYOUTS, "turbo16x4:u8")  # turbo16x4: uint32 words (_device_scales) and bytes
+LAYOUT_PAIRS = (
+    [(f, None) for f in _FORMS]
+    + [(None, f) for f in _FORMS]
+    + [
+        ("aiter32x8", "cublas128x4"),
+        ("deepgemm_ue8m0", "turbo16x4:u8"),
+    ]
+)
+
+
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("pair_layouts", LAYOUT_PAIRS, ids=lambda p: f"{p[0]}-{p[1]}")
+@pytest.mark.parametrize(
+    "case",
+    [(300, 260, 456, 1, "e4m3", "e4m3"), (40, 300, 520, 3, "e2m1", "e4m3"), (130, 70, 200, 2, "e2m1", "e2m1")],
+    ids=["large_tile", "small_tile_split3", "fp4_split2"],
+)
+def test_scale_layouts_16bit_out_extreme_scales(monkeypatch, path, case, pair_layouts):
+    """Preshuffled scales read in place with bf16 out (what sm90_wgmma serves for fp8): several tiles, rows and
+    columns past a layout's tile, split-K splits off the 4-block stage grid, and scale pairs over the whole E8M0
+    range (wide stages) plus a block of 254 x 254 on zero codes."""
+    m, n, k, split, fa, fb = case
+    la, lb = pair_layouts
+    rng = np.random.default_rng(m * 3 + n)
+    _, _, qa, qb = operands(m, n, k, fa, fb, seed=m + k)
+    sa, sb = _extreme_pairs(m, n, k, rng, 0)
+    a_codes = qa.data.copy()
+    sa[:, 2], sb[:, 2] = 254, 254
+    bpb = 16 if fa == "e2m1" else 32  # code bytes per MX block
+    a_codes[:, 2 * bpb : 3 * bpb] = 0
+    want = mxrt.reference.gemm_mx((a_codes, sa, fa, k), (qb.data, sb, fb, k), out_dtype="float64")
+    assert np.isfinite(want.astype(ml_dtypes.bfloat16)).all() and np.abs(want).max() > 0
+    a = (cupy.asarray(a_codes), _device_scales(sa, la), fa, k)
+    b = (cupy.asarray(qb.data), _device_scales(sb, lb), fb, k)
+    name = {"turbo16x4:u8": "turbo16x4"}
+    kw = dict(out_dtype="bfloat16", split_k=split, a_scale_layout=name.get(la, la), b_scale_layout=name.get(lb, lb))
+    got = host_result(run(monkeypatch, path, a, b, **kw), "bfloat16")
+    assert np.isfinite(got).all(), f"{int((~np.isfinite(got)).sum())} non-finite outputs"
+    assert mxrt.reference.calc_diff(got, want) <= 1e-5
 
 
 @pytest.mark.parametrize("path", PATHS)

@@ -33,6 +33,8 @@
 #define ATOMIC 0
 #define DIAG 0
 #include "gemm_sm90_tile.h"
+MXRT_STATIC_ASSERT(SLA == MXRT_SCALE_LAYOUT_NONE && SLB == MXRT_SCALE_LAYOUT_NONE,
+                   "the grouped kernel reads row-major scales (its Sm90Job holds scale rows)");
 
 #if !defined(MODE)
 #error "MODE must be defined by the launcher"

@@ -6,12 +6,14 @@
 //          ([split_k,m,n], fp32 if split_k > 1), ATOMIC=1 adds (fp32 / bf16x2 / f16x2)
 // args     const __grid_constant__ mxrt_tmap tma, tmb (CUtensorMaps by value: fp8 codes A [m,k], B [n,k], uint8,
 //          boxes BM / BN x 128 bytes, SWIZZLE_128B, zero OOB fill) | const u8* sa [m,ceil(k/32)] | const u8* sb
-//          [n,ceil(k/32)] (E8M0, row-major) | void* out | int m, int n, int k, int split_k
+//          [n,ceil(k/32)] (E8M0, row-major, or the storages of layouts SLA / SLB) | void* out | int m, int n,
+//          int k, int split_k
 // grid     (ceil(m/BM) * ceil(n/BN),1,split_k)   block (THREADS,1,1) = 128 per consumer warpgroup (no producer)
 //          smem STAGES * (BM*128 + BN*128 + 16*BM + 16*(BN/4+4)) + 20*STAGES + 1024 bytes (dynamic); BM 256: 2 warp-
 //          groups x 2 m64 row halves sharing the B factors; BM 64/128/192: 1/2/3 x 64 rows; BN 256: 2 column halves
 // defines  A_FMT, B_FMT (MXRT_FMT_E4M3 or _E5M2), OUT_DTYPE (MXRT_OUT_*), ATOMIC, BM, BN, STAGES, DBUF (1: two
-//          partials in flight per warpgroup), DIAG (0; 1, 2: inexact timing diagnostics)   set by mxrt/ops/gemm_sm90.py
+//          partials in flight per warpgroup), DIAG (0; 1, 2: inexact timing diagnostics), SLA, SLB (scale layout
+//          codes, MXRT_SCALE_LAYOUT_*; 5 = turbo16x4 as uint32 words)   set by mxrt/ops/gemm_sm90.py
 //          (variants and tile constants: mxrt/ops/gemm_sm90_kernels.py)
 // requires sm_90a; k % 16 == 0, code bases 16-byte aligned (TMA); m, n, ceil(k/32) * max(m, n) < 2^31; 1 <= split_k
 //          <= min(65535, ceil(k/32)); ATOMIC, 16-bit out: out 4-byte aligned, m*n even   checked by gemm_sm90.py
@@ -41,8 +43,9 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
   out = reinterpret_cast<u8*>(out) + (u64)z * (u32)m * (u32)n * (OUT_DTYPE == MXRT_OUT_F32 ? 4u : 2u);
 #endif
   sm90_init(S, ta, tb);
-  const Sm90Job job{sa + (u64)m0 * kbs, sb + (u64)n0 * kbs, kbs, kbs, (u32)m - m0, (u32)n - n0, (i32)m0, (i32)n0,
-                    kb0, kb1};
+  // row-major scales: the tiles' first scale rows; a preshuffled layout (SLA / SLB): the storage bases
+  const Sm90Job job{SLA ? sa : sa + (u64)m0 * kbs, SLB ? sb : sb + (u64)n0 * kbs, kbs, kbs, (u32)m - m0, (u32)n - n0,
+                    (i32)m0, (i32)n0, kb0, kb1};
   float acc0[64], acc1[64];  // acc1: columns 128..255 (BN = 256) or rows + 64 (BM = 256); unused otherwise
   sm90_mainloop(S, job, ta, tb, acc0, acc1);
   // ---- epilogue: straight from the accumulator registers, masked at the M / N edges

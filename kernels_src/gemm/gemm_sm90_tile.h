@@ -3,9 +3,23 @@
 // stage's scales lie in [64, 190], else promote_wide (exact for any pair, NaN for 255), a per-stage CTA flag; TMA
 // code tiles (128-byte swizzle, zero fill past the maps) and plain scale loads in a STAGES-deep mbarrier ring. The
 // including file computes its tile (Sm90Job) and calls sm90_smem / sm90_init / sm90_mainloop / sm90_store.
-// defines  A_FMT, B_FMT, OUT_DTYPE, ATOMIC, BM, BN, STAGES, DBUF, DIAG (see gemm_mx_sm90.hip's header)
+// defines  A_FMT, B_FMT, OUT_DTYPE, ATOMIC, BM, BN, STAGES, DBUF, DIAG (see gemm_mx_sm90.hip's header); SLA, SLB
+//          (default 0; the grouped kernel leaves them unset): the scale layout of A / B (MXRT_SCALE_LAYOUT_*, 5 = turbo16x4 as uint32 words),
+//          read in place; with a layout, Sm90Job's sa / sb are the storage bases, sa_stride / sb_stride the scale
+//          columns ceil(k/32), ya + rows_a / yb + rows_b the matrix rows (the dense kernel only)
 #pragma once
 #include "../common/mx_gemm.h"
+#include "../common/scale_layouts.h"
+
+#ifndef SLA
+#define SLA MXRT_SCALE_LAYOUT_NONE
+#endif
+#ifndef SLB
+#define SLB MXRT_SCALE_LAYOUT_NONE
+#endif
+MXRT_STATIC_ASSERT(SLA >= MXRT_SCALE_LAYOUT_NONE && SLA <= MXRT_SCALE_LAYOUT_TURBO16X4_U32 &&
+                       SLB >= MXRT_SCALE_LAYOUT_NONE && SLB <= MXRT_SCALE_LAYOUT_TURBO16X4_U32,
+                   "SLA / SLB: a scale layout code 0..5");
 
 #if !defined(A_FMT) || !defined(B_FMT) || !defined(OUT_DTYPE) || !defined(STAGES) || !defined(DBUF) || \
     !defined(BM) || !defined(BN) || !defined(DIAG) || !defined(ATOMIC)
@@ -43,6 +57,18 @@ MXRT_STATIC_ASSERT(STAGES >= 3 && STAGES <= 6, "STAGES: 3..6 (stage kt + STAGES 
 #define TILE_A (BM * BK)    // 16 or 24 KB
 #define TILE_B (BN * BK)    // 16 or 32 KB
 #define GROUP_M 8       // tile rasterization: 8 row tiles sweep the column tiles together (L2 reuse of B)
+
+// Byte offset of scale S[r, c] of a [rows, cols] scale matrix stored in layout L (scale_layouts.h; code 5: the
+// turbo16x4 order with one uint32 word per scale).
+template <int L>
+MXRT_DEVICE u64 sm90_scale_offset(u32 r, u32 c, u32 rows, u32 cols) {
+  if constexpr (L == MXRT_SCALE_LAYOUT_TURBO16X4_U32)
+    return (u64)MxrtScaleLayout<MXRT_SCALE_LAYOUT_TURBO16X4>(rows, cols).offset(r, c) << 2;
+  else if constexpr (L == MXRT_SCALE_LAYOUT_NONE)
+    return (u64)r * cols + c;
+  else
+    return MxrtScaleLayout<L>(rows, cols).offset(r, c);
+}
 
 #if A_FMT == MXRT_FMT_E4M3
 #define WG_ATYPE "e4m3"
@@ -379,8 +405,20 @@ MXRT_DEVICE void sm90_mainloop(const Sm90Smem& S, const Sm90Job& J, const void* 
   // two TMA code tiles. Loads are issued one stage ahead of their stores (fill_load / fill_store).
   const bool has_a = tid < (u32)BM, has_b = tid < (u32)BN;
   const bool in_a = has_a && tid < J.rows_a, in_b = has_b && tid < J.rows_b;
+#if SLA == MXRT_SCALE_LAYOUT_NONE
   const u8* srow_a = J.sa + (u64)tid * J.sa_stride;
+#define SM90_SCALE_A(kb) srow_a[kb]
+#else  // J.sa: the storage base; this thread's matrix row ya + tid of ya + rows_a, sa_stride scale columns
+  const u32 srow_a = (u32)J.ya + tid, srows_a = (u32)J.ya + J.rows_a;
+#define SM90_SCALE_A(kb) J.sa[sm90_scale_offset<SLA>(srow_a, kb, srows_a, J.sa_stride)]
+#endif
+#if SLB == MXRT_SCALE_LAYOUT_NONE
   const u8* srow_b = J.sb + (u64)tid * J.sb_stride;
+#define SM90_SCALE_B(kb) srow_b[kb]
+#else
+  const u32 srow_b = (u32)J.yb + tid, srows_b = (u32)J.yb + J.rows_b;
+#define SM90_SCALE_B(kb) J.sb[sm90_scale_offset<SLB>(srow_b, kb, srows_b, J.sb_stride)]
+#endif
   // B-scale slot of tile column tid: cols 8j + 2t + e live at [t * SB_T + 2j + e] (see promote)
   float* sdst_a = sa_s + tid;
   float* sdst_b = sb_s + ((tid >> 1) & 3u) * SB_T + 2u * (tid >> 3) + (tid & 1u);
@@ -392,8 +430,8 @@ MXRT_DEVICE void sm90_mainloop(const Sm90Smem& S, const Sm90Job& J, const void* 
     for (u32 j = 0; j < KSTEPS; ++j) {
       const u32 kb = kb0 + f * KSTEPS + j;
       const bool ok_a = in_a && kb < kb1, ok_b = in_b && kb < kb1;
-      v[0] |= (ok_a ? (u32)srow_a[kb] : 0u) << (8 * j);
-      v[1] |= (ok_b ? (u32)srow_b[kb] : 0u) << (8 * j);
+      v[0] |= (ok_a ? (u32)SM90_SCALE_A(kb) : 0u) << (8 * j);
+      v[1] |= (ok_b ? (u32)SM90_SCALE_B(kb) : 0u) << (8 * j);
       v[2] |= (ok_a ? 0u : 1u << j) | (ok_b ? 0u : 16u << j);  // outside: factor 0
     }
   };
@@ -586,6 +624,8 @@ MXRT_DEVICE void sm90_mainloop(const Sm90Smem& S, const Sm90Job& J, const void* 
       fill_store(f, fv);
     }
   }
+#undef SM90_SCALE_A
+#undef SM90_SCALE_B
 #undef MX_ISSUE
 #undef MX_PROMOTE
 #undef MX_ISSUE_H

@@ -3,9 +3,10 @@
 One fp8 ``wgmma`` m64n128k32 per MX block of 32 (the K of one fp8 wgmma is the MX block), each partial from zero
 and promoted into an fp32 accumulator with the block's two scales (``acc = fma(P * 2^sb, 2^sa, acc)``). CTA tile
 (:func:`plan`): 256 x 128 (two warpgroups of two m64 row halves) by default, 64 x 128 (one warpgroup) for
-m <= 64, 128 x 128 for m <= 128 and for fp32 results. TMA copies the code tiles (128-byte swizzle), plain loads
-the scales. e2m1 operands are expanded to e4m3 bytes first (kernels_src/gemm/e2m1_to_e4m3.hip; every e2m1 value
-is exact in e4m3), into a K padded to 16.
+m <= 64, 128 x 128 for m <= 128 and for fp32 results. TMA copies the code tiles (128-byte swizzle), plain loads the
+scales: row-major, or any preshuffled layout read in place (defines SLA / SLB: the layout's index map in the fill
+threads, so a preshuffled operand costs no unshuffle pass and no extra kernel argument). e2m1 operands are expanded
+to e4m3 bytes first (kernels_src/gemm/e2m1_to_e4m3.hip; every e2m1 value is exact in e4m3), into a K padded to 16.
 
 Split-K (grid z = split): split z covers ``p.k_ranges[z]`` (32-element boundaries); deterministic mode writes fp32
 workspace slices reduced in split order, atomic mode adds with fp32 or packed bf16x2 / f16x2 atomics
@@ -16,7 +17,7 @@ structured scalar, which CuPy passes by value), so a call does no host-to-device
 fresh buffers. Pool allocations during a capture (deterministic split-K workspace, the expanded e2m1 codes) are
 referred to by the graph after the call returns: see :mod:`mxrt.ops.gemm_splitk`.
 
-Declines (the ``generic`` path serves these): preshuffled scale layouts, an fp8 operand with ``k % 16 != 0`` or a
+Declines (the ``generic`` path serves these): an fp8 operand with ``k % 16 != 0`` or a
 code base that is not 16-byte aligned (TMA strides), sizes of 2^31 or more, split_k > 65535, and float32 output
 with an fp8 operand (measured: the fp8 wgmma partials give ~2-5e-5 relative error, over the 1e-5 bar).
 """
@@ -32,7 +33,8 @@ from typing import Any
 import numpy as np
 
 from .._kinds import dtype_name
-from ..codes import GEMM_OUT_DTYPE_CODES
+from ..codes import GEMM_OUT_DTYPE_CODES, SCALE_LAYOUT_CODES, SCALE_LAYOUT_TURBO16X4_U32
+from ..layouts import scale_layout_shape
 from ..runtime import alloc
 from ..runtime.compiler import build
 from ..runtime.kernel_spec import defines
@@ -197,8 +199,6 @@ def supports(dg: DeviceGemm) -> str | None:
     p = dg.p
     if p.split_k > MAX_GRID_YZ:
         return f"split_k = {p.split_k}, at most {MAX_GRID_YZ} (grid z)"
-    if p.a_scale_layout is not None or p.b_scale_layout is not None:
-        return "preshuffled scale layouts (this path reads row-major [rows, ceil(k/32)] scales)"
     if dtype_name(p.out_dtype) not in GEMM_OUT_DTYPE_CODES:
         return f"out dtype {dtype_name(p.out_dtype)}"
     if dtype_name(p.out_dtype) == "float32" and not p.a_fmt == p.b_fmt == "e2m1":
@@ -214,9 +214,19 @@ def supports(dg: DeviceGemm) -> str | None:
             return f"{name} codes start at {codes.data.ptr:#x}, not 16-byte aligned (TMA)"
     if max(p.m, p.n, _padded_k(dg)) >= _LIMIT or max(p.m, p.n) * max(p.k_blocks, 1) >= _LIMIT:
         return "sizes of 2^31 or more"
+    for rows, layout in ((p.m, p.a_scale_layout), (p.n, p.b_scale_layout)):
+        if layout is not None and np.prod(scale_layout_shape(layout, rows, p.k_blocks), dtype=np.int64) >= _LIMIT:
+            return f"a {layout} scale storage of 2^31 bytes or more (32-bit scale offsets)"
     if "e2m1" in (p.a_fmt, p.b_fmt) and max(p.m, p.n) * _padded_k(dg) >= 16 * 2**31:
         return "an e2m1 operand of 2^35 elements or more (the expansion kernel's 32-bit chunk index)"
     return None
+
+
+def scale_layout_code(layout: str | None, scales: Any) -> int:
+    """Define SLA / SLB of a scale operand: its layout's code, turbo16x4 stored as uint32 words its own code."""
+    if layout == "turbo16x4" and dtype_name(scales.dtype) == "uint32":
+        return SCALE_LAYOUT_TURBO16X4_U32
+    return SCALE_LAYOUT_CODES[layout]
 
 
 def _expand_e2m1(codes: Any, rows: int, k: int, kp: int, arch: Any) -> Any:
@@ -288,12 +298,13 @@ _LAUNCHES: dict = {}  # (problem sizes, formats, out code, atomic, tune, arch) -
 
 def _launch_entry(dg: DeviceGemm, kp: int, out_code: int, atomic: bool, tune: dict) -> tuple[Any, LaunchConfig, Any]:
     p = dg.p
-    key = (p.m, p.n, kp, p.split_k, p.a_fmt, p.b_fmt, out_code, atomic, tuple(sorted(tune.items())), dg.arch)
+    sl = (scale_layout_code(p.a_scale_layout, dg.a_scales), scale_layout_code(p.b_scale_layout, dg.b_scales))
+    key = (p.m, p.n, kp, p.split_k, p.a_fmt, p.b_fmt, out_code, atomic, sl, tuple(sorted(tune.items())), dg.arch)
     hit = _LAUNCHES.get(key)  # the small-problem dispatch: defines, build lookup and grid once per problem class
     if hit is None:
         if len(_LAUNCHES) >= 4096:
             _LAUNCHES.clear()
-        hit = _LAUNCHES[key] = _launch_plan(dg, kp, out_code, atomic, tune)
+        hit = _LAUNCHES[key] = _launch_plan(dg, kp, out_code, atomic, tune, sl)
     return hit
 
 
@@ -308,7 +319,9 @@ def _launch(dg: DeviceGemm, a: Any, b: Any, kp: int, dst: Any, out_code: int, at
     launch(p.op, kernel, cfg, args)
 
 
-def _launch_plan(dg: DeviceGemm, kp: int, out_code: int, atomic: bool, tune: dict) -> tuple[Any, LaunchConfig, Any]:
+def _launch_plan(
+    dg: DeviceGemm, kp: int, out_code: int, atomic: bool, tune: dict, sl: tuple[int, int]
+) -> tuple[Any, LaunchConfig, Any]:
     p = dg.p
     c = plan(p.m, out_code == F32)
     c = Sm90Config(*(tune.get(f, getattr(c, f)) for f in ("stages", "dbuf", "bm", "bn")))
@@ -321,6 +334,8 @@ def _launch_plan(dg: DeviceGemm, kp: int, out_code: int, atomic: bool, tune: dic
         DBUF=c.dbuf,
         DIAG=tune.get("diag", 0),
         OUT_DTYPE=out_code,
+        SLA=sl[0],
+        SLB=sl[1],
         STAGES=c.stages,
     )
     kernel, smem = _kernel(d, dg.arch, c)

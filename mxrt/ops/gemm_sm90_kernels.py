@@ -4,7 +4,7 @@ its e2m1 -> e4m3 expansion e2m1_to_e4m3.hip), launched by mxrt/ops/gemm_sm90.py 
 from __future__ import annotations
 
 from ..codes import FMT_CODES, GEMM_OUT_DTYPE_CODES
-from ..runtime.kernel_spec import KernelSpec, define_grid
+from ..runtime.kernel_spec import KernelSpec, define_grid, defines
 
 #: define A_FMT / B_FMT of gemm_mx_sm90: e2m1 operands are expanded to e4m3 bytes first
 SM90_FMT_CODES = {"e4m3": FMT_CODES["e4m3"], "e5m2": FMT_CODES["e5m2"], "e2m1": FMT_CODES["e4m3"]}
@@ -17,11 +17,14 @@ SM90_BN = 128
 
 _E4M3, _E5M2 = FMT_CODES["e4m3"], FMT_CODES["e5m2"]
 _F32, _BF16, _F16 = (GEMM_OUT_DTYPE_CODES[n] for n in ("float32", "bfloat16", "float16"))
+_E4M3_BF16 = dict(A_FMT=_E4M3, ATOMIC=0, B_FMT=_E4M3, DIAG=0, OUT_DTYPE=_BF16, SLA=0, SLB=0)
+_LARGE_BF16 = dict(_E4M3_BF16, BM=SM90_BM, BN=SM90_BN, DBUF=SM90_DBUF, STAGES=SM90_STAGES)
+_SMALL_BF16 = dict(_E4M3_BF16, BM=64, BN=128, DBUF=1, STAGES=4)
 
 GEMM_MX_SM90 = KernelSpec(
     symbol="gemm_mx_sm90",
     file="gemm/gemm_mx_sm90.hip",
-    required=("A_FMT", "ATOMIC", "B_FMT", "BM", "BN", "DBUF", "DIAG", "OUT_DTYPE", "STAGES"),
+    required=("A_FMT", "ATOMIC", "B_FMT", "BM", "BN", "DBUF", "DIAG", "OUT_DTYPE", "SLA", "SLB", "STAGES"),
     # mxrt/ops/gemm_sm90.py plan(): bf16 / f16 out at m > 128: the 256 x 128 tile (two warpgroups of two m64 row
     # halves); fp32 stores (fp32 out, only e2m1 x e2m1 reaches it, as expanded e4m3 codes; split-K workspaces) and
     # 64 < m <= 128: 128 x 128 with two partials in flight; m <= 64: 64 x 128 (one warpgroup). ATOMIC=1: atomic
@@ -35,6 +38,8 @@ GEMM_MX_SM90 = KernelSpec(
         DBUF=(SM90_DBUF,),
         DIAG=(0,),
         OUT_DTYPE=(_BF16, _F16),
+        SLA=(0,),
+        SLB=(0,),
         STAGES=(SM90_STAGES,),
     )
     + define_grid(
@@ -46,6 +51,8 @@ GEMM_MX_SM90 = KernelSpec(
         DBUF=(SM90_DBUF,),
         DIAG=(0,),
         OUT_DTYPE=(_BF16, _F16),
+        SLA=(0,),
+        SLB=(0,),
         STAGES=(SM90_STAGES,),
     )
     + define_grid(
@@ -57,6 +64,8 @@ GEMM_MX_SM90 = KernelSpec(
         DBUF=(1,),
         DIAG=(0,),
         OUT_DTYPE=(_F32, _BF16, _F16),
+        SLA=(0,),
+        SLB=(0,),
         STAGES=(6,),
     )
     + define_grid(
@@ -68,8 +77,14 @@ GEMM_MX_SM90 = KernelSpec(
         DBUF=(1,),
         DIAG=(0,),
         OUT_DTYPE=(_F32, _BF16, _F16),
+        SLA=(0,),
+        SLB=(0,),
         STAGES=(4,),
     )
+    # preshuffled scale layouts read in place (SLA / SLB: MXRT_SCALE_LAYOUT_* codes, 5 = turbo16x4 uint32 words;
+    # 0 = row-major): each layout on both operands of the large tile, and on B of the decode-sized tile
+    + tuple(defines(**dict(_LARGE_BF16, SLA=code, SLB=code)) for code in (1, 2, 3, 4, 5))
+    + tuple(defines(**dict(_SMALL_BF16, SLB=code)) for code in (1, 2, 3, 4, 5))
     # the other tiles and the timing diagnostic DIAG=1 of benchmarks/gemm_sm90_dev.py (DIAG=2 has no wgmma at
     # all, so it cannot meet expect_mma; the benchmark builds it directly)
     + define_grid(
@@ -81,6 +96,8 @@ GEMM_MX_SM90 = KernelSpec(
         DBUF=(0,),
         DIAG=(0,),
         OUT_DTYPE=(_BF16,),
+        SLA=(0,),
+        SLB=(0,),
         STAGES=(4,),
     )
     + define_grid(
@@ -92,6 +109,8 @@ GEMM_MX_SM90 = KernelSpec(
         DBUF=(0,),
         DIAG=(0,),
         OUT_DTYPE=(_BF16,),
+        SLA=(0,),
+        SLB=(0,),
         STAGES=(4,),
     )
     + define_grid(
@@ -103,6 +122,8 @@ GEMM_MX_SM90 = KernelSpec(
         DBUF=(1,),
         DIAG=(1,),
         OUT_DTYPE=(_BF16,),
+        SLA=(0,),
+        SLB=(0,),
         STAGES=(6,),
     ),
     targets=("sm_90a",),

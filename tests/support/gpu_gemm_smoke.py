@@ -1,6 +1,6 @@
 """A small GEMM run for compute-sanitizer (memcheck and racecheck): tiny and odd shapes, every output dtype, split-K
-in both accumulation modes, a preshuffled scale layout, an unaligned 16-bit out. ``--time`` instead times the
-generic kernel at 4096^3 e4m3 -> bf16 (CUDA events around the op, median of 20 after 3 warm-ups)."""
+in both accumulation modes, preshuffled scale layouts (fp32 and bf16 out), an unaligned 16-bit out. ``--time``
+instead times the generic kernel at 4096^3 e4m3 -> bf16 (CUDA events around the op, median of 20 after 3 warm-ups)."""
 
 from __future__ import annotations
 
@@ -38,6 +38,15 @@ def smoke() -> int:
         if errs:
             bad += 1
             print(f"FAIL layout aiter32x8 {m}x{n}x{k}: {errs}")
+        # bf16 out with both operands preshuffled: the sm90 path reads the layouts in place (SLA / SLB)
+        sb = mxrt.preshuffle_scales(b.scales, "cublas128x4")
+        got = mxrt.gemm_mx(
+            (a.data, sa, fa, k), (b.data, sb, fb, k), a_scale_layout="aiter32x8", b_scale_layout="cublas128x4"
+        )
+        errs = check_result(got, qa, qb, "bfloat16")
+        if errs:
+            bad += 1
+            print(f"FAIL layouts aiter32x8 x cublas128x4 bf16 {m}x{n}x{k}: {errs}")
     # wide stages (scale bytes outside [64, 190]) beside fast ones, in the 64-, 128- and 256-row sm90 tiles
     for m in (40, 100, 300):
         _, _, qa, qb = operands(m, 136, 512, "e4m3", "e4m3", seed=m)

@@ -1,0 +1,204 @@
+// kernel   gemm_mx_sm90_ws                                                            (extern "C")
+// computes out[m,n] = sum_kb 2^(sa[m,kb]-127) * 2^(sb[n,kb]-127) * sum_{k in kb} A[m,k] * B[n,k] (NT, MX block 32
+//          along K), the issue-10 engine skeleton: persistent grid, TMA producer warpgroup, 2 consumer warpgroups
+//          (setmaxnreg 40 / 232). DIAG=0 exact: per k32 a wgmma m64n128k32 into P, two partials in flight, promoted
+//          by gemm_sm90_tile.h's promote (fast in [64,190], else promote_wide; per-stage flag). DIAG=1 inexact timing
+//          diagnostic: a stage's 4 k32 accumulate in the tensor core, promoted once with its first block's factors
+// args     const __grid_constant__ mxrt_tmap tma, tmb (fp8 codes A [m,k], B [n,k] uint8, boxes 128 x 128 bytes,
+//          SWIZZLE_128B, zero OOB fill) | const u8* sa [m,ceil(k/32)], sb [n,ceil(k/32)] (E8M0, row-major) |
+//          void* out [m,n] | int m, int n, int k
+// grid     (min(#SMs, tiles),1,1) persistent (CTA b: tiles b, b + gridDim.x, ..., GROUP_M 8 raster); block (384,1,1):
+//          warpgroups 0, 1 consume rows 0..63 / 64..127 of the 128 x 128 tile, warpgroup 2 produces (thread 256 the
+//          TMAs, all 128 the scale factors); smem = gemm_sm90.smem_bytes(128, 128, STAGES) dynamic (sm90_smem)
+// defines  A_FMT, B_FMT (MXRT_FMT_E4M3 / _E5M2), OUT_DTYPE, ATOMIC 0, BM 128, BN 128, STAGES 3..6, DBUF 0, DIAG 0/1
+// requires sm_90a; k % 16 == 0, code bases 16-byte aligned (TMA); m, n, ceil(k/32) * max(m, n) < 2^31; no split-K.
+//          A development kernel (mxrt/ops/gemm_sm90_ws.py, benchmarks/gemm_sm90_ws_dev.py), not a GEMM path
+#include "gemm_sm90_tile.h"
+
+#if defined(MXRT_CUDA)
+
+MXRT_STATIC_ASSERT(BM == 128 && BN == 128 && ATOMIC == 0 && DBUF == 0 && DIAG <= 1,
+                   "gemm_mx_sm90_ws: BM = BN = 128, ATOMIC 0, DBUF 0, DIAG 0 / 1");
+
+#define WS_THREADS 384
+#define WS_PRODUCER_REGS 40
+#define WS_CONSUMER_REGS 232
+
+// tile t of the persistent walk -> its first row / column (GROUP_M row tiles sweep the column tiles together)
+MXRT_DEVICE void ws_tile(u32 t, u32 tiles_m, u32 tiles_n, u32& m0, u32& n0) {
+  const u32 per_group = GROUP_M * tiles_n, first_m = (t / per_group) * GROUP_M;
+  const u32 gsize = tiles_m - first_m < GROUP_M ? tiles_m - first_m : GROUP_M;
+  m0 = (first_m + (t % per_group) % gsize) * BM;
+  n0 = ((t % per_group) / gsize) * BN;
+}
+
+MXRT_DEVICE void mbar_expect_tx(u32 bar, u32 bytes) {
+  asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
+}
+
+extern "C" __global__ void __launch_bounds__(WS_THREADS, 1)
+    gemm_mx_sm90_ws(const __grid_constant__ mxrt_tmap tma, const __grid_constant__ mxrt_tmap tmb,
+                    const u8* __restrict__ sa, const u8* __restrict__ sb, void* __restrict__ out, int m, int n,
+                    int k) {
+  extern __shared__ u8 smem_raw[];
+  const Sm90Smem S = sm90_smem(smem_raw);
+  const u32 tid = MXRT_TID_X;
+  const u32 tiles_m = ((u32)m + BM - 1) / BM, tiles_n = ((u32)n + BN - 1) / BN, ntiles = tiles_m * tiles_n;
+  const u32 kbs = ((u32)k + 31u) / 32u, nkt = (kbs + KSTEPS - 1) / KSTEPS;
+  const void* ta = &tma;
+  const void* tb = &tmb;
+  if (tid == 0) {
+    for (u32 s = 0; s < STAGES; ++s) {
+      mbar_init(S.full0 + 8 * s, 128);   // each producer thread once, after its scale factors (+ TMA bytes)
+      mbar_init(S.empty0 + 8 * s, 256);  // each consumer thread once, after its last read of the stage
+      S.wide_s[s] = 0u;
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    asm volatile("prefetch.tensormap [%0];" ::"l"(ta) : "memory");
+    asm volatile("prefetch.tensormap [%0];" ::"l"(tb) : "memory");
+  }
+  __syncthreads();
+
+  if (tid >= 256u) {
+    // ---------------- producer warpgroup ----------------
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(WS_PRODUCER_REGS));
+    const u32 pt = tid - 256u;  // A row pt and B row pt of each tile (BM = BN = 128)
+    // the stage's scale bytes: v[0] 4 A bytes, v[1] 4 B bytes, v[2] bit j / 4 + j: A / B block j has data
+    auto load = [&](u32 t, u32 kt, u32 (&v)[3]) {
+      u32 m0, n0;
+      ws_tile(t, tiles_m, tiles_n, m0, n0);
+      const bool in_a = m0 + pt < (u32)m, in_b = n0 + pt < (u32)n;
+      const u8* ra = sa + (u64)(m0 + pt) * kbs;
+      const u8* rb = sb + (u64)(n0 + pt) * kbs;
+      v[0] = v[1] = v[2] = 0u;
+#pragma unroll
+      for (u32 j = 0; j < KSTEPS; ++j) {
+        const u32 kb = kt * KSTEPS + j;
+        const bool ok_a = in_a && kb < kbs, ok_b = in_b && kb < kbs;
+        v[0] |= (ok_a ? (u32)ra[kb] : 0u) << (8 * j);
+        v[1] |= (ok_b ? (u32)rb[kb] : 0u) << (8 * j);
+        v[2] |= (ok_a ? 1u << j : 0u) | (ok_b ? 16u << j : 0u);
+      }
+    };
+    float* sdst_a = S.sa_s + pt;
+    float* sdst_b = S.sb_s + ((pt >> 1) & 3u) * SB_T + 2u * (pt >> 3) + (pt & 1u);
+    u32 t = MXRT_BID_X, kt = 0, f = 0;
+    u32 v[3] = {0u, 0u, 0u};
+    if (t < ntiles) load(t, kt, v);
+    while (t < ntiles) {
+      // the next stage's bytes are loaded before this stage waits for its slot (one stage of latency hidden)
+      u32 t2 = t, kt2 = kt + 1u;
+      if (kt2 == nkt) {
+        kt2 = 0u;
+        t2 += (u32)gridDim.x;
+      }
+      u32 nv[3] = {0u, 0u, 0u};
+      if (t2 < ntiles) load(t2, kt2, nv);
+      const u32 slot = f % STAGES;
+      if (f >= STAGES) mbar_wait(S.empty0 + 8 * slot, ((f / STAGES) - 1u) & 1u);
+      if (pt == 0) {
+        u32 m0, n0;
+        ws_tile(t, tiles_m, tiles_n, m0, n0);
+        mbar_expect_tx(S.full0 + 8 * slot, TILE_A + TILE_B);
+        const i32 kc = (i32)(kt * BK);
+        tma_load_2d(smem_addr(S.tile_a + slot * TILE_A), ta, S.full0 + 8 * slot, kc, (i32)m0);
+        tma_load_2d(smem_addr(S.tile_b + slot * TILE_B), tb, S.full0 + 8 * slot, kc, (i32)n0);
+      }
+      bool wide = false;
+#pragma unroll
+      for (u32 j = 0; j < KSTEPS; ++j) {
+        const bool ok_a = (v[2] >> j) & 1u, ok_b = (v[2] >> (4 + j)) & 1u;
+        const u32 ba = (v[0] >> (8 * j)) & 255u, bb = (v[1] >> (8 * j)) & 255u;
+        sdst_a[(slot * KSTEPS + j) * BM] = ok_a ? e8m0_f32(ba) : 0.0f;
+        sdst_b[(slot * KSTEPS + j) * 4 * SB_T] = ok_b ? e8m0_f32(bb) : 0.0f;
+        wide |= (ok_a && e8m0_wide(ba)) || (ok_b && e8m0_wide(bb));
+      }
+      if (wide) atomicMax(S.wide_s + slot, f + 1u);  // stages only grow: no reset
+      mbar_arrive(S.full0 + 8 * slot);
+      v[0] = nv[0];
+      v[1] = nv[1];
+      v[2] = nv[2];
+      t = t2;
+      kt = kt2;
+      ++f;
+    }
+  } else {
+    // ---------------- consumer warpgroups 0, 1: rows 64 cw .. 64 cw + 63 of the tile, all 128 columns ----------
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(WS_CONSUMER_REGS));
+    const u32 cw = tid / 128u, lane = tid % 32u, tq = lane & 3u;
+    const u32 lrow = 64u * cw + 16u * ((tid / 32u) % 4u) + (lane >> 2), lcol = 2u * tq;
+    const u32 a_base = smem_addr(S.tile_a) + cw * 64u * BK, b_base = smem_addr(S.tile_b);
+    const bool even_n = (n & 1) == 0;
+    float acc[64], p0[64];
+#if DIAG == 0
+    float p1[64];
+#endif
+    u32 f = 0;
+    for (u32 t = MXRT_BID_X; t < ntiles; t += (u32)gridDim.x) {
+      u32 m0, n0;
+      ws_tile(t, tiles_m, tiles_n, m0, n0);
+#pragma unroll
+      for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
+      for (u32 kt = 0; kt < nkt; ++kt, ++f) {
+        const u32 slot = f % STAGES;
+        mbar_wait(S.full0 + 8 * slot, (f / STAGES) & 1u);
+        const bool wide_stage = S.wide_s[slot] == f + 1u;
+        const u32 ab = a_base + slot * TILE_A, bb = b_base + slot * TILE_B;
+        const float* sak = S.sa_s + slot * KSTEPS * BM + lrow;
+        const float* sbk = S.sb_s + slot * KSTEPS * 4 * SB_T + tq * SB_T;
+        // the stage's math, instantiated fast / wide behind one CTA-uniform branch per stage
+        auto stage = [&](auto wide_c) {
+          constexpr bool W = decltype(wide_c)::value;
+#if DIAG == 1
+          wg_fence();
+          wgmma_k32(p0, make_desc(ab), make_desc(bb));
+#pragma unroll
+          for (u32 j = 1; j < KSTEPS; ++j) wgmma_k32_acc(p0, make_desc(ab + 32u * j), make_desc(bb + 32u * j));
+          wg_commit();
+          wg_wait<0>();
+          fence_regs(p0);
+          promote(acc, p0, sak[0], sak[8], sbk, W);
+#else
+#define WS_ISSUE(P, J)                                                    \
+  do {                                                                    \
+    wg_fence();                                                           \
+    wgmma_k32(P, make_desc(ab + 32u * (J)), make_desc(bb + 32u * (J)));   \
+    wg_commit();                                                          \
+  } while (0)
+#define WS_PROMOTE(P, J)                                                                          \
+  do {                                                                                            \
+    fence_regs(P);                                                                                \
+    promote(acc, P, sak[(J) * BM], sak[(J) * BM + 8], sbk + (J) * 4 * SB_T, W);                   \
+  } while (0)
+          // two partials in flight: the promotion of step j overlaps the wgmma of step j + 1
+          WS_ISSUE(p0, 0u);
+          WS_ISSUE(p1, 1u);
+          wg_wait<1>();
+          WS_PROMOTE(p0, 0u);
+          WS_ISSUE(p0, 2u);
+          wg_wait<1>();
+          WS_PROMOTE(p1, 1u);
+          WS_ISSUE(p1, 3u);
+          wg_wait<1>();
+          WS_PROMOTE(p0, 2u);
+          wg_wait<0>();
+          WS_PROMOTE(p1, 3u);
+#undef WS_ISSUE
+#undef WS_PROMOTE
+#endif
+        };
+        if (!wide_stage) {
+          stage(mxrt_bool<false>{});
+        } else {
+          stage(mxrt_bool<true>{});
+        }
+        mbar_arrive(S.empty0 + 8 * slot);
+      }
+      // epilogue straight from the registers (masked at the M / N edges); the producer fills the next tile's
+      // stages meanwhile
+      store_half(out, acc, m0 + lrow, n0 + lcol, m, n, even_n, sm90_keep_all{});
+    }
+  }
+}
+
+#endif  // MXRT_CUDA

@@ -51,30 +51,36 @@ def to_f64(out, od):
     return (h.view(ml_dtypes.bfloat16) if od == "bfloat16" else h).astype(np.float64)
 
 
-def run_ws(codes_a, sa, codes_b, sb, m, n, k, fa, fb, od, diag=0):
+def run_ws(codes_a, sa, codes_b, sb, m, n, k, fa, fb, od, diag=0, split=1):
     p = problem(m, n, k, fa, fb, od)
     out = cupy.empty((m, n), CP_OUT[od])
     out.view(cupy.uint8).fill(0xFF)  # poison: NaN in every out dtype
     dg = DeviceGemm(p, cupy.asarray(codes_a), cupy.asarray(codes_b), cupy.asarray(sa), cupy.asarray(sb), out, ARCH)
-    gemm_sm90_ws.run(dg, diag=diag)
+    gemm_sm90_ws.run(dg, diag=diag, split=split)
     cupy.cuda.runtime.deviceSynchronize()
     return to_f64(out, od)
 
 
-def check_one(name, codes_a, sa, codes_b, sb, m, n, k, fa, fb, od, want=None, diag=0, bar=1e-5):
-    if want is None:
-        want = gemm_mx((codes_a, sa, fa, k), (codes_b, sb, fb, k), out_dtype="float64")
-    got = run_ws(codes_a, sa, codes_b, sb, m, n, k, fa, fb, od, diag)
+def check_one(name, codes_a, sa, codes_b, sb, m, n, k, fa, fb, od, diag=0, bar=1e-5):
+    want = gemm_mx((codes_a, sa, fa, k), (codes_b, sb, fb, k), out_dtype="float64")
+    return all(
+        check_split(name, codes_a, sa, codes_b, sb, m, n, k, fa, fb, od, want, diag, bar, split)
+        for split in ((0,) if diag else (0, 1))
+    )
+
+
+def check_split(name, codes_a, sa, codes_b, sb, m, n, k, fa, fb, od, want, diag, bar, split):
+    got = run_ws(codes_a, sa, codes_b, sb, m, n, k, fa, fb, od, diag, split)
     nan_w = np.isnan(want)
     nan_ok = bool((np.isnan(got) == nan_w).all())
     ok = ~nan_w
     fin = bool(np.isfinite(got[ok]).all())
     err = relative_error(want[ok], got[ok]) if od == "float32" else calc_diff(got[ok], want[ok])
-    again = run_ws(codes_a, sa, codes_b, sb, m, n, k, fa, fb, od, diag)
+    again = run_ws(codes_a, sa, codes_b, sb, m, n, k, fa, fb, od, diag, split)
     bitwise = bool(np.array_equal(got, again, equal_nan=True))
     passed = nan_ok and fin and err <= bar and bitwise
-    row = {"name": name, "shape": [m, n, k], "fmt": f"{fa}x{fb}", "out": od, "diag": diag, "err": float(err),
-           "nan_ok": nan_ok, "finite": fin, "bitwise": bitwise, "pass": passed}  # fmt: skip
+    row = {"name": name, "shape": [m, n, k], "fmt": f"{fa}x{fb}", "out": od, "diag": diag, "split": split,
+           "err": float(err), "nan_ok": nan_ok, "finite": fin, "bitwise": bitwise, "pass": passed}  # fmt: skip
     LOG["check"].append(row)
     print("check", row, flush=True)
     return passed
@@ -178,7 +184,8 @@ def time_shapes(quick: bool, stages: tuple[int, ...]) -> None:
             DeviceGemm(p, a.data, b.data, a.scales, b.scales, cupy.empty((m, n), cupy.uint16), ARCH) for a, b in sets
         ]
         variants = [(f"ws diag1 S{s} (inexact)", lambda d, s=s: gemm_sm90_ws.run(d, diag=1, stages=s)) for s in stages]
-        variants += [(f"ws exact S{s}", lambda d, s=s: gemm_sm90_ws.run(d, diag=0, stages=s)) for s in stages]
+        variants += [(f"ws exact rows S{s}", lambda d, s=s: gemm_sm90_ws.run(d, stages=s, split=0)) for s in stages]
+        variants += [(f"ws exact cols S{s}", lambda d, s=s: gemm_sm90_ws.run(d, stages=s, split=1)) for s in stages]
         variants += [("sm90_wgmma (today)", lambda d: gemm_sm90.run(d))]
         for label, fn in variants:
             try:

@@ -10,15 +10,18 @@
 // grid     (min(#SMs, tiles),1,1) persistent (CTA b: tiles b, b + gridDim.x, ..., GROUP_M 8 raster); block (384,1,1):
 //          warpgroups 0, 1 consume rows 0..63 / 64..127 of the 128 x 128 tile, warpgroup 2 produces (thread 256 the
 //          TMAs, all 128 the scale factors); smem = gemm_sm90.smem_bytes(128, 128, STAGES) dynamic (sm90_smem)
-// defines  A_FMT, B_FMT (MXRT_FMT_E4M3 / _E5M2), OUT_DTYPE, ATOMIC 0, BM 128, BN 128, STAGES 3..6, DBUF 0, DIAG 0/1
+// defines  A_FMT, B_FMT (e4m3/e5m2), OUT_DTYPE, ATOMIC 0, BM BN 128, STAGES 3..6, DBUF 0, DIAG 0/1, SPLIT 0 rows/1 cols
 // requires sm_90a; k % 16 == 0, code bases 16-byte aligned (TMA); m, n, ceil(k/32) * max(m, n) < 2^31; no split-K.
 //          A development kernel (mxrt/ops/gemm_sm90_ws.py, benchmarks/gemm_sm90_ws_dev.py), not a GEMM path
 #include "gemm_sm90_tile.h"
 
 #if defined(MXRT_CUDA)
 
-MXRT_STATIC_ASSERT(BM == 128 && BN == 128 && ATOMIC == 0 && DBUF == 0 && DIAG <= 1,
-                   "gemm_mx_sm90_ws: BM = BN = 128, ATOMIC 0, DBUF 0, DIAG 0 / 1");
+#if !defined(SPLIT)
+#error "SPLIT must be defined by the launcher"
+#endif
+MXRT_STATIC_ASSERT(BM == 128 && BN == 128 && ATOMIC == 0 && DBUF == 0 && DIAG <= 1 && (SPLIT == 0 || DIAG == 0),
+                   "gemm_mx_sm90_ws: BM = BN = 128, ATOMIC 0, DBUF 0, DIAG 0 / 1, SPLIT 0 / 1 (1: exact only)");
 
 #define WS_THREADS 384
 #define WS_PRODUCER_REGS 40
@@ -35,6 +38,53 @@ MXRT_DEVICE void ws_tile(u32 t, u32 tiles_m, u32 tiles_n, u32& m0, u32& n0) {
 MXRT_DEVICE void mbar_expect_tx(u32 bar, u32 bytes) {
   asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
 }
+
+#if SPLIT == 1
+// d = A(64x32) * B(32x64)^T from zero: one MX block of a 64 x 64 accumulator block (column split)
+MXRT_DEVICE void wgmma_n64_k32(float (&d)[32], u64 da, u64 db) {
+  asm volatile(
+      "{\nwgmma.mma_async.sync.aligned.m64n64k32.f32." WG_ATYPE "." WG_BTYPE
+      " {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, 0, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "l"(da), "l"(db));
+}
+// the partial's registers are written asynchronously: nothing may read them before the wait (no memory clobber,
+// so the factor loads can move above the wait)
+MXRT_DEVICE void fence32(float (&d)[32]) {
+#pragma unroll
+  for (int i = 0; i < 32; ++i) asm volatile("" : "+f"(d[i]));
+}
+// acc += P * 2^(sb-127) * 2^(sa-127) for a 64 x 64 block: this thread's rows r, r + 8 (fa0, fa1), columns
+// 8j + 2t + e (fb[2j + e]); fast: one FMUL + FFMA per element; wide: promote_wide (exact for any pair)
+template <bool W>
+MXRT_DEVICE void promote32(float (&acc)[32], const float (&p)[32], float fa0, float fa1, const float (&fb)[16]) {
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const float fa = e < 2 ? fa0 : fa1, b = fb[2 * j + (e & 1)];
+      acc[4 * j + e] = W ? promote_wide(acc[4 * j + e], p[4 * j + e], fa, b) : fmaf(p[4 * j + e] * b, fa, acc[4 * j + e]);
+    }
+  }
+}
+template <class Keep>
+MXRT_DEVICE void store_block32(void* out, const float (&acc)[32], u32 row0, u32 col0, int m, int n, bool even_n,
+                               const Keep& keep) {
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    const u32 col = col0 + 8u * j;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const u32 row = row0 + 8u * h;
+      if (row < (u32)m && col < (u32)n && keep(row)) {
+        const bool second = col + 1u < (u32)n;
+        store_pair(out, (u64)row * (u32)n + col, acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1], second && even_n,
+                   second);
+      }
+    }
+  }
+}
+#endif
 
 extern "C" __global__ void __launch_bounds__(WS_THREADS, 1)
     gemm_mx_sm90_ws(const __grid_constant__ mxrt_tmap tma, const __grid_constant__ mxrt_tmap tmb,
@@ -125,6 +175,79 @@ extern "C" __global__ void __launch_bounds__(WS_THREADS, 1)
   } else {
     // ---------------- consumer warpgroups 0, 1: rows 64 cw .. 64 cw + 63 of the tile, all 128 columns ----------
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(WS_CONSUMER_REGS));
+#if SPLIT == 1
+    // column split: warpgroup cw owns columns 64 cw .. 64 cw + 63 of all 128 rows, as two m64n64 blocks (rows
+    // 0..63 into p0 / acc0, rows 64..127 into p1 / acc1) that share the 16 column factors of a k32 step. The
+    // promotion of one block overlaps the other block's wgmma inside a stage (across the stage's fast / wide
+    // branch, wgmmas in flight made ptxas serialise them: C7517 / C7514).
+    const u32 cw = tid / 128u, lane = tid % 32u, tq = lane & 3u;
+    const u32 lrow = 16u * ((tid / 32u) % 4u) + (lane >> 2), lcol = 64u * cw + 2u * tq;
+    const u32 a_base = smem_addr(S.tile_a), b_base = smem_addr(S.tile_b) + cw * 64u * BK;
+    const bool even_n = (n & 1) == 0;
+    float acc0[32], acc1[32], p0[32], p1[32];
+    u32 f = 0;
+    for (u32 t = MXRT_BID_X; t < ntiles; t += (u32)gridDim.x) {
+      u32 m0, n0;
+      ws_tile(t, tiles_m, tiles_n, m0, n0);
+#pragma unroll
+      for (int i = 0; i < 32; ++i) acc0[i] = acc1[i] = 0.0f;
+      // block blk of k32 step J of the stage in slot SL
+#define WS_ISSUE2(P, SL, J, BLK)                                                                 \
+  do {                                                                                           \
+    wg_fence();                                                                                  \
+    wgmma_n64_k32(P, make_desc(a_base + (SL) * TILE_A + (BLK) * 64u * BK + 32u * (J)),           \
+                  make_desc(b_base + (SL) * TILE_B + 32u * (J)));                                \
+    wg_commit();                                                                                 \
+  } while (0)
+      for (u32 kt = 0; kt < nkt; ++kt, ++f) {
+        const u32 slot = f % STAGES;
+        mbar_wait(S.full0 + 8 * slot, (f / STAGES) & 1u);
+        const bool wide_stage = S.wide_s[slot] == f + 1u;
+        const float* sak = S.sa_s + slot * KSTEPS * BM + lrow;
+        const float* sbk = S.sb_s + slot * KSTEPS * 4 * SB_T + tq * SB_T + 16u * cw;
+        auto stage = [&](auto wide_c) {
+          constexpr bool W = decltype(wide_c)::value;
+          WS_ISSUE2(p0, slot, 0u, 0u);
+          WS_ISSUE2(p1, slot, 0u, 1u);
+#pragma unroll
+          for (u32 j = 0; j < KSTEPS; ++j) {
+            float fb[16];
+#pragma unroll
+            for (int q = 0; q < 4; ++q) {
+              const f32x4 b = *reinterpret_cast<const f32x4*>(sbk + j * 4 * SB_T + 4 * q);
+              fb[4 * q] = b.x;
+              fb[4 * q + 1] = b.y;
+              fb[4 * q + 2] = b.z;
+              fb[4 * q + 3] = b.w;
+            }
+            const float* sa_j = sak + j * BM;
+            const float fa0 = sa_j[0], fa1 = sa_j[8], fa2 = sa_j[64], fa3 = sa_j[72];
+            wg_wait<1>();  // block 0 of step j done (block 1 may still run)
+            fence32(p0);
+            promote32<W>(acc0, p0, fa0, fa1, fb);
+            if (j + 1 < KSTEPS) {
+              WS_ISSUE2(p0, slot, j + 1, 0u);
+              wg_wait<1>();  // block 1 of step j done (block 0 of step j + 1 may run)
+            } else {
+              wg_wait<0>();
+            }
+            fence32(p1);
+            promote32<W>(acc1, p1, fa2, fa3, fb);
+            if (j + 1 < KSTEPS) WS_ISSUE2(p1, slot, j + 1, 1u);
+          }
+        };
+        if (!wide_stage) {
+          stage(mxrt_bool<false>{});
+        } else {
+          stage(mxrt_bool<true>{});
+        }
+        mbar_arrive(S.empty0 + 8 * slot);  // every wgmma of the stage done, its factors read
+      }
+#undef WS_ISSUE2
+      store_block32(out, acc0, m0 + lrow, n0 + lcol, m, n, even_n, sm90_keep_all{});
+      store_block32(out, acc1, m0 + 64u + lrow, n0 + lcol, m, n, even_n, sm90_keep_all{});
+    }
+#else
     const u32 cw = tid / 128u, lane = tid % 32u, tq = lane & 3u;
     const u32 lrow = 64u * cw + 16u * ((tid / 32u) % 4u) + (lane >> 2), lcol = 2u * tq;
     const u32 a_base = smem_addr(S.tile_a) + cw * 64u * BK, b_base = smem_addr(S.tile_b);
@@ -198,6 +321,7 @@ extern "C" __global__ void __launch_bounds__(WS_THREADS, 1)
       // stages meanwhile
       store_half(out, acc, m0 + lrow, n0 + lcol, m, n, even_n, sm90_keep_all{});
     }
+#endif  // SPLIT
   }
 }
 

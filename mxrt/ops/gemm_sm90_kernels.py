@@ -124,7 +124,9 @@ E2M1_TO_E4M3 = KernelSpec(
 GEMM_MX_SM90_WS = KernelSpec(
     symbol="gemm_mx_sm90_ws",
     file="gemm/gemm_mx_sm90_ws.hip",
-    required=("A_FMT", "ATOMIC", "B_FMT", "BM", "BN", "DBUF", "DIAG", "OUT_DTYPE", "STAGES"),
+    required=("A_FMT", "ATOMIC", "B_FMT", "BM", "BN", "DBUF", "DIAG", "OUT_DTYPE", "SPLIT", "STAGES"),
+    # SPLIT 0: consumer warpgroups split the tile's rows (m64n128 each); 1: its columns (two m64n64 blocks each,
+    # exact only)
     variants=define_grid(
         A_FMT=(_E4M3,),
         ATOMIC=(0,),
@@ -134,7 +136,8 @@ GEMM_MX_SM90_WS = KernelSpec(
         DBUF=(0,),
         DIAG=(0, 1),
         OUT_DTYPE=(_BF16,),
-        STAGES=(6, 5),
+        SPLIT=(0,),
+        STAGES=(6,),
     )
     + define_grid(
         A_FMT=(_E4M3, _E5M2),
@@ -144,7 +147,8 @@ GEMM_MX_SM90_WS = KernelSpec(
         BN=(128,),
         DBUF=(0,),
         DIAG=(0,),
-        OUT_DTYPE=(_F16, _F32),
+        OUT_DTYPE=(_BF16, _F16, _F32),
+        SPLIT=(1,),
         STAGES=(6,),
     ),
     targets=("sm_90a",),

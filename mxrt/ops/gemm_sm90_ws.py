@@ -62,9 +62,9 @@ def _kernel(d: Any, arch: Any, stages: int) -> tuple[Any, int]:
     return hit
 
 
-def run(dg: DeviceGemm, diag: int = 0, stages: int = 6, ctas: int | None = None) -> None:
-    """Launch on the current stream. ``diag=1``: the inexact timing diagnostic; ``ctas``: grid size (default the
-    SM count)."""
+def run(dg: DeviceGemm, diag: int = 0, stages: int = 6, split: int = 1, ctas: int | None = None) -> None:
+    """Launch on the current stream. ``diag=1``: the inexact timing diagnostic (``split=0`` only); ``split``: 0 the
+    consumer warpgroups split the tile's rows, 1 its columns; ``ctas``: grid size (default the SM count)."""
     why = supports(dg)
     if why:
         raise ValueError(f"gemm_mx_sm90_ws: {why}")
@@ -81,6 +81,7 @@ def run(dg: DeviceGemm, diag: int = 0, stages: int = 6, ctas: int | None = None)
         DBUF=0,
         DIAG=diag,
         OUT_DTYPE=GEMM_OUT_DTYPE_CODES[dtype_name(p.out_dtype)],
+        SPLIT=0 if diag else split,
         STAGES=stages,
     )
     kernel, smem = _kernel(d, dg.arch, stages)

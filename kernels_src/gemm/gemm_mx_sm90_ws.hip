@@ -8,8 +8,8 @@
 //          SWIZZLE_128B, zero OOB fill) | const u8* sa [m,ceil(k/32)], sb [n,ceil(k/32)] (E8M0, row-major) |
 //          void* out [m,n] | int m, int n, int k
 // grid     (min(#SMs, tiles),1,1) persistent (CTA b: tiles b, b + gridDim.x, ..., GROUP_M 8 raster); block (384,1,1):
-//          warpgroups 0, 1 consume rows 0..63 / 64..127 of the 128 x 128 tile, warpgroup 2 produces (thread 256 the
-//          TMAs, all 128 the scale factors); smem = gemm_sm90.smem_bytes(128, 128, STAGES) dynamic (sm90_smem)
+//          warpgroups 0, 1 consume the 128 x 128 tile (SPLIT rows / columns), warpgroup 2 produces (thread 256 the
+//          TMAs, warps 9-11 the scale factors); smem = gemm_sm90.smem_bytes(128, 128, STAGES) dynamic (sm90_smem)
 // defines  A_FMT, B_FMT (e4m3/e5m2), OUT_DTYPE, ATOMIC 0, BM BN 128, STAGES 3..6, DBUF 0, DIAG 0/1, SPLIT 0 rows/1 cols
 // requires sm_90a; k % 16 == 0, code bases 16-byte aligned (TMA); m, n, ceil(k/32) * max(m, n) < 2^31; no split-K.
 //          A development kernel (mxrt/ops/gemm_sm90_ws.py, benchmarks/gemm_sm90_ws_dev.py), not a GEMM path
@@ -24,8 +24,8 @@ MXRT_STATIC_ASSERT(BM == 128 && BN == 128 && ATOMIC == 0 && DBUF == 0 && DIAG <=
                    "gemm_mx_sm90_ws: BM = BN = 128, ATOMIC 0, DBUF 0, DIAG 0 / 1, SPLIT 0 / 1 (1: exact only)");
 
 #define WS_THREADS 384
-#define WS_PRODUCER_REGS 40
-#define WS_CONSUMER_REGS 232
+#define WS_PRODUCER_REGS 56
+#define WS_CONSUMER_REGS 224
 
 // tile t of the persistent walk -> its first row / column (GROUP_M row tiles sweep the column tiles together)
 MXRT_DEVICE void ws_tile(u32 t, u32 tiles_m, u32 tiles_n, u32& m0, u32& n0) {
@@ -99,8 +99,8 @@ extern "C" __global__ void __launch_bounds__(WS_THREADS, 1)
   const void* tb = &tmb;
   if (tid == 0) {
     for (u32 s = 0; s < STAGES; ++s) {
-      mbar_init(S.full0 + 8 * s, 128);   // each producer thread once, after its scale factors (+ TMA bytes)
-      mbar_init(S.empty0 + 8 * s, 256);  // each consumer thread once, after its last read of the stage
+      mbar_init(S.full0 + 8 * s, 4);   // the TMA thread (+ tx bytes) and lane 0 of each scale warp
+      mbar_init(S.empty0 + 8 * s, 8);  // lane 0 of each consumer warp, after the warp's last read of the stage
       S.wide_s[s] = 0u;
     }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
@@ -111,66 +111,94 @@ extern "C" __global__ void __launch_bounds__(WS_THREADS, 1)
 
   if (tid >= 256u) {
     // ---------------- producer warpgroup ----------------
+    // warp 8 lane 0: the TMA loop alone (a slot's code tiles go out as soon as it is released); warps 9-11: the
+    // scale factors, their global loads WS_AHEAD stages ahead of the conversion (a register ring) so that the
+    // load latency never paces the ring. One arrival per warp: full = TMA thread + 3 scale warps.
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(WS_PRODUCER_REGS));
-    const u32 pt = tid - 256u;  // A row pt and B row pt of each tile (BM = BN = 128)
-    // the stage's scale bytes: v[0] 4 A bytes, v[1] 4 B bytes, v[2] bit j / 4 + j: A / B block j has data
-    auto load = [&](u32 t, u32 kt, u32 (&v)[3]) {
-      u32 m0, n0;
-      ws_tile(t, tiles_m, tiles_n, m0, n0);
-      const bool in_a = m0 + pt < (u32)m, in_b = n0 + pt < (u32)n;
-      const u8* ra = sa + (u64)(m0 + pt) * kbs;
-      const u8* rb = sb + (u64)(n0 + pt) * kbs;
-      v[0] = v[1] = v[2] = 0u;
-#pragma unroll
-      for (u32 j = 0; j < KSTEPS; ++j) {
-        const u32 kb = kt * KSTEPS + j;
-        const bool ok_a = in_a && kb < kbs, ok_b = in_b && kb < kbs;
-        v[0] |= (ok_a ? (u32)ra[kb] : 0u) << (8 * j);
-        v[1] |= (ok_b ? (u32)rb[kb] : 0u) << (8 * j);
-        v[2] |= (ok_a ? 1u << j : 0u) | (ok_b ? 16u << j : 0u);
+    const u32 pw = (tid - 256u) / 32u, lane = tid % 32u;
+    const u32 bid = MXRT_BID_X, grid = (u32)gridDim.x;
+    const u32 total = bid < ntiles ? ((ntiles - bid + grid - 1u) / grid) * nkt : 0u;  // this CTA's stages
+    if (pw == 0) {
+      if (lane == 0) {
+        for (u32 g = 0; g < total; ++g) {
+          const u32 slot = g % STAGES, kt = g % nkt;
+          u32 m0, n0;
+          ws_tile(bid + (g / nkt) * grid, tiles_m, tiles_n, m0, n0);
+          if (g >= STAGES) mbar_wait(S.empty0 + 8 * slot, ((g / STAGES) - 1u) & 1u);
+          mbar_arrive_tx(S.full0 + 8 * slot, TILE_A + TILE_B);
+          tma_load_2d(smem_addr(S.tile_a + slot * TILE_A), ta, S.full0 + 8 * slot, (i32)(kt * BK), (i32)m0);
+          tma_load_2d(smem_addr(S.tile_b + slot * TILE_B), tb, S.full0 + 8 * slot, (i32)(kt * BK), (i32)n0);
+        }
       }
-    };
-    float* sdst_a = S.sa_s + pt;
-    float* sdst_b = S.sb_s + ((pt >> 1) & 3u) * SB_T + 2u * (pt >> 3) + (pt & 1u);
-    u32 t = MXRT_BID_X, kt = 0, f = 0;
-    u32 v[3] = {0u, 0u, 0u};
-    if (t < ntiles) load(t, kt, v);
-    while (t < ntiles) {
-      // the next stage's bytes are loaded before this stage waits for its slot (one stage of latency hidden)
-      u32 t2 = t, kt2 = kt + 1u;
-      if (kt2 == nkt) {
-        kt2 = 0u;
-        t2 += (u32)gridDim.x;
-      }
-      u32 nv[3] = {0u, 0u, 0u};
-      if (t2 < ntiles) load(t2, kt2, nv);
-      const u32 slot = f % STAGES;
-      if (f >= STAGES) mbar_wait(S.empty0 + 8 * slot, ((f / STAGES) - 1u) & 1u);
-      if (pt == 0) {
+    } else {
+      // thread q of the 96: tile rows q, q + 96, q + 192 of the 256 (A rows 0..127, then B rows 0..127)
+      const u32 q = tid - 288u;
+      const bool words = (kbs & 3u) == 0u;  // a stage's 4 scale bytes form one aligned word
+      auto load = [&](u32 g, u32 (&w)[3]) {
+        if (g >= total) return;
+        const u32 kt = g % nkt;
         u32 m0, n0;
-        ws_tile(t, tiles_m, tiles_n, m0, n0);
-        mbar_expect_tx(S.full0 + 8 * slot, TILE_A + TILE_B);
-        const i32 kc = (i32)(kt * BK);
-        tma_load_2d(smem_addr(S.tile_a + slot * TILE_A), ta, S.full0 + 8 * slot, kc, (i32)m0);
-        tma_load_2d(smem_addr(S.tile_b + slot * TILE_B), tb, S.full0 + 8 * slot, kc, (i32)n0);
-      }
-      bool wide = false;
+        ws_tile(bid + (g / nkt) * grid, tiles_m, tiles_n, m0, n0);
 #pragma unroll
-      for (u32 j = 0; j < KSTEPS; ++j) {
-        const bool ok_a = (v[2] >> j) & 1u, ok_b = (v[2] >> (4 + j)) & 1u;
-        const u32 ba = (v[0] >> (8 * j)) & 255u, bb = (v[1] >> (8 * j)) & 255u;
-        sdst_a[(slot * KSTEPS + j) * BM] = ok_a ? e8m0_f32(ba) : 0.0f;
-        sdst_b[(slot * KSTEPS + j) * 4 * SB_T] = ok_b ? e8m0_f32(bb) : 0.0f;
-        wide |= (ok_a && e8m0_wide(ba)) || (ok_b && e8m0_wide(bb));
+        for (u32 i = 0; i < 3; ++i) {
+          const u32 r = q + 96u * i;
+          w[i] = 0u;
+          if (r < 256u) {
+            const bool is_a = r < 128u;
+            const u32 row = is_a ? m0 + r : n0 + r - 128u;
+            if (row < (u32)(is_a ? m : n)) {
+              const u8* src = (is_a ? sa : sb) + (u64)row * kbs + kt * KSTEPS;
+              if (words) {
+                w[i] = *reinterpret_cast<const u32*>(src);
+              } else {
+#pragma unroll
+                for (u32 j = 0; j < KSTEPS; ++j)
+                  if (kt * KSTEPS + j < kbs) w[i] |= (u32)src[j] << (8 * j);
+              }
+            }
+          }
+        }
+      };
+#define WS_AHEAD 4
+      u32 ring[WS_AHEAD][3];
+#pragma unroll
+      for (u32 d = 0; d < WS_AHEAD; ++d) load(d, ring[d]);
+      for (u32 g0 = 0; g0 < total; g0 += WS_AHEAD) {
+#pragma unroll
+        for (u32 d = 0; d < WS_AHEAD; ++d) {
+          const u32 g = g0 + d;
+          if (g < total) {
+            const u32 slot = g % STAGES, kt = g % nkt;
+            u32 m0, n0;
+            ws_tile(bid + (g / nkt) * grid, tiles_m, tiles_n, m0, n0);
+            if (g >= STAGES) mbar_wait(S.empty0 + 8 * slot, ((g / STAGES) - 1u) & 1u);
+            bool wide = false;
+#pragma unroll
+            for (u32 i = 0; i < 3; ++i) {
+              const u32 r = q + 96u * i;
+              if (r < 256u) {
+                const bool is_a = r < 128u;
+                const bool in = (is_a ? m0 + r : n0 + r - 128u) < (u32)(is_a ? m : n);
+                float* dst = is_a ? S.sa_s + r
+                                  : S.sb_s + (((r - 128u) >> 1) & 3u) * SB_T + 2u * ((r - 128u) >> 3) + (r & 1u);
+                const u32 step = is_a ? BM : 4u * SB_T;
+#pragma unroll
+                for (u32 j = 0; j < KSTEPS; ++j) {
+                  const bool ok = in && kt * KSTEPS + j < kbs;  // a block outside the matrix: factor 0
+                  const u32 b = (ring[d][i] >> (8 * j)) & 255u;
+                  dst[(slot * KSTEPS + j) * step] = ok ? e8m0_f32(b) : 0.0f;
+                  wide |= ok && e8m0_wide(b);
+                }
+              }
+            }
+            if (wide) atomicMax(S.wide_s + slot, g + 1u);  // stages only grow: no reset
+            __syncwarp();
+            if (lane == 0) mbar_arrive(S.full0 + 8 * slot);
+            load(g + WS_AHEAD, ring[d]);
+          }
+        }
       }
-      if (wide) atomicMax(S.wide_s + slot, f + 1u);  // stages only grow: no reset
-      mbar_arrive(S.full0 + 8 * slot);
-      v[0] = nv[0];
-      v[1] = nv[1];
-      v[2] = nv[2];
-      t = t2;
-      kt = kt2;
-      ++f;
+#undef WS_AHEAD
     }
   } else {
     // ---------------- consumer warpgroups 0, 1: rows 64 cw .. 64 cw + 63 of the tile, all 128 columns ----------
@@ -241,7 +269,8 @@ extern "C" __global__ void __launch_bounds__(WS_THREADS, 1)
         } else {
           stage(mxrt_bool<true>{});
         }
-        mbar_arrive(S.empty0 + 8 * slot);  // every wgmma of the stage done, its factors read
+        __syncwarp();  // every wgmma of the stage done, its factors read (by every lane of the warp)
+        if (lane == 0) mbar_arrive(S.empty0 + 8 * slot);
       }
 #undef WS_ISSUE2
       store_block32(out, acc0, m0 + lrow, n0 + lcol, m, n, even_n, sm90_keep_all{});
@@ -315,7 +344,8 @@ extern "C" __global__ void __launch_bounds__(WS_THREADS, 1)
         } else {
           stage(mxrt_bool<true>{});
         }
-        mbar_arrive(S.empty0 + 8 * slot);
+        __syncwarp();
+        if (lane == 0) mbar_arrive(S.empty0 + 8 * slot);
       }
       // epilogue straight from the registers (masked at the M / N edges); the producer fills the next tile's
       // stages meanwhile

@@ -213,6 +213,24 @@ def time_shapes(quick: bool, stages: tuple[int, ...]) -> None:
         torch.cuda.empty_cache()
 
 
+def skeleton() -> None:
+    """Where the skeleton's time goes: the k128 diagnostic with its parts removed (WS_MODE 2: no promotion, 3: no
+    wgmma, 4: no scale warps either), beside the exact build, at 8192^3 and the K = 2880 MoE shape."""
+    for m, n, k in [(8192, 8192, 8192), (4096, 5760, 2880)]:
+        flop = 2.0 * m * n * k
+        sets = gpu_sets(m, n, k)
+        p = problem(m, n, k, "e4m3", "e4m3", "bfloat16")
+        dgs = [
+            DeviceGemm(p, a.data, b.data, a.scales, b.scales, cupy.empty((m, n), cupy.uint16), ARCH) for a, b in sets
+        ]
+        variants = [(f"ws diag1 mode {md}", {"diag": 1, "mode": md}) for md in (0, 2, 3, 4)]
+        variants += [("ws diag1 mode 0 S4", {"diag": 1, "stages": 4}), ("ws exact rows", {"split": 0})]
+        for label, kw in variants:
+            record((m, n, k), label, median_ms([lambda d=d: gemm_sm90_ws.run(d, **kw) for d in dgs]), flop)
+        dgs = sets = None
+        cupy.get_default_memory_pool().free_all_blocks()
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sections", default="check,time")
@@ -225,6 +243,8 @@ def main() -> int:
         try:
             if sec == "check":
                 fails += check(args.quick)
+            elif sec == "skeleton":
+                skeleton()
             elif sec == "time":
                 time_shapes(args.quick, tuple(int(s) for s in args.stages.split(",")))
         except Exception:

@@ -10,22 +10,35 @@
 // grid     (min(#SMs, tiles),1,1) persistent (CTA b: tiles b, b + gridDim.x, ..., GROUP_M 8 raster); block (384,1,1):
 //          warpgroups 0, 1 consume the 128 x 128 tile (SPLIT rows / columns), warpgroup 2 produces (thread 256 the
 //          TMAs, warps 9-11 the scale factors); smem = gemm_sm90.smem_bytes(128, 128, STAGES) dynamic (sm90_smem)
-// defines  A_FMT, B_FMT (e4m3/e5m2), OUT_DTYPE, ATOMIC 0, BM BN 128, STAGES 3..6, DBUF 0, DIAG 0/1, SPLIT 0 rows/1 cols
-// requires sm_90a; k % 16 == 0, code bases 16-byte aligned (TMA); m, n, ceil(k/32) * max(m, n) < 2^31; no split-K.
+// defines  A_FMT, B_FMT, OUT_DTYPE, ATOMIC 0, BM BN 128, STAGES 3..6, DBUF 0, DIAG 0/1, SPLIT 0 rows/1 cols, WS_MODE
+// requires sm_90a; k % 16 == 0, code bases 16-byte aligned (TMA), scale bases 4-byte aligned; sizes < 2^31; no split-K.
 //          A development kernel (mxrt/ops/gemm_sm90_ws.py, benchmarks/gemm_sm90_ws_dev.py), not a GEMM path
 #include "gemm_sm90_tile.h"
 
 #if defined(MXRT_CUDA)
 
-#if !defined(SPLIT)
-#error "SPLIT must be defined by the launcher"
+#if !defined(SPLIT) || !defined(WS_MODE)
+#error "SPLIT and WS_MODE must be defined by the launcher"
 #endif
 MXRT_STATIC_ASSERT(BM == 128 && BN == 128 && ATOMIC == 0 && DBUF == 0 && DIAG <= 1 && (SPLIT == 0 || DIAG == 0),
                    "gemm_mx_sm90_ws: BM = BN = 128, ATOMIC 0, DBUF 0, DIAG 0 / 1, SPLIT 0 / 1 (1: exact only)");
+// WS_MODE (timing diagnostics of the skeleton, DIAG = 1 only): 0 the k128 promotion; 2 no promotion (wgmma and
+// pipeline only); 3 no wgmma either (the consumers wait for each stage and release it); 4 as 3 without scale warps
+MXRT_STATIC_ASSERT(WS_MODE == 0 || (DIAG == 1 && (WS_MODE == 2 || WS_MODE == 3 || WS_MODE == 4)),
+                   "WS_MODE: 0; 2, 3, 4 with DIAG = 1");
 
 #define WS_THREADS 384
+// register split (setmaxnreg): the exact consumers keep acc + two partials (SPLIT 0: 192 live floats) and need 224;
+// the diagnostic's fit 208, which leaves the producer 88 (its scale ring 4 stages deep without spills)
+#if DIAG == 1
+#define WS_PRODUCER_REGS 88
+#define WS_CONSUMER_REGS 208
+#define WS_AHEAD 4
+#else
 #define WS_PRODUCER_REGS 56
 #define WS_CONSUMER_REGS 224
+#define WS_AHEAD 2
+#endif
 
 // tile t of the persistent walk -> its first row / column (GROUP_M row tiles sweep the column tiles together)
 MXRT_DEVICE void ws_tile(u32 t, u32 tiles_m, u32 tiles_n, u32& m0, u32& n0) {
@@ -99,7 +112,7 @@ extern "C" __global__ void __launch_bounds__(WS_THREADS, 1)
   const void* tb = &tmb;
   if (tid == 0) {
     for (u32 s = 0; s < STAGES; ++s) {
-      mbar_init(S.full0 + 8 * s, 4);   // the TMA thread (+ tx bytes) and lane 0 of each scale warp
+      mbar_init(S.full0 + 8 * s, WS_MODE == 4 ? 1 : 4);  // the TMA thread (+ tx bytes), lane 0 of each scale warp
       mbar_init(S.empty0 + 8 * s, 8);  // lane 0 of each consumer warp, after the warp's last read of the stage
       S.wide_s[s] = 0u;
     }
@@ -118,7 +131,9 @@ extern "C" __global__ void __launch_bounds__(WS_THREADS, 1)
     const u32 pw = (tid - 256u) / 32u, lane = tid % 32u;
     const u32 bid = MXRT_BID_X, grid = (u32)gridDim.x;
     const u32 total = bid < ntiles ? ((ntiles - bid + grid - 1u) / grid) * nkt : 0u;  // this CTA's stages
-    if (pw == 0) {
+    if (WS_MODE == 4 && pw != 0) {
+      // timing diagnostic: no scale warps (the full barrier counts the TMA thread only)
+    } else if (pw == 0) {
       if (lane == 0) {
         for (u32 g = 0; g < total; ++g) {
           const u32 slot = g % STAGES, kt = g % nkt;
@@ -134,7 +149,9 @@ extern "C" __global__ void __launch_bounds__(WS_THREADS, 1)
       // thread q of the 96: tile rows q, q + 96, q + 192 of the 256 (A rows 0..127, then B rows 0..127)
       const u32 q = tid - 288u;
       const bool words = (kbs & 3u) == 0u;  // a stage's 4 scale bytes form one aligned word
-      auto load = [&](u32 g, u32 (&w)[3]) {
+      // a stage's 4 scale bytes of one row: one aligned word when ceil(k/32) % 4 == 0, else the two aligned words
+      // around them (funnel-shifted at the conversion, so no load result is used before then)
+      auto load = [&](u32 g, u32 (&w)[3][2]) {
         if (g >= total) return;
         const u32 kt = g % nkt;
         u32 m0, n0;
@@ -142,25 +159,20 @@ extern "C" __global__ void __launch_bounds__(WS_THREADS, 1)
 #pragma unroll
         for (u32 i = 0; i < 3; ++i) {
           const u32 r = q + 96u * i;
-          w[i] = 0u;
+          w[i][0] = w[i][1] = 0u;
           if (r < 256u) {
             const bool is_a = r < 128u;
-            const u32 row = is_a ? m0 + r : n0 + r - 128u;
-            if (row < (u32)(is_a ? m : n)) {
-              const u8* src = (is_a ? sa : sb) + (u64)row * kbs + kt * KSTEPS;
-              if (words) {
-                w[i] = *reinterpret_cast<const u32*>(src);
-              } else {
-#pragma unroll
-                for (u32 j = 0; j < KSTEPS; ++j)
-                  if (kt * KSTEPS + j < kbs) w[i] |= (u32)src[j] << (8 * j);
-              }
+            const u32 row = is_a ? m0 + r : n0 + r - 128u, rows = is_a ? (u32)m : (u32)n;
+            if (row < rows) {
+              const u32 o = row * kbs + kt * KSTEPS;  // < 2^31 (checked by the launcher)
+              const u32* wp = reinterpret_cast<const u32*>(is_a ? sa : sb) + (o >> 2);
+              w[i][0] = wp[0];
+              if (!words && (o >> 2) + 1u < (rows * kbs + 3u) / 4u) w[i][1] = wp[1];
             }
           }
         }
       };
-#define WS_AHEAD 4
-      u32 ring[WS_AHEAD][3];
+      u32 ring[WS_AHEAD][3][2];
 #pragma unroll
       for (u32 d = 0; d < WS_AHEAD; ++d) load(d, ring[d]);
       for (u32 g0 = 0; g0 < total; g0 += WS_AHEAD) {
@@ -178,14 +190,18 @@ extern "C" __global__ void __launch_bounds__(WS_THREADS, 1)
               const u32 r = q + 96u * i;
               if (r < 256u) {
                 const bool is_a = r < 128u;
-                const bool in = (is_a ? m0 + r : n0 + r - 128u) < (u32)(is_a ? m : n);
+                const u32 row = is_a ? m0 + r : n0 + r - 128u;
+                const bool in = row < (u32)(is_a ? m : n);
+                const u32 bytes =
+                    words ? ring[d][i][0]
+                          : __funnelshift_r(ring[d][i][0], ring[d][i][1], 8u * ((row * kbs + kt * KSTEPS) & 3u));
                 float* dst = is_a ? S.sa_s + r
                                   : S.sb_s + (((r - 128u) >> 1) & 3u) * SB_T + 2u * ((r - 128u) >> 3) + (r & 1u);
                 const u32 step = is_a ? BM : 4u * SB_T;
 #pragma unroll
                 for (u32 j = 0; j < KSTEPS; ++j) {
                   const bool ok = in && kt * KSTEPS + j < kbs;  // a block outside the matrix: factor 0
-                  const u32 b = (ring[d][i] >> (8 * j)) & 255u;
+                  const u32 b = (bytes >> (8 * j)) & 255u;
                   dst[(slot * KSTEPS + j) * step] = ok ? e8m0_f32(b) : 0.0f;
                   wide |= ok && e8m0_wide(b);
                 }
@@ -198,7 +214,6 @@ extern "C" __global__ void __launch_bounds__(WS_THREADS, 1)
           }
         }
       }
-#undef WS_AHEAD
     }
   } else {
     // ---------------- consumer warpgroups 0, 1: rows 64 cw .. 64 cw + 63 of the tile, all 128 columns ----------
@@ -302,6 +317,7 @@ extern "C" __global__ void __launch_bounds__(WS_THREADS, 1)
         auto stage = [&](auto wide_c) {
           constexpr bool W = decltype(wide_c)::value;
 #if DIAG == 1
+#if WS_MODE <= 2
           wg_fence();
           wgmma_k32(p0, make_desc(ab), make_desc(bb));
 #pragma unroll
@@ -309,7 +325,13 @@ extern "C" __global__ void __launch_bounds__(WS_THREADS, 1)
           wg_commit();
           wg_wait<0>();
           fence_regs(p0);
+#endif
+#if WS_MODE == 0
           promote(acc, p0, sak[0], sak[8], sbk, W);
+#else
+          (void)sak;
+          (void)sbk;
+#endif
 #else
 #define WS_ISSUE(P, J)                                                    \
   do {                                                                    \

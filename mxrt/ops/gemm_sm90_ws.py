@@ -42,6 +42,8 @@ def supports(dg: DeviceGemm) -> str | None:
         return f"k = {p.k}: k % 16 != 0 (TMA)"
     if dg.a_codes.data.ptr % 16 or dg.b_codes.data.ptr % 16:
         return "code bases not 16-byte aligned (TMA)"
+    if dg.a_scales.data.ptr % 4 or dg.b_scales.data.ptr % 4:
+        return "scale bases not 4-byte aligned (word loads)"
     if max(p.m, p.n, p.k) >= _LIMIT or max(p.m, p.n) * max(p.k_blocks, 1) >= _LIMIT:
         return "sizes of 2^31 or more"
     return None
@@ -62,9 +64,10 @@ def _kernel(d: Any, arch: Any, stages: int) -> tuple[Any, int]:
     return hit
 
 
-def run(dg: DeviceGemm, diag: int = 0, stages: int = 6, split: int = 1, ctas: int | None = None) -> None:
+def run(dg: DeviceGemm, diag: int = 0, stages: int = 6, split: int = 1, ctas: int | None = None, mode: int = 0) -> None:
     """Launch on the current stream. ``diag=1``: the inexact timing diagnostic (``split=0`` only); ``split``: 0 the
-    consumer warpgroups split the tile's rows, 1 its columns; ``ctas``: grid size (default the SM count)."""
+    consumer warpgroups split the tile's rows, 1 its columns; ``ctas``: grid size (default the SM count); ``mode``
+    (with ``diag=1``): 2 no promotion, 3 no math, 4 no math and no scale warps (the kernel's WS_MODE)."""
     why = supports(dg)
     if why:
         raise ValueError(f"gemm_mx_sm90_ws: {why}")
@@ -83,6 +86,7 @@ def run(dg: DeviceGemm, diag: int = 0, stages: int = 6, split: int = 1, ctas: in
         OUT_DTYPE=GEMM_OUT_DTYPE_CODES[dtype_name(p.out_dtype)],
         SPLIT=0 if diag else split,
         STAGES=stages,
+        WS_MODE=mode,
     )
     kernel, smem = _kernel(d, dg.arch, stages)
     tiles = -(-p.m // BM) * -(-p.n // BN)

@@ -1,7 +1,7 @@
 // kernel   gemm_mx_sm90_ws                                                            (extern "C")
 // computes out[m,n] = sum_kb 2^(sa[m,kb]-127) * 2^(sb[n,kb]-127) * sum_{k in kb} A[m,k] * B[n,k] (NT, MX block 32
 //          along K), the issue-10 engine skeleton: persistent grid, TMA producer warpgroup, 2 consumer warpgroups
-//          (setmaxnreg 40 / 232). DIAG=0 exact: per k32 a wgmma m64n128k32 into P, two partials in flight, promoted
+//          (setmaxnreg 56 / 224). DIAG=0 exact: per k32 a wgmma m64n128k32 into P, two partials in flight, promoted
 //          by gemm_sm90_tile.h's promote (fast in [64,190], else promote_wide; per-stage flag). DIAG=1 inexact timing
 //          diagnostic: a stage's 4 k32 accumulate in the tensor core, promoted once with its first block's factors
 // args     const __grid_constant__ mxrt_tmap tma, tmb (fp8 codes A [m,k], B [n,k] uint8, boxes 128 x 128 bytes,
@@ -9,7 +9,7 @@
 //          void* out [m,n] | int m, int n, int k
 // grid     (min(#SMs, tiles),1,1) persistent (CTA b: tiles b, b + gridDim.x, ..., GROUP_M 8 raster); block (384,1,1):
 //          warpgroups 0, 1 consume the 128 x 128 tile (SPLIT rows / columns), warpgroup 2 produces (thread 256 the
-//          TMAs, warps 9-11 the scale factors); smem = gemm_sm90.smem_bytes(128, 128, STAGES) dynamic (sm90_smem)
+//          TMAs, warps 9-11 the scale factors); smem = gemm_sm90.smem_bytes(128, 128, STAGES) + 16 KB (scale staging)
 // defines  A_FMT, B_FMT, OUT_DTYPE, ATOMIC 0, BM BN 128, STAGES 3..6, DBUF 0, DIAG 0/1, SPLIT 0 rows/1 cols, WS_MODE
 // requires sm_90a; k % 16 == 0, code bases 16-byte aligned (TMA), scale bases 4-byte aligned; sizes < 2^31; no split-K.
 //          A development kernel (mxrt/ops/gemm_sm90_ws.py, benchmarks/gemm_sm90_ws_dev.py), not a GEMM path
@@ -28,17 +28,9 @@ MXRT_STATIC_ASSERT(WS_MODE == 0 || (DIAG == 1 && (WS_MODE == 2 || WS_MODE == 3 |
                    "WS_MODE: 0; 2, 3, 4 with DIAG = 1");
 
 #define WS_THREADS 384
-// register split (setmaxnreg): the exact consumers keep acc + two partials (SPLIT 0: 192 live floats) and need 224;
-// the diagnostic's fit 208, which leaves the producer 88 (its scale ring 4 stages deep without spills)
-#if DIAG == 1
-#define WS_PRODUCER_REGS 88
-#define WS_CONSUMER_REGS 208
-#define WS_AHEAD 4
-#else
 #define WS_PRODUCER_REGS 56
 #define WS_CONSUMER_REGS 224
-#define WS_AHEAD 2
-#endif
+#define WS_AHEAD 8  // stages of scale loads in flight (cp.async staging: 2 KB of shared memory each)
 
 // tile t of the persistent walk -> its first row / column (GROUP_M row tiles sweep the column tiles together)
 MXRT_DEVICE void ws_tile(u32 t, u32 tiles_m, u32 tiles_n, u32& m0, u32& n0) {
@@ -150,69 +142,71 @@ extern "C" __global__ void __launch_bounds__(WS_THREADS, 1)
       const u32 q = tid - 288u;
       const bool words = (kbs & 3u) == 0u;  // a stage's 4 scale bytes form one aligned word
       // a stage's 4 scale bytes of one row: one aligned word when ceil(k/32) % 4 == 0, else the two aligned words
-      // around them (funnel-shifted at the conversion, so no load result is used before then)
-      auto load = [&](u32 g, u32 (&w)[3][2]) {
-        if (g >= total) return;
-        const u32 kt = g % nkt;
+      // around them (funnel-shifted at the conversion). They are copied by cp.async into a WS_AHEAD-deep staging
+      // ring in shared memory (each thread reads back only its own copies: cp.async.wait_group orders them), so
+      // the loads run WS_AHEAD stages ahead of the conversion without holding registers.
+      u32* stage_w = S.wide_s + STAGES;  // [WS_AHEAD][256 rows][2 words] after the wide flags (4-byte aligned)
+      auto issue = [&](u32 g) {
+        if (g < total) {
+          const u32 kt = g % nkt;
+          u32 m0, n0;
+          ws_tile(bid + (g / nkt) * grid, tiles_m, tiles_n, m0, n0);
+#pragma unroll
+          for (u32 i = 0; i < 3; ++i) {
+            const u32 r = q + 96u * i;
+            if (r < 256u) {
+              const bool is_a = r < 128u;
+              const u32 row = is_a ? m0 + r : n0 + r - 128u, rows = is_a ? (u32)m : (u32)n;
+              if (row < rows) {
+                const u32 o = row * kbs + kt * KSTEPS;  // < 2^31 (checked by the launcher)
+                const u32* wp = reinterpret_cast<const u32*>(is_a ? sa : sb) + (o >> 2);
+                const u32 dst = smem_addr(stage_w + ((g % WS_AHEAD) * 256u + r) * 2u);
+                asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(dst), "l"(wp) : "memory");
+                if (!words && (o >> 2) + 1u < (rows * kbs + 3u) / 4u)
+                  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(dst + 4u), "l"(wp + 1) : "memory");
+              }
+            }
+          }
+        }
+        asm volatile("cp.async.commit_group;" ::: "memory");  // one group per stage, empty ones included
+      };
+      for (u32 d = 0; d < WS_AHEAD; ++d) issue(d);
+      for (u32 g = 0; g < total; ++g) {
+        const u32 slot = g % STAGES, kt = g % nkt;
         u32 m0, n0;
         ws_tile(bid + (g / nkt) * grid, tiles_m, tiles_n, m0, n0);
+        asm volatile("cp.async.wait_group %0;" ::"n"(WS_AHEAD - 1) : "memory");  // stage g's copies landed
+        if (g >= STAGES) mbar_wait(S.empty0 + 8 * slot, ((g / STAGES) - 1u) & 1u);
+        bool wide = false;
 #pragma unroll
         for (u32 i = 0; i < 3; ++i) {
           const u32 r = q + 96u * i;
-          w[i][0] = w[i][1] = 0u;
           if (r < 256u) {
             const bool is_a = r < 128u;
-            const u32 row = is_a ? m0 + r : n0 + r - 128u, rows = is_a ? (u32)m : (u32)n;
-            if (row < rows) {
-              const u32 o = row * kbs + kt * KSTEPS;  // < 2^31 (checked by the launcher)
-              const u32* wp = reinterpret_cast<const u32*>(is_a ? sa : sb) + (o >> 2);
-              w[i][0] = wp[0];
-              if (!words && (o >> 2) + 1u < (rows * kbs + 3u) / 4u) w[i][1] = wp[1];
+            const u32 row = is_a ? m0 + r : n0 + r - 128u;
+            const bool in = row < (u32)(is_a ? m : n);
+            const u32* sw = stage_w + ((g % WS_AHEAD) * 256u + r) * 2u;
+            const u32 bytes = !in ? 0u : words ? sw[0] : __funnelshift_r(sw[0], (row * kbs + kt * KSTEPS) / 4u + 1u <
+                                                                                   ((is_a ? (u32)m : (u32)n) * kbs + 3u) / 4u
+                                                                               ? sw[1]
+                                                                               : 0u,
+                                                                           8u * ((row * kbs + kt * KSTEPS) & 3u));
+            float* dst = is_a ? S.sa_s + r
+                              : S.sb_s + (((r - 128u) >> 1) & 3u) * SB_T + 2u * ((r - 128u) >> 3) + (r & 1u);
+            const u32 step = is_a ? BM : 4u * SB_T;
+#pragma unroll
+            for (u32 j = 0; j < KSTEPS; ++j) {
+              const bool ok = in && kt * KSTEPS + j < kbs;  // a block outside the matrix: factor 0
+              const u32 b = (bytes >> (8 * j)) & 255u;
+              dst[(slot * KSTEPS + j) * step] = ok ? e8m0_f32(b) : 0.0f;
+              wide |= ok && e8m0_wide(b);
             }
           }
         }
-      };
-      u32 ring[WS_AHEAD][3][2];
-#pragma unroll
-      for (u32 d = 0; d < WS_AHEAD; ++d) load(d, ring[d]);
-      for (u32 g0 = 0; g0 < total; g0 += WS_AHEAD) {
-#pragma unroll
-        for (u32 d = 0; d < WS_AHEAD; ++d) {
-          const u32 g = g0 + d;
-          if (g < total) {
-            const u32 slot = g % STAGES, kt = g % nkt;
-            u32 m0, n0;
-            ws_tile(bid + (g / nkt) * grid, tiles_m, tiles_n, m0, n0);
-            if (g >= STAGES) mbar_wait(S.empty0 + 8 * slot, ((g / STAGES) - 1u) & 1u);
-            bool wide = false;
-#pragma unroll
-            for (u32 i = 0; i < 3; ++i) {
-              const u32 r = q + 96u * i;
-              if (r < 256u) {
-                const bool is_a = r < 128u;
-                const u32 row = is_a ? m0 + r : n0 + r - 128u;
-                const bool in = row < (u32)(is_a ? m : n);
-                const u32 bytes =
-                    words ? ring[d][i][0]
-                          : __funnelshift_r(ring[d][i][0], ring[d][i][1], 8u * ((row * kbs + kt * KSTEPS) & 3u));
-                float* dst = is_a ? S.sa_s + r
-                                  : S.sb_s + (((r - 128u) >> 1) & 3u) * SB_T + 2u * ((r - 128u) >> 3) + (r & 1u);
-                const u32 step = is_a ? BM : 4u * SB_T;
-#pragma unroll
-                for (u32 j = 0; j < KSTEPS; ++j) {
-                  const bool ok = in && kt * KSTEPS + j < kbs;  // a block outside the matrix: factor 0
-                  const u32 b = (bytes >> (8 * j)) & 255u;
-                  dst[(slot * KSTEPS + j) * step] = ok ? e8m0_f32(b) : 0.0f;
-                  wide |= ok && e8m0_wide(b);
-                }
-              }
-            }
-            if (wide) atomicMax(S.wide_s + slot, g + 1u);  // stages only grow: no reset
-            __syncwarp();
-            if (lane == 0) mbar_arrive(S.full0 + 8 * slot);
-            load(g + WS_AHEAD, ring[d]);
-          }
-        }
+        if (wide) atomicMax(S.wide_s + slot, g + 1u);  // stages only grow: no reset
+        __syncwarp();
+        if (lane == 0) mbar_arrive(S.full0 + 8 * slot);
+        issue(g + WS_AHEAD);  // into the staging slot just read
       }
     }
   } else {

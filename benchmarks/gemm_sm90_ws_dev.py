@@ -175,7 +175,7 @@ def record(shape, impl, ms, flop, **extra):
     print("time", row, flush=True)
 
 
-def time_shapes(quick: bool, stages: tuple[int, ...] = (5,)) -> None:
+def time_shapes(quick: bool, stages: tuple[int, ...] = (6,)) -> None:
     import torch
 
     shapes = [(8192, 8192, 8192), (4096, 4096, 7168), (4096, 7168, 2048), (4096, 5760, 2880)]
@@ -237,7 +237,7 @@ def main() -> int:
     ap.add_argument("--sections", default="check,time")
     ap.add_argument("--json")
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--stages", default="5")
+    ap.add_argument("--stages", default="6")
     args = ap.parse_args()
     fails = 0
     for sec in args.sections.split(","):

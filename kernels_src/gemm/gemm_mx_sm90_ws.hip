@@ -9,7 +9,7 @@
 //          void* out [m,n] | int m, int n, int k
 // grid     (min(#SMs, tiles),1,1) persistent (CTA b: tiles b, b + gridDim.x, ..., GROUP_M 8 raster); block (384,1,1):
 //          warpgroups 0, 1 consume the 128 x 128 tile (SPLIT rows / columns), warpgroup 2 produces (thread 256 the
-//          TMAs, warps 9-11 the scale factors); smem = gemm_sm90.smem_bytes(128, 128, STAGES) + 16 KB (scale staging)
+//          TMAs, warps 9-11 the scale factors); smem = gemm_sm90.smem_bytes(128, 128, STAGES) + 8 KB (scale staging)
 // defines  A_FMT, B_FMT, OUT_DTYPE, ATOMIC 0, BM BN 128, STAGES 3..6, DBUF 0, DIAG 0/1, SPLIT 0 rows/1 cols, WS_MODE
 // requires sm_90a; k % 16 == 0, code bases 16-byte aligned (TMA), scale bases 4-byte aligned; sizes < 2^31; no split-K.
 //          A development kernel (mxrt/ops/gemm_sm90_ws.py, benchmarks/gemm_sm90_ws_dev.py), not a GEMM path
@@ -30,7 +30,7 @@ MXRT_STATIC_ASSERT(WS_MODE == 0 || (DIAG == 1 && (WS_MODE == 2 || WS_MODE == 3 |
 #define WS_THREADS 384
 #define WS_PRODUCER_REGS 56
 #define WS_CONSUMER_REGS 224
-#define WS_AHEAD 8  // stages of scale loads in flight (cp.async staging: 2 KB of shared memory each)
+#define WS_AHEAD 4  // stages of scale loads in flight (cp.async staging: 2 KB of shared memory each)
 
 // tile t of the persistent walk -> its first row / column (GROUP_M row tiles sweep the column tiles together)
 MXRT_DEVICE void ws_tile(u32 t, u32 tiles_m, u32 tiles_n, u32& m0, u32& n0) {
@@ -38,6 +38,23 @@ MXRT_DEVICE void ws_tile(u32 t, u32 tiles_m, u32 tiles_n, u32& m0, u32& n0) {
   const u32 gsize = tiles_m - first_m < GROUP_M ? tiles_m - first_m : GROUP_M;
   m0 = (first_m + (t % per_group) % gsize) * BM;
   n0 = ((t % per_group) / gsize) * BN;
+}
+
+// a walk over this CTA's (tile, k-stage) sequence without a division per stage
+struct WsCursor {
+  u32 tile, kt, m0, n0;
+};
+MXRT_DEVICE WsCursor ws_start(u32 bid, u32 tiles_m, u32 tiles_n) {
+  WsCursor c{bid, 0u, 0u, 0u};
+  ws_tile(bid, tiles_m, tiles_n, c.m0, c.n0);
+  return c;
+}
+MXRT_DEVICE void ws_next(WsCursor& c, u32 nkt, u32 grid, u32 ntiles, u32 tiles_m, u32 tiles_n) {
+  if (++c.kt == nkt) {
+    c.kt = 0u;
+    c.tile += grid;
+    if (c.tile < ntiles) ws_tile(c.tile, tiles_m, tiles_n, c.m0, c.n0);
+  }
 }
 
 MXRT_DEVICE void mbar_expect_tx(u32 bar, u32 bytes) {
@@ -127,54 +144,52 @@ extern "C" __global__ void __launch_bounds__(WS_THREADS, 1)
       // timing diagnostic: no scale warps (the full barrier counts the TMA thread only)
     } else if (pw == 0) {
       if (lane == 0) {
-        for (u32 g = 0; g < total; ++g) {
-          const u32 slot = g % STAGES, kt = g % nkt;
-          u32 m0, n0;
-          ws_tile(bid + (g / nkt) * grid, tiles_m, tiles_n, m0, n0);
+        WsCursor c = ws_start(bid, tiles_m, tiles_n);
+        for (u32 g = 0; g < total; ++g, ws_next(c, nkt, grid, ntiles, tiles_m, tiles_n)) {
+          const u32 slot = g % STAGES;
           if (g >= STAGES) mbar_wait(S.empty0 + 8 * slot, ((g / STAGES) - 1u) & 1u);
           mbar_arrive_tx(S.full0 + 8 * slot, TILE_A + TILE_B);
-          tma_load_2d(smem_addr(S.tile_a + slot * TILE_A), ta, S.full0 + 8 * slot, (i32)(kt * BK), (i32)m0);
-          tma_load_2d(smem_addr(S.tile_b + slot * TILE_B), tb, S.full0 + 8 * slot, (i32)(kt * BK), (i32)n0);
+          tma_load_2d(smem_addr(S.tile_a + slot * TILE_A), ta, S.full0 + 8 * slot, (i32)(c.kt * BK), (i32)c.m0);
+          tma_load_2d(smem_addr(S.tile_b + slot * TILE_B), tb, S.full0 + 8 * slot, (i32)(c.kt * BK), (i32)c.n0);
         }
       }
     } else {
       // thread q of the 96: tile rows q, q + 96, q + 192 of the 256 (A rows 0..127, then B rows 0..127)
       const u32 q = tid - 288u;
       const bool words = (kbs & 3u) == 0u;  // a stage's 4 scale bytes form one aligned word
+      const u32 words_a = ((u32)m * kbs + 3u) / 4u, words_b = ((u32)n * kbs + 3u) / 4u;  // words of sa / sb
       // a stage's 4 scale bytes of one row: one aligned word when ceil(k/32) % 4 == 0, else the two aligned words
       // around them (funnel-shifted at the conversion). They are copied by cp.async into a WS_AHEAD-deep staging
       // ring in shared memory (each thread reads back only its own copies: cp.async.wait_group orders them), so
-      // the loads run WS_AHEAD stages ahead of the conversion without holding registers.
+      // the loads run WS_AHEAD stages ahead of the conversion without holding registers. Two cursors (issue and
+      // convert) walk the tiles without a division per stage.
       u32* stage_w = S.wide_s + STAGES;  // [WS_AHEAD][256 rows][2 words] after the wide flags (4-byte aligned)
+      WsCursor ci = ws_start(bid, tiles_m, tiles_n), cc = ci;
       auto issue = [&](u32 g) {
         if (g < total) {
-          const u32 kt = g % nkt;
-          u32 m0, n0;
-          ws_tile(bid + (g / nkt) * grid, tiles_m, tiles_n, m0, n0);
 #pragma unroll
           for (u32 i = 0; i < 3; ++i) {
             const u32 r = q + 96u * i;
             if (r < 256u) {
               const bool is_a = r < 128u;
-              const u32 row = is_a ? m0 + r : n0 + r - 128u, rows = is_a ? (u32)m : (u32)n;
-              if (row < rows) {
-                const u32 o = row * kbs + kt * KSTEPS;  // < 2^31 (checked by the launcher)
+              const u32 row = is_a ? ci.m0 + r : ci.n0 + r - 128u;
+              if (row < (is_a ? (u32)m : (u32)n)) {
+                const u32 o = row * kbs + ci.kt * KSTEPS;  // < 2^31 (checked by the launcher)
                 const u32* wp = reinterpret_cast<const u32*>(is_a ? sa : sb) + (o >> 2);
                 const u32 dst = smem_addr(stage_w + ((g % WS_AHEAD) * 256u + r) * 2u);
                 asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(dst), "l"(wp) : "memory");
-                if (!words && (o >> 2) + 1u < (rows * kbs + 3u) / 4u)
+                if (!words && (o >> 2) + 1u < (is_a ? words_a : words_b))
                   asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(dst + 4u), "l"(wp + 1) : "memory");
               }
             }
           }
+          ws_next(ci, nkt, grid, ntiles, tiles_m, tiles_n);
         }
         asm volatile("cp.async.commit_group;" ::: "memory");  // one group per stage, empty ones included
       };
       for (u32 d = 0; d < WS_AHEAD; ++d) issue(d);
-      for (u32 g = 0; g < total; ++g) {
-        const u32 slot = g % STAGES, kt = g % nkt;
-        u32 m0, n0;
-        ws_tile(bid + (g / nkt) * grid, tiles_m, tiles_n, m0, n0);
+      for (u32 g = 0; g < total; ++g, ws_next(cc, nkt, grid, ntiles, tiles_m, tiles_n)) {
+        const u32 slot = g % STAGES, kt = cc.kt;
         asm volatile("cp.async.wait_group %0;" ::"n"(WS_AHEAD - 1) : "memory");  // stage g's copies landed
         if (g >= STAGES) mbar_wait(S.empty0 + 8 * slot, ((g / STAGES) - 1u) & 1u);
         bool wide = false;
@@ -183,14 +198,12 @@ extern "C" __global__ void __launch_bounds__(WS_THREADS, 1)
           const u32 r = q + 96u * i;
           if (r < 256u) {
             const bool is_a = r < 128u;
-            const u32 row = is_a ? m0 + r : n0 + r - 128u;
-            const bool in = row < (u32)(is_a ? m : n);
+            const u32 row = is_a ? cc.m0 + r : cc.n0 + r - 128u;
+            const bool in = row < (is_a ? (u32)m : (u32)n);
             const u32* sw = stage_w + ((g % WS_AHEAD) * 256u + r) * 2u;
-            const u32 bytes = !in ? 0u : words ? sw[0] : __funnelshift_r(sw[0], (row * kbs + kt * KSTEPS) / 4u + 1u <
-                                                                                   ((is_a ? (u32)m : (u32)n) * kbs + 3u) / 4u
-                                                                               ? sw[1]
-                                                                               : 0u,
-                                                                           8u * ((row * kbs + kt * KSTEPS) & 3u));
+            const u32 o = row * kbs + kt * KSTEPS;
+            const u32 hi = (o >> 2) + 1u < (is_a ? words_a : words_b) ? sw[1] : 0u;
+            const u32 bytes = !in ? 0u : words ? sw[0] : __funnelshift_r(sw[0], hi, 8u * (o & 3u));
             float* dst = is_a ? S.sa_s + r
                               : S.sb_s + (((r - 128u) >> 1) & 3u) * SB_T + 2u * ((r - 128u) >> 3) + (r & 1u);
             const u32 step = is_a ? BM : 4u * SB_T;

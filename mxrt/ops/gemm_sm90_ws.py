@@ -24,8 +24,8 @@ from .gemm_sm90 import smem_bytes, tensor_map_arg
 
 BM = BN = 128
 THREADS = 384
-#: the scale warps' cp.async staging ring (WS_AHEAD 8 stages x 256 rows x 2 words)
-STAGING_BYTES = 8 * 256 * 8
+#: the scale warps' cp.async staging ring (WS_AHEAD 4 stages x 256 rows x 2 words)
+STAGING_BYTES = 4 * 256 * 8
 _LIMIT = 2**31
 
 
@@ -66,7 +66,7 @@ def _kernel(d: Any, arch: Any, stages: int) -> tuple[Any, int]:
     return hit
 
 
-def run(dg: DeviceGemm, diag: int = 0, stages: int = 5, split: int = 1, ctas: int | None = None, mode: int = 0) -> None:
+def run(dg: DeviceGemm, diag: int = 0, stages: int = 6, split: int = 1, ctas: int | None = None, mode: int = 0) -> None:
     """Launch on the current stream. ``diag=1``: the inexact timing diagnostic (``split=0`` only); ``split``: 0 the
     consumer warpgroups split the tile's rows, 1 its columns; ``ctas``: grid size (default the SM count); ``mode``
     (with ``diag=1``): 2 no promotion, 3 no math, 4 no math and no scale warps (the kernel's WS_MODE)."""

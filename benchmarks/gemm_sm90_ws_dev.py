@@ -175,7 +175,7 @@ def record(shape, impl, ms, flop, **extra):
     print("time", row, flush=True)
 
 
-def time_shapes(quick: bool, stages: tuple[int, ...] = (6,)) -> None:
+def time_shapes(quick: bool, stages: tuple[int, ...] = (4,)) -> None:
     import torch
 
     shapes = [(8192, 8192, 8192), (4096, 4096, 7168), (4096, 7168, 2048), (4096, 5760, 2880)]
@@ -223,9 +223,10 @@ def skeleton() -> None:
         dgs = [
             DeviceGemm(p, a.data, b.data, a.scales, b.scales, cupy.empty((m, n), cupy.uint16), ARCH) for a, b in sets
         ]
-        variants = [(f"ws diag1 mode {md}", {"diag": 1, "mode": md}) for md in (0, 2, 3, 4)]
-        variants += [("ws diag1 mode 0 S4", {"diag": 1, "stages": 4}), ("ws exact rows", {"split": 0})]
-        variants += [("ws exact rows S4", {"split": 0, "stages": 4})]
+        variants = [(f"ws diag1 mode {md} S4", {"diag": 1, "mode": md}) for md in (0, 2, 3, 4)]
+        variants += [(f"ws diag1 mode 3 S{st}", {"diag": 1, "mode": 3, "stages": st}) for st in (5, 6)]
+        variants += [(f"ws diag1 mode 0 S{st}", {"diag": 1, "stages": st}) for st in (5, 6)]
+        variants += [(f"ws exact rows S{st}", {"split": 0, "stages": st}) for st in (4, 5, 6)]
         for label, kw in variants:
             record((m, n, k), label, median_ms([lambda d=d: gemm_sm90_ws.run(d, **kw) for d in dgs]), flop)
         dgs = sets = None
@@ -237,7 +238,7 @@ def main() -> int:
     ap.add_argument("--sections", default="check,time")
     ap.add_argument("--json")
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--stages", default="6")
+    ap.add_argument("--stages", default="4")
     args = ap.parse_args()
     fails = 0
     for sec in args.sections.split(","):

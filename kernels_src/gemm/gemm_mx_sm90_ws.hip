@@ -9,7 +9,7 @@
 //          void* out [m,n] | int m, int n, int k
 // grid     (min(#SMs, tiles),1,1) persistent (CTA b: tiles b, b + gridDim.x, ..., GROUP_M 8 raster); block (384,1,1):
 //          warpgroups 0, 1 consume the 128 x 128 tile (SPLIT rows / columns), warpgroup 2 produces (thread 256 the
-//          TMAs, warps 9-11 the scale factors); smem = gemm_sm90.smem_bytes(128, 128, STAGES) + 8 KB (scale staging)
+//          TMAs, warps 9-11 the scale factors); smem = gemm_sm90.smem_bytes(128, 128, STAGES) + staging (2 KB x 16/8/4)
 // defines  A_FMT, B_FMT, OUT_DTYPE, ATOMIC 0, BM BN 128, STAGES 3..6, DBUF 0, DIAG 0/1, SPLIT 0 rows/1 cols, WS_MODE
 // requires sm_90a; k % 16 == 0, code bases 16-byte aligned (TMA), scale bases 4-byte aligned; sizes < 2^31; no split-K.
 //          A development kernel (mxrt/ops/gemm_sm90_ws.py, benchmarks/gemm_sm90_ws_dev.py), not a GEMM path
@@ -30,7 +30,9 @@ MXRT_STATIC_ASSERT(WS_MODE == 0 || (DIAG == 1 && (WS_MODE == 2 || WS_MODE == 3 |
 #define WS_THREADS 384
 #define WS_PRODUCER_REGS 56
 #define WS_CONSUMER_REGS 224
-#define WS_AHEAD 4  // stages of scale loads in flight (cp.async staging: 2 KB of shared memory each)
+// stages of scale loads in flight (cp.async staging, 2 KB of shared memory each): as deep as the tile ring leaves
+// room for (mxrt/ops/gemm_sm90_ws.py staging_bytes mirrors it)
+#define WS_AHEAD (STAGES <= 4 ? 16 : (STAGES == 5 ? 8 : 4))
 
 // tile t of the persistent walk -> its first row / column (GROUP_M row tiles sweep the column tiles together)
 MXRT_DEVICE void ws_tile(u32 t, u32 tiles_m, u32 tiles_n, u32& m0, u32& n0) {

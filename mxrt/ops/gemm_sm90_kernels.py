@@ -137,7 +137,7 @@ GEMM_MX_SM90_WS = KernelSpec(
         DIAG=(0, 1),
         OUT_DTYPE=(_BF16,),
         SPLIT=(0,),
-        STAGES=(6,),
+        STAGES=(4,),
         WS_MODE=(0,),
     )
     + define_grid(
@@ -150,7 +150,7 @@ GEMM_MX_SM90_WS = KernelSpec(
         DIAG=(1,),
         OUT_DTYPE=(_BF16,),
         SPLIT=(0,),
-        STAGES=(6,),
+        STAGES=(4,),
         WS_MODE=(2,),  # 3, 4 (no wgmma at all, so no expect_mma): built by benchmarks/gemm_sm90_ws_dev.py
     )
     + define_grid(
@@ -163,7 +163,7 @@ GEMM_MX_SM90_WS = KernelSpec(
         DIAG=(0,),
         OUT_DTYPE=(_BF16, _F16, _F32),
         SPLIT=(1,),
-        STAGES=(6,),
+        STAGES=(4,),
         WS_MODE=(0,),
     ),
     targets=("sm_90a",),

@@ -24,8 +24,14 @@ from .gemm_sm90 import smem_bytes, tensor_map_arg
 
 BM = BN = 128
 THREADS = 384
-#: the scale warps' cp.async staging ring (WS_AHEAD 4 stages x 256 rows x 2 words)
-STAGING_BYTES = 4 * 256 * 8
+
+
+def staging_bytes(stages: int) -> int:
+    """The scale warps' cp.async staging ring: WS_AHEAD stages (16 / 8 / 4 for a 4 / 5 / 6-stage tile ring) x 256
+    rows x 2 words."""
+    return (16 if stages <= 4 else 8 if stages == 5 else 4) * 256 * 8
+
+
 _LIMIT = 2**31
 
 
@@ -59,14 +65,14 @@ def _kernel(d: Any, arch: Any, stages: int) -> tuple[Any, int]:
     hit = _KERNELS.get(key)
     if hit is None:
         kernel = build(gemm_sm90_kernels.GEMM_MX_SM90_WS, d, arch)
-        smem = smem_bytes(BM, BN, stages) + STAGING_BYTES
+        smem = smem_bytes(BM, BN, stages) + staging_bytes(stages)
         if kernel.max_dynamic_shared_size_bytes < smem:
             kernel.max_dynamic_shared_size_bytes = smem
         hit = _KERNELS[key] = (kernel, smem)
     return hit
 
 
-def run(dg: DeviceGemm, diag: int = 0, stages: int = 6, split: int = 1, ctas: int | None = None, mode: int = 0) -> None:
+def run(dg: DeviceGemm, diag: int = 0, stages: int = 4, split: int = 1, ctas: int | None = None, mode: int = 0) -> None:
     """Launch on the current stream. ``diag=1``: the inexact timing diagnostic (``split=0`` only); ``split``: 0 the
     consumer warpgroups split the tile's rows, 1 its columns; ``ctas``: grid size (default the SM count); ``mode``
     (with ``diag=1``): 2 no promotion, 3 no math, 4 no math and no scale warps (the kernel's WS_MODE)."""

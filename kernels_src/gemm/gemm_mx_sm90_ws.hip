@@ -9,7 +9,7 @@
 //          void* out [m,n] | int m, int n, int k
 // grid     (min(#SMs, tiles),1,1) persistent (CTA b: tiles b, b + gridDim.x, ..., GROUP_M 8 raster); block (384,1,1):
 //          warpgroups 0, 1 consume the 128 x 128 tile (SPLIT rows / columns), warpgroup 2 produces (thread 256 the
-//          TMAs, warps 9-11 the scale factors); smem = gemm_sm90.smem_bytes(128, 128, STAGES) + staging (2 KB x 16/8/4)
+//          TMAs, warps 9-11 the scale factors); smem = gemm_sm90.smem_bytes(128, 128, STAGES) + staging (3 x 2 KB x 8/4/1)
 // defines  A_FMT, B_FMT, OUT_DTYPE, ATOMIC 0, BM BN 128, STAGES 3..6, DBUF 0, DIAG 0/1, SPLIT 0 rows/1 cols, WS_MODE
 // requires sm_90a; k % 16 == 0, code bases 16-byte aligned (TMA), scale bases 4-byte aligned; sizes < 2^31; no split-K.
 //          A development kernel (mxrt/ops/gemm_sm90_ws.py, benchmarks/gemm_sm90_ws_dev.py), not a GEMM path
@@ -30,9 +30,9 @@ MXRT_STATIC_ASSERT(WS_MODE == 0 || (DIAG == 1 && (WS_MODE == 2 || WS_MODE == 3 |
 #define WS_THREADS 384
 #define WS_PRODUCER_REGS 56
 #define WS_CONSUMER_REGS 224
-// stages of scale loads in flight (cp.async staging, 2 KB of shared memory each): as deep as the tile ring leaves
-// room for (mxrt/ops/gemm_sm90_ws.py staging_bytes mirrors it)
-#define WS_AHEAD (STAGES <= 4 ? 16 : (STAGES == 5 ? 8 : 4))
+// stages of scale loads in flight per scale warp (cp.async staging, 2 KB of shared memory each): as deep as the
+// tile ring leaves room for (mxrt/ops/gemm_sm90_ws.py staging_bytes mirrors it)
+#define WS_AHEAD (STAGES <= 4 ? 8 : (STAGES == 5 ? 4 : 1))  // per scale warp (3 x WS_AHEAD x 2 KB)
 
 // tile t of the persistent walk -> its first row / column (GROUP_M row tiles sweep the column tiles together)
 MXRT_DEVICE void ws_tile(u32 t, u32 tiles_m, u32 tiles_n, u32& m0, u32& n0) {
@@ -156,72 +156,78 @@ extern "C" __global__ void __launch_bounds__(WS_THREADS, 1)
         }
       }
     } else {
-      // thread q of the 96: tile rows q, q + 96, q + 192 of the 256 (A rows 0..127, then B rows 0..127)
-      const u32 q = tid - 288u;
+      // scale warp w (0..2) converts the stages g = w, w + 3, ... (round robin: three stages in flight at once, a
+      // warp's per-stage chain of waits, loads and stores is latency-bound); lane l: tile rows l + 32 i, i < 8
+      // (A rows 0..127, then B rows 0..127)
+      const u32 w = pw - 1u;
       const bool words = (kbs & 3u) == 0u;  // a stage's 4 scale bytes form one aligned word
       const u32 words_a = ((u32)m * kbs + 3u) / 4u, words_b = ((u32)n * kbs + 3u) / 4u;  // words of sa / sb
       // a stage's 4 scale bytes of one row: one aligned word when ceil(k/32) % 4 == 0, else the two aligned words
-      // around them (funnel-shifted at the conversion). They are copied by cp.async into a WS_AHEAD-deep staging
-      // ring in shared memory (each thread reads back only its own copies: cp.async.wait_group orders them), so
-      // the loads run WS_AHEAD stages ahead of the conversion without holding registers. Two cursors (issue and
-      // convert) walk the tiles without a division per stage.
-      u32* stage_w = S.wide_s + STAGES;  // [WS_AHEAD][256 rows][2 words] after the wide flags (4-byte aligned)
-      WsCursor ci = ws_start(bid, tiles_m, tiles_n), cc = ci;
-      auto issue = [&](u32 g) {
-        if (g < total) {
+      // around them (funnel-shifted at the conversion). They are copied by cp.async into the warp's WS_AHEAD-deep
+      // staging ring in shared memory (each thread reads back only its own copies: cp.async.wait_group orders
+      // them), so a warp's loads run WS_AHEAD of its stages ahead of the conversion without holding registers.
+      // Two cursors (issue and convert) walk the tiles without a division per stage.
+      u32* stage_w = S.wide_s + STAGES + w * (WS_AHEAD * 512u);  // [3][WS_AHEAD][256 rows][2 words]
+      WsCursor ci = ws_start(bid, tiles_m, tiles_n);
+      for (u32 d = 0; d < w; ++d) ws_next(ci, nkt, grid, ntiles, tiles_m, tiles_n);
+      WsCursor cc = ci;
+      auto step3 = [&](WsCursor& c) {
 #pragma unroll
-          for (u32 i = 0; i < 3; ++i) {
-            const u32 r = q + 96u * i;
-            if (r < 256u) {
-              const bool is_a = r < 128u;
-              const u32 row = is_a ? ci.m0 + r : ci.n0 + r - 128u;
-              if (row < (is_a ? (u32)m : (u32)n)) {
-                const u32 o = row * kbs + ci.kt * KSTEPS;  // < 2^31 (checked by the launcher)
-                const u32* wp = reinterpret_cast<const u32*>(is_a ? sa : sb) + (o >> 2);
-                const u32 dst = smem_addr(stage_w + ((g % WS_AHEAD) * 256u + r) * 2u);
-                asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(dst), "l"(wp) : "memory");
-                if (!words && (o >> 2) + 1u < (is_a ? words_a : words_b))
-                  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(dst + 4u), "l"(wp + 1) : "memory");
-              }
+        for (u32 d = 0; d < 3; ++d) ws_next(c, nkt, grid, ntiles, tiles_m, tiles_n);
+      };
+      auto issue = [&](u32 g, u32 sl) {
+        if (g < total) {
+#pragma unroll 4
+          for (u32 i = 0; i < 8; ++i) {
+            const u32 r = lane + 32u * i;
+            const bool is_a = r < 128u;
+            const u32 row = is_a ? ci.m0 + r : ci.n0 + r - 128u;
+            if (row < (is_a ? (u32)m : (u32)n)) {
+              const u32 o = row * kbs + ci.kt * KSTEPS;  // < 2^31 (checked by the launcher)
+              const u32* wp = reinterpret_cast<const u32*>(is_a ? sa : sb) + (o >> 2);
+              const u32 dst = smem_addr(stage_w + (sl * 256u + r) * 2u);
+              asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(dst), "l"(wp) : "memory");
+              if (!words && (o >> 2) + 1u < (is_a ? words_a : words_b))
+                asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(dst + 4u), "l"(wp + 1) : "memory");
             }
           }
-          ws_next(ci, nkt, grid, ntiles, tiles_m, tiles_n);
+          step3(ci);
         }
         asm volatile("cp.async.commit_group;" ::: "memory");  // one group per stage, empty ones included
       };
-      for (u32 d = 0; d < WS_AHEAD; ++d) issue(d);
-      for (u32 g = 0; g < total; ++g, ws_next(cc, nkt, grid, ntiles, tiles_m, tiles_n)) {
+      for (u32 d = 0; d < WS_AHEAD; ++d) issue(w + 3u * d, d);
+      u32 sl = 0;
+      for (u32 g = w; g < total; g += 3u, step3(cc)) {
         const u32 slot = g % STAGES, kt = cc.kt;
         asm volatile("cp.async.wait_group %0;" ::"n"(WS_AHEAD - 1) : "memory");  // stage g's copies landed
         if (g >= STAGES) mbar_wait(S.empty0 + 8 * slot, ((g / STAGES) - 1u) & 1u);
         bool wide = false;
+#pragma unroll 4
+        for (u32 i = 0; i < 8; ++i) {
+          const u32 r = lane + 32u * i;
+          const bool is_a = r < 128u;
+          const u32 row = is_a ? cc.m0 + r : cc.n0 + r - 128u;
+          const bool in = row < (is_a ? (u32)m : (u32)n);
+          const u32* sw = stage_w + (sl * 256u + r) * 2u;
+          const u32 o = row * kbs + kt * KSTEPS;
+          const u32 hi = (o >> 2) + 1u < (is_a ? words_a : words_b) ? sw[1] : 0u;
+          const u32 bytes = !in ? 0u : words ? sw[0] : __funnelshift_r(sw[0], hi, 8u * (o & 3u));
+          float* dst = is_a ? S.sa_s + r
+                            : S.sb_s + (((r - 128u) >> 1) & 3u) * SB_T + 2u * ((r - 128u) >> 3) + (r & 1u);
+          const u32 step = is_a ? BM : 4u * SB_T;
 #pragma unroll
-        for (u32 i = 0; i < 3; ++i) {
-          const u32 r = q + 96u * i;
-          if (r < 256u) {
-            const bool is_a = r < 128u;
-            const u32 row = is_a ? cc.m0 + r : cc.n0 + r - 128u;
-            const bool in = row < (is_a ? (u32)m : (u32)n);
-            const u32* sw = stage_w + ((g % WS_AHEAD) * 256u + r) * 2u;
-            const u32 o = row * kbs + kt * KSTEPS;
-            const u32 hi = (o >> 2) + 1u < (is_a ? words_a : words_b) ? sw[1] : 0u;
-            const u32 bytes = !in ? 0u : words ? sw[0] : __funnelshift_r(sw[0], hi, 8u * (o & 3u));
-            float* dst = is_a ? S.sa_s + r
-                              : S.sb_s + (((r - 128u) >> 1) & 3u) * SB_T + 2u * ((r - 128u) >> 3) + (r & 1u);
-            const u32 step = is_a ? BM : 4u * SB_T;
-#pragma unroll
-            for (u32 j = 0; j < KSTEPS; ++j) {
-              const bool ok = in && kt * KSTEPS + j < kbs;  // a block outside the matrix: factor 0
-              const u32 b = (bytes >> (8 * j)) & 255u;
-              dst[(slot * KSTEPS + j) * step] = ok ? e8m0_f32(b) : 0.0f;
-              wide |= ok && e8m0_wide(b);
-            }
+          for (u32 j = 0; j < KSTEPS; ++j) {
+            const bool ok = in && kt * KSTEPS + j < kbs;  // a block outside the matrix: factor 0
+            const u32 b = (bytes >> (8 * j)) & 255u;
+            dst[(slot * KSTEPS + j) * step] = ok ? e8m0_f32(b) : 0.0f;
+            wide |= ok && e8m0_wide(b);
           }
         }
         if (wide) atomicMax(S.wide_s + slot, g + 1u);  // stages only grow: no reset
         __syncwarp();
         if (lane == 0) mbar_arrive(S.full0 + 8 * slot);
-        issue(g + WS_AHEAD);  // into the staging slot just read
+        issue(g + 3u * WS_AHEAD, sl);  // into the staging slot just read
+        sl = sl + 1u == WS_AHEAD ? 0u : sl + 1u;
       }
     }
   } else {

@@ -27,9 +27,9 @@ THREADS = 384
 
 
 def staging_bytes(stages: int) -> int:
-    """The scale warps' cp.async staging ring: WS_AHEAD stages (16 / 8 / 4 for a 4 / 5 / 6-stage tile ring) x 256
-    rows x 2 words."""
-    return (16 if stages <= 4 else 8 if stages == 5 else 4) * 256 * 8
+    """The scale warps' cp.async staging rings: 3 warps x WS_AHEAD stages (8 / 4 / 1 for a 4 / 5 / 6-stage tile
+    ring) x 256 rows x 2 words."""
+    return 3 * (8 if stages <= 4 else 4 if stages == 5 else 1) * 256 * 8
 
 
 _LIMIT = 2**31

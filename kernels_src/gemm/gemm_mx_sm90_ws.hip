@@ -123,7 +123,7 @@ extern "C" __global__ void __launch_bounds__(WS_THREADS, 1)
   const void* tb = &tmb;
   if (tid == 0) {
     for (u32 s = 0; s < STAGES; ++s) {
-      mbar_init(S.full0 + 8 * s, WS_MODE == 4 ? 1 : 4);  // the TMA thread (+ tx bytes), lane 0 of each scale warp
+      mbar_init(S.full0 + 8 * s, WS_MODE == 4 ? 1 : 2);  // the TMA thread (+ tx bytes), the stage's scale warp
       mbar_init(S.empty0 + 8 * s, 8);  // lane 0 of each consumer warp, after the warp's last read of the stage
       S.wide_s[s] = 0u;
     }
@@ -136,8 +136,8 @@ extern "C" __global__ void __launch_bounds__(WS_THREADS, 1)
   if (tid >= 256u) {
     // ---------------- producer warpgroup ----------------
     // warp 8 lane 0: the TMA loop alone (a slot's code tiles go out as soon as it is released); warps 9-11: the
-    // scale factors, their global loads WS_AHEAD stages ahead of the conversion (a register ring) so that the
-    // load latency never paces the ring. One arrival per warp: full = TMA thread + 3 scale warps.
+    // scale factors, round robin over stages, their loads staged ahead by cp.async. Full = the TMA thread's
+    // arrive.expect_tx + one arrival of the stage's scale warp.
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(WS_PRODUCER_REGS));
     const u32 pw = (tid - 256u) / 32u, lane = tid % 32u;
     const u32 bid = MXRT_BID_X, grid = (u32)gridDim.x;

@@ -9,12 +9,9 @@
 //          [n,ceil(k/32)] (E8M0, row-major, or the storages of layouts SLA / SLB) | void* out | int m, int n,
 //          int k, int split_k
 // grid     (ceil(m/BM) * ceil(n/BN),1,split_k)   block (THREADS,1,1) = 128 per consumer warpgroup (no producer)
-//          smem STAGES * (BM*128 + BN*128 + 16*BM + 16*(BN/4+4)) + 20*STAGES + 1024 bytes (dynamic); BM 256: 2 warp-
-//          groups x 2 m64 row halves sharing the B factors; BM 64/128/192: 1/2/3 x 64 rows; BN 256: 2 column halves
-// defines  A_FMT, B_FMT (MXRT_FMT_E4M3 or _E5M2), OUT_DTYPE (MXRT_OUT_*), ATOMIC, BM, BN, STAGES, DBUF (1: two
-//          partials in flight per warpgroup), DIAG (0; 1, 2: inexact timing diagnostics), SLA, SLB (scale layout
-//          codes, MXRT_SCALE_LAYOUT_*; 5 = turbo16x4 as uint32 words)   set by mxrt/ops/gemm_sm90.py
-//          (variants and tile constants: mxrt/ops/gemm_sm90_kernels.py)
+//          smem STAGES*(BM*128 + BN*128 + 16*BM + 16*(BN/4+4)) + 20*STAGES + 1024 B; BM 64..256 = 1..4 m64 blocks
+// defines  A_FMT, B_FMT (E4M3 / E5M2), OUT_DTYPE, ATOMIC, BM, BN, STAGES, DBUF (two partials in flight), DIAG (0; 1, 2:
+//          inexact diagnostics), SLA, SLB (MXRT_SCALE_LAYOUT_*; 5 = turbo16x4 words): mxrt/ops/gemm_sm90(_kernels).py
 // requires sm_90a; k % 16 == 0, code bases 16-byte aligned (TMA); m, n, ceil(k/32) * max(m, n) < 2^31; 1 <= split_k
 //          <= min(65535, ceil(k/32)); ATOMIC, 16-bit out: out 4-byte aligned, m*n even   checked by gemm_sm90.py
 // the CTA tile (main loop, promotion, TMA ring), shared with the grouped kernel gemm_mx_grouped_sm90.hip

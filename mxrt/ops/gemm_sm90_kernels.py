@@ -139,5 +139,57 @@ E2M1_TO_E4M3 = KernelSpec(
     variants=define_grid(THREADS=(E2M1_TO_E4M3_THREADS,)),
 )
 
-SPECS = (GEMM_MX_SM90, E2M1_TO_E4M3)
+#: the issue-10 engine skeleton (persistent grid, TMA producer warpgroup, two consumer warpgroups with setmaxnreg):
+#: a development kernel launched by mxrt/ops/gemm_sm90_ws.py from benchmarks/gemm_sm90_ws_dev.py, not a GemmPath.
+#: DIAG=1 is the inexact k128-promotion timing diagnostic of the skeleton gate (HOPPER_MX_GEMM.md 4.7)
+GEMM_MX_SM90_WS = KernelSpec(
+    symbol="gemm_mx_sm90_ws",
+    file="gemm/gemm_mx_sm90_ws.hip",
+    required=("A_FMT", "ATOMIC", "B_FMT", "BM", "BN", "DBUF", "DIAG", "OUT_DTYPE", "SPLIT", "STAGES", "WS_MODE"),
+    # SPLIT 0: consumer warpgroups split the tile's rows (m64n128 each); 1: its columns (two m64n64 blocks each,
+    # exact only)
+    variants=define_grid(
+        A_FMT=(_E4M3,),
+        ATOMIC=(0,),
+        B_FMT=(_E4M3,),
+        BM=(128,),
+        BN=(128,),
+        DBUF=(0,),
+        DIAG=(0, 1),
+        OUT_DTYPE=(_BF16,),
+        SPLIT=(0,),
+        STAGES=(4,),
+        WS_MODE=(0,),
+    )
+    + define_grid(
+        A_FMT=(_E4M3,),
+        ATOMIC=(0,),
+        B_FMT=(_E4M3,),
+        BM=(128,),
+        BN=(128,),
+        DBUF=(0,),
+        DIAG=(1,),
+        OUT_DTYPE=(_BF16,),
+        SPLIT=(0,),
+        STAGES=(4,),
+        WS_MODE=(2,),  # 3, 4 (no wgmma at all, so no expect_mma): built by benchmarks/gemm_sm90_ws_dev.py
+    )
+    + define_grid(
+        A_FMT=(_E4M3, _E5M2),
+        ATOMIC=(0,),
+        B_FMT=(_E4M3, _E5M2),
+        BM=(128,),
+        BN=(128,),
+        DBUF=(0,),
+        DIAG=(0,),
+        OUT_DTYPE=(_BF16, _F16, _F32),
+        SPLIT=(1,),
+        STAGES=(4,),
+        WS_MODE=(0,),
+    ),
+    targets=("sm_90a",),
+    expect_mma=(("sm_90a", ("wgmma.mma_async",)),),
+)
+
+SPECS = (GEMM_MX_SM90, E2M1_TO_E4M3, GEMM_MX_SM90_WS)
 DISPATCH: dict = {}  # a GemmPath (mxrt/ops/gemm_paths.py) chooses it, not a dispatch row

@@ -1,0 +1,395 @@
+// kernel   gemm_mx_sm90_ws                                                            (extern "C")
+// computes out[m,n] = sum_kb 2^(sa[m,kb]-127) * 2^(sb[n,kb]-127) * sum_{k in kb} A[m,k] * B[n,k] (NT, MX block 32
+//          along K), the issue-10 engine skeleton: persistent grid, TMA producer warpgroup, 2 consumer warpgroups
+//          (setmaxnreg 56 / 224). DIAG=0 exact: per k32 a wgmma m64n128k32 into P, two partials in flight, promoted
+//          by gemm_sm90_tile.h's promote (fast in [64,190], else promote_wide; per-stage flag). DIAG=1 inexact timing
+//          diagnostic: a stage's 4 k32 accumulate in the tensor core, promoted once with its first block's factors
+// args     const __grid_constant__ mxrt_tmap tma, tmb (fp8 codes A [m,k], B [n,k] uint8, boxes 128 x 128 bytes,
+//          SWIZZLE_128B, zero OOB fill) | const u8* sa [m,ceil(k/32)], sb [n,ceil(k/32)] (E8M0, row-major) |
+//          void* out [m,n] | int m, int n, int k
+// grid     (min(#SMs, tiles),1,1) persistent (CTA b: tiles b, b + gridDim.x, ..., GROUP_M 8 raster); block (384,1,1):
+//          warpgroups 0, 1 consume the 128 x 128 tile (SPLIT rows / columns), warpgroup 2 produces (thread 256 the
+//          TMAs, warps 9-11 the scale factors); smem: gemm_sm90_ws.py (ring + 3 cp.async staging rings)
+// defines  A_FMT, B_FMT, OUT_DTYPE, ATOMIC 0, BM BN 128, STAGES 3..6, DBUF 0, DIAG 0/1, SPLIT 0 rows/1 cols, WS_MODE
+// requires sm_90a; k % 16 == 0, code bases 16-byte aligned (TMA), scale bases 4-byte aligned; sizes < 2^31; no split-K.
+//          A development kernel (mxrt/ops/gemm_sm90_ws.py, benchmarks/gemm_sm90_ws_dev.py), not a GEMM path
+#include "gemm_sm90_tile.h"
+
+#if defined(MXRT_CUDA)
+
+#if !defined(SPLIT) || !defined(WS_MODE)
+#error "SPLIT and WS_MODE must be defined by the launcher"
+#endif
+MXRT_STATIC_ASSERT(BM == 128 && BN == 128 && ATOMIC == 0 && DBUF == 0 && DIAG <= 1 && (SPLIT == 0 || DIAG == 0),
+                   "gemm_mx_sm90_ws: BM = BN = 128, ATOMIC 0, DBUF 0, DIAG 0 / 1, SPLIT 0 / 1 (1: exact only)");
+// WS_MODE (timing diagnostics of the skeleton, DIAG = 1 only): 0 the k128 promotion; 2 no promotion (wgmma and
+// pipeline only); 3 no wgmma either (the consumers wait for each stage and release it); 4 as 3 without scale warps
+MXRT_STATIC_ASSERT(WS_MODE == 0 || (DIAG == 1 && (WS_MODE == 2 || WS_MODE == 3 || WS_MODE == 4)),
+                   "WS_MODE: 0; 2, 3, 4 with DIAG = 1");
+
+#define WS_THREADS 384
+#define WS_PRODUCER_REGS 56
+#define WS_CONSUMER_REGS 224
+// stages of scale loads in flight per scale warp (cp.async staging, 2 KB of shared memory each): as deep as the
+// tile ring leaves room for (mxrt/ops/gemm_sm90_ws.py staging_bytes mirrors it)
+#define WS_AHEAD (STAGES <= 4 ? 8 : (STAGES == 5 ? 4 : 1))  // per scale warp (3 x WS_AHEAD x 2 KB)
+
+// tile t of the persistent walk -> its first row / column (GROUP_M row tiles sweep the column tiles together)
+MXRT_DEVICE void ws_tile(u32 t, u32 tiles_m, u32 tiles_n, u32& m0, u32& n0) {
+  const u32 per_group = GROUP_M * tiles_n, first_m = (t / per_group) * GROUP_M;
+  const u32 gsize = tiles_m - first_m < GROUP_M ? tiles_m - first_m : GROUP_M;
+  m0 = (first_m + (t % per_group) % gsize) * BM;
+  n0 = ((t % per_group) / gsize) * BN;
+}
+
+// a walk over this CTA's (tile, k-stage) sequence without a division per stage
+struct WsCursor {
+  u32 tile, kt, m0, n0;
+};
+MXRT_DEVICE WsCursor ws_start(u32 bid, u32 tiles_m, u32 tiles_n) {
+  WsCursor c{bid, 0u, 0u, 0u};
+  ws_tile(bid, tiles_m, tiles_n, c.m0, c.n0);
+  return c;
+}
+MXRT_DEVICE void ws_next(WsCursor& c, u32 nkt, u32 grid, u32 ntiles, u32 tiles_m, u32 tiles_n) {
+  if (++c.kt == nkt) {
+    c.kt = 0u;
+    c.tile += grid;
+    if (c.tile < ntiles) ws_tile(c.tile, tiles_m, tiles_n, c.m0, c.n0);
+  }
+}
+
+MXRT_DEVICE void mbar_expect_tx(u32 bar, u32 bytes) {
+  asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
+}
+
+#if SPLIT == 1
+// d = A(64x32) * B(32x64)^T from zero: one MX block of a 64 x 64 accumulator block (column split)
+MXRT_DEVICE void wgmma_n64_k32(float (&d)[32], u64 da, u64 db) {
+  asm volatile(
+      "{\nwgmma.mma_async.sync.aligned.m64n64k32.f32." WG_ATYPE "." WG_BTYPE
+      " {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, 0, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "l"(da), "l"(db));
+}
+// the partial's registers are written asynchronously: nothing may read them before the wait (no memory clobber,
+// so the factor loads can move above the wait)
+MXRT_DEVICE void fence32(float (&d)[32]) {
+#pragma unroll
+  for (int i = 0; i < 32; ++i) asm volatile("" : "+f"(d[i]));
+}
+// acc += P * 2^(sb-127) * 2^(sa-127) for a 64 x 64 block: this thread's rows r, r + 8 (fa0, fa1), columns
+// 8j + 2t + e (fb[2j + e]); fast: one FMUL + FFMA per element; wide: promote_wide (exact for any pair)
+template <bool W>
+MXRT_DEVICE void promote32(float (&acc)[32], const float (&p)[32], float fa0, float fa1, const float (&fb)[16]) {
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const float fa = e < 2 ? fa0 : fa1, b = fb[2 * j + (e & 1)];
+      acc[4 * j + e] = W ? promote_wide(acc[4 * j + e], p[4 * j + e], fa, b) : fmaf(p[4 * j + e] * b, fa, acc[4 * j + e]);
+    }
+  }
+}
+template <class Keep>
+MXRT_DEVICE void store_block32(void* out, const float (&acc)[32], u32 row0, u32 col0, int m, int n, bool even_n,
+                               const Keep& keep) {
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    const u32 col = col0 + 8u * j;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const u32 row = row0 + 8u * h;
+      if (row < (u32)m && col < (u32)n && keep(row)) {
+        const bool second = col + 1u < (u32)n;
+        store_pair(out, (u64)row * (u32)n + col, acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1], second && even_n,
+                   second);
+      }
+    }
+  }
+}
+#endif
+
+extern "C" __global__ void __launch_bounds__(WS_THREADS, 1)
+    gemm_mx_sm90_ws(const __grid_constant__ mxrt_tmap tma, const __grid_constant__ mxrt_tmap tmb,
+                    const u8* __restrict__ sa, const u8* __restrict__ sb, void* __restrict__ out, int m, int n,
+                    int k) {
+  extern __shared__ u8 smem_raw[];
+  const Sm90Smem S = sm90_smem(smem_raw);
+  const u32 tid = MXRT_TID_X;
+  const u32 tiles_m = ((u32)m + BM - 1) / BM, tiles_n = ((u32)n + BN - 1) / BN, ntiles = tiles_m * tiles_n;
+  const u32 kbs = ((u32)k + 31u) / 32u, nkt = (kbs + KSTEPS - 1) / KSTEPS;
+  const void* ta = &tma;
+  const void* tb = &tmb;
+  if (tid == 0) {
+    for (u32 s = 0; s < STAGES; ++s) {
+      mbar_init(S.full0 + 8 * s, WS_MODE == 4 ? 1 : 2);  // the TMA thread (+ tx bytes), the stage's scale warp
+      mbar_init(S.empty0 + 8 * s, 8);  // lane 0 of each consumer warp, after the warp's last read of the stage
+      S.wide_s[s] = 0u;
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    asm volatile("prefetch.tensormap [%0];" ::"l"(ta) : "memory");
+    asm volatile("prefetch.tensormap [%0];" ::"l"(tb) : "memory");
+  }
+  __syncthreads();
+
+  if (tid >= 256u) {
+    // ---------------- producer warpgroup ----------------
+    // warp 8 lane 0: the TMA loop alone (a slot's code tiles go out as soon as it is released); warps 9-11: the
+    // scale factors, round robin over stages, their loads staged ahead by cp.async. Full = the TMA thread's
+    // arrive.expect_tx + one arrival of the stage's scale warp.
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(WS_PRODUCER_REGS));
+    const u32 pw = (tid - 256u) / 32u, lane = tid % 32u;
+    const u32 bid = MXRT_BID_X, grid = (u32)gridDim.x;
+    const u32 total = bid < ntiles ? ((ntiles - bid + grid - 1u) / grid) * nkt : 0u;  // this CTA's stages
+    if (WS_MODE == 4 && pw != 0) {
+      // timing diagnostic: no scale warps (the full barrier counts the TMA thread only)
+    } else if (pw == 0) {
+      if (lane == 0) {
+        WsCursor c = ws_start(bid, tiles_m, tiles_n);
+        for (u32 g = 0; g < total; ++g, ws_next(c, nkt, grid, ntiles, tiles_m, tiles_n)) {
+          const u32 slot = g % STAGES;
+          if (g >= STAGES) mbar_wait(S.empty0 + 8 * slot, ((g / STAGES) - 1u) & 1u);
+          mbar_arrive_tx(S.full0 + 8 * slot, TILE_A + TILE_B);
+          tma_load_2d(smem_addr(S.tile_a + slot * TILE_A), ta, S.full0 + 8 * slot, (i32)(c.kt * BK), (i32)c.m0);
+          tma_load_2d(smem_addr(S.tile_b + slot * TILE_B), tb, S.full0 + 8 * slot, (i32)(c.kt * BK), (i32)c.n0);
+        }
+      }
+    } else {
+      // scale warp w (0..2) converts the stages g = w, w + 3, ... (round robin: three stages in flight at once, a
+      // warp's per-stage chain of waits, loads and stores is latency-bound); lane l: tile rows l + 32 i, i < 8
+      // (A rows 0..127, then B rows 0..127)
+      const u32 w = pw - 1u;
+      const bool words = (kbs & 3u) == 0u;  // a stage's 4 scale bytes form one aligned word
+      const u32 words_a = ((u32)m * kbs + 3u) / 4u, words_b = ((u32)n * kbs + 3u) / 4u;  // words of sa / sb
+      // a stage's 4 scale bytes of one row: one aligned word when ceil(k/32) % 4 == 0, else the two aligned words
+      // around them (funnel-shifted at the conversion). They are copied by cp.async into the warp's WS_AHEAD-deep
+      // staging ring in shared memory (each thread reads back only its own copies: cp.async.wait_group orders
+      // them), so a warp's loads run WS_AHEAD of its stages ahead of the conversion without holding registers.
+      // Two cursors (issue and convert) walk the tiles without a division per stage.
+      u32* stage_w = S.wide_s + STAGES + w * (WS_AHEAD * 512u);  // [3][WS_AHEAD][256 rows][2 words]
+      WsCursor ci = ws_start(bid, tiles_m, tiles_n);
+      for (u32 d = 0; d < w; ++d) ws_next(ci, nkt, grid, ntiles, tiles_m, tiles_n);
+      WsCursor cc = ci;
+      auto step3 = [&](WsCursor& c) {
+#pragma unroll
+        for (u32 d = 0; d < 3; ++d) ws_next(c, nkt, grid, ntiles, tiles_m, tiles_n);
+      };
+      auto issue = [&](u32 g, u32 sl) {
+        if (g < total) {
+#pragma unroll 4
+          for (u32 i = 0; i < 8; ++i) {
+            const u32 r = lane + 32u * i;
+            const bool is_a = r < 128u;
+            const u32 row = is_a ? ci.m0 + r : ci.n0 + r - 128u;
+            if (row < (is_a ? (u32)m : (u32)n)) {
+              const u32 o = row * kbs + ci.kt * KSTEPS;  // < 2^31 (checked by the launcher)
+              const u32* wp = reinterpret_cast<const u32*>(is_a ? sa : sb) + (o >> 2);
+              const u32 dst = smem_addr(stage_w + (sl * 256u + r) * 2u);
+              asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(dst), "l"(wp) : "memory");
+              if (!words && (o >> 2) + 1u < (is_a ? words_a : words_b))
+                asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(dst + 4u), "l"(wp + 1) : "memory");
+            }
+          }
+          step3(ci);
+        }
+        asm volatile("cp.async.commit_group;" ::: "memory");  // one group per stage, empty ones included
+      };
+      for (u32 d = 0; d < WS_AHEAD; ++d) issue(w + 3u * d, d);
+      u32 sl = 0;
+      for (u32 g = w; g < total; g += 3u, step3(cc)) {
+        const u32 slot = g % STAGES, kt = cc.kt;
+        asm volatile("cp.async.wait_group %0;" ::"n"(WS_AHEAD - 1) : "memory");  // stage g's copies landed
+        if (g >= STAGES) mbar_wait(S.empty0 + 8 * slot, ((g / STAGES) - 1u) & 1u);
+        bool wide = false;
+#pragma unroll 4
+        for (u32 i = 0; i < 8; ++i) {
+          const u32 r = lane + 32u * i;
+          const bool is_a = r < 128u;
+          const u32 row = is_a ? cc.m0 + r : cc.n0 + r - 128u;
+          const bool in = row < (is_a ? (u32)m : (u32)n);
+          const u32* sw = stage_w + (sl * 256u + r) * 2u;
+          const u32 o = row * kbs + kt * KSTEPS;
+          const u32 hi = (o >> 2) + 1u < (is_a ? words_a : words_b) ? sw[1] : 0u;
+          const u32 bytes = !in ? 0u : words ? sw[0] : __funnelshift_r(sw[0], hi, 8u * (o & 3u));
+          float* dst = is_a ? S.sa_s + r
+                            : S.sb_s + (((r - 128u) >> 1) & 3u) * SB_T + 2u * ((r - 128u) >> 3) + (r & 1u);
+          const u32 step = is_a ? BM : 4u * SB_T;
+#pragma unroll
+          for (u32 j = 0; j < KSTEPS; ++j) {
+            const bool ok = in && kt * KSTEPS + j < kbs;  // a block outside the matrix: factor 0
+            const u32 b = (bytes >> (8 * j)) & 255u;
+            dst[(slot * KSTEPS + j) * step] = ok ? e8m0_f32(b) : 0.0f;
+            wide |= ok && e8m0_wide(b);
+          }
+        }
+        if (wide) atomicMax(S.wide_s + slot, g + 1u);  // stages only grow: no reset
+        __syncwarp();
+        if (lane == 0) mbar_arrive(S.full0 + 8 * slot);
+        issue(g + 3u * WS_AHEAD, sl);  // into the staging slot just read
+        sl = sl + 1u == WS_AHEAD ? 0u : sl + 1u;
+      }
+    }
+  } else {
+    // ---------------- consumer warpgroups 0, 1: rows 64 cw .. 64 cw + 63 of the tile, all 128 columns ----------
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(WS_CONSUMER_REGS));
+#if SPLIT == 1
+    // column split: warpgroup cw owns columns 64 cw .. 64 cw + 63 of all 128 rows, as two m64n64 blocks (rows
+    // 0..63 into p0 / acc0, rows 64..127 into p1 / acc1) that share the 16 column factors of a k32 step. The
+    // promotion of one block overlaps the other block's wgmma inside a stage (across the stage's fast / wide
+    // branch, wgmmas in flight made ptxas serialise them: C7517 / C7514).
+    const u32 cw = tid / 128u, lane = tid % 32u, tq = lane & 3u;
+    const u32 lrow = 16u * ((tid / 32u) % 4u) + (lane >> 2), lcol = 64u * cw + 2u * tq;
+    const u32 a_base = smem_addr(S.tile_a), b_base = smem_addr(S.tile_b) + cw * 64u * BK;
+    const bool even_n = (n & 1) == 0;
+    float acc0[32], acc1[32], p0[32], p1[32];
+    u32 f = 0;
+    for (u32 t = MXRT_BID_X; t < ntiles; t += (u32)gridDim.x) {
+      u32 m0, n0;
+      ws_tile(t, tiles_m, tiles_n, m0, n0);
+#pragma unroll
+      for (int i = 0; i < 32; ++i) acc0[i] = acc1[i] = 0.0f;
+      // block blk of k32 step J of the stage in slot SL
+#define WS_ISSUE2(P, SL, J, BLK)                                                                 \
+  do {                                                                                           \
+    wg_fence();                                                                                  \
+    wgmma_n64_k32(P, make_desc(a_base + (SL) * TILE_A + (BLK) * 64u * BK + 32u * (J)),           \
+                  make_desc(b_base + (SL) * TILE_B + 32u * (J)));                                \
+    wg_commit();                                                                                 \
+  } while (0)
+      for (u32 kt = 0; kt < nkt; ++kt, ++f) {
+        const u32 slot = f % STAGES;
+        mbar_wait(S.full0 + 8 * slot, (f / STAGES) & 1u);
+        const bool wide_stage = S.wide_s[slot] == f + 1u;
+        const float* sak = S.sa_s + slot * KSTEPS * BM + lrow;
+        const float* sbk = S.sb_s + slot * KSTEPS * 4 * SB_T + tq * SB_T + 16u * cw;
+        auto stage = [&](auto wide_c) {
+          constexpr bool W = decltype(wide_c)::value;
+          WS_ISSUE2(p0, slot, 0u, 0u);
+          WS_ISSUE2(p1, slot, 0u, 1u);
+#pragma unroll
+          for (u32 j = 0; j < KSTEPS; ++j) {
+            float fb[16];
+#pragma unroll
+            for (int q = 0; q < 4; ++q) {
+              const f32x4 b = *reinterpret_cast<const f32x4*>(sbk + j * 4 * SB_T + 4 * q);
+              fb[4 * q] = b.x;
+              fb[4 * q + 1] = b.y;
+              fb[4 * q + 2] = b.z;
+              fb[4 * q + 3] = b.w;
+            }
+            const float* sa_j = sak + j * BM;
+            const float fa0 = sa_j[0], fa1 = sa_j[8], fa2 = sa_j[64], fa3 = sa_j[72];
+            wg_wait<1>();  // block 0 of step j done (block 1 may still run)
+            fence32(p0);
+            promote32<W>(acc0, p0, fa0, fa1, fb);
+            if (j + 1 < KSTEPS) {
+              WS_ISSUE2(p0, slot, j + 1, 0u);
+              wg_wait<1>();  // block 1 of step j done (block 0 of step j + 1 may run)
+            } else {
+              wg_wait<0>();
+            }
+            fence32(p1);
+            promote32<W>(acc1, p1, fa2, fa3, fb);
+            if (j + 1 < KSTEPS) WS_ISSUE2(p1, slot, j + 1, 1u);
+          }
+        };
+        if (!wide_stage) {
+          stage(mxrt_bool<false>{});
+        } else {
+          stage(mxrt_bool<true>{});
+        }
+        __syncwarp();  // every wgmma of the stage done, its factors read (by every lane of the warp)
+        if (lane == 0) mbar_arrive(S.empty0 + 8 * slot);
+      }
+#undef WS_ISSUE2
+      store_block32(out, acc0, m0 + lrow, n0 + lcol, m, n, even_n, sm90_keep_all{});
+      store_block32(out, acc1, m0 + 64u + lrow, n0 + lcol, m, n, even_n, sm90_keep_all{});
+    }
+#else
+    const u32 cw = tid / 128u, lane = tid % 32u, tq = lane & 3u;
+    const u32 lrow = 64u * cw + 16u * ((tid / 32u) % 4u) + (lane >> 2), lcol = 2u * tq;
+    const u32 a_base = smem_addr(S.tile_a) + cw * 64u * BK, b_base = smem_addr(S.tile_b);
+    const bool even_n = (n & 1) == 0;
+    float acc[64], p0[64];
+#if DIAG == 0
+    float p1[64];
+#endif
+    u32 f = 0;
+    for (u32 t = MXRT_BID_X; t < ntiles; t += (u32)gridDim.x) {
+      u32 m0, n0;
+      ws_tile(t, tiles_m, tiles_n, m0, n0);
+#pragma unroll
+      for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
+      for (u32 kt = 0; kt < nkt; ++kt, ++f) {
+        const u32 slot = f % STAGES;
+        mbar_wait(S.full0 + 8 * slot, (f / STAGES) & 1u);
+        const bool wide_stage = S.wide_s[slot] == f + 1u;
+        const u32 ab = a_base + slot * TILE_A, bb = b_base + slot * TILE_B;
+        const float* sak = S.sa_s + slot * KSTEPS * BM + lrow;
+        const float* sbk = S.sb_s + slot * KSTEPS * 4 * SB_T + tq * SB_T;
+        // the stage's math, instantiated fast / wide behind one CTA-uniform branch per stage
+        auto stage = [&](auto wide_c) {
+          constexpr bool W = decltype(wide_c)::value;
+#if DIAG == 1
+#if WS_MODE <= 2
+          wg_fence();
+          wgmma_k32(p0, make_desc(ab), make_desc(bb));
+#pragma unroll
+          for (u32 j = 1; j < KSTEPS; ++j) wgmma_k32_acc(p0, make_desc(ab + 32u * j), make_desc(bb + 32u * j));
+          wg_commit();
+          wg_wait<0>();
+          fence_regs(p0);
+#endif
+#if WS_MODE == 0
+          promote(acc, p0, sak[0], sak[8], sbk, W);
+#else
+          (void)sak;
+          (void)sbk;
+#endif
+#else
+#define WS_ISSUE(P, J)                                                    \
+  do {                                                                    \
+    wg_fence();                                                           \
+    wgmma_k32(P, make_desc(ab + 32u * (J)), make_desc(bb + 32u * (J)));   \
+    wg_commit();                                                          \
+  } while (0)
+#define WS_PROMOTE(P, J)                                                                          \
+  do {                                                                                            \
+    fence_regs(P);                                                                                \
+    promote(acc, P, sak[(J) * BM], sak[(J) * BM + 8], sbk + (J) * 4 * SB_T, W);                   \
+  } while (0)
+          // two partials in flight: the promotion of step j overlaps the wgmma of step j + 1
+          WS_ISSUE(p0, 0u);
+          WS_ISSUE(p1, 1u);
+          wg_wait<1>();
+          WS_PROMOTE(p0, 0u);
+          WS_ISSUE(p0, 2u);
+          wg_wait<1>();
+          WS_PROMOTE(p1, 1u);
+          WS_ISSUE(p1, 3u);
+          wg_wait<1>();
+          WS_PROMOTE(p0, 2u);
+          wg_wait<0>();
+          WS_PROMOTE(p1, 3u);
+#undef WS_ISSUE
+#undef WS_PROMOTE
+#endif
+        };
+        if (!wide_stage) {
+          stage(mxrt_bool<false>{});
+        } else {
+          stage(mxrt_bool<true>{});
+        }
+        __syncwarp();
+        if (lane == 0) mbar_arrive(S.empty0 + 8 * slot);
+      }
+      // epilogue straight from the registers (masked at the M / N edges); the producer fills the next tile's
+      // stages meanwhile
+      store_half(out, acc, m0 + lrow, n0 + lcol, m, n, even_n, sm90_keep_all{});
+    }
+#endif  // SPLIT
+  }
+}
+
+#endif  // MXRT_CUDA

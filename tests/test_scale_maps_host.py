@@ -1,4 +1,4 @@
-"""kernels_src/layout/scale_maps.h built for the host: the GPU preshuffle/unshuffle index maps against
+"""The index maps of kernels_src/common/scale_layouts.h built for the host: the GPU preshuffle/unshuffle index maps against
 :func:`mxrt.layouts.scale_index` (forward) and as its exact inverse, on every position of padded shapes."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 // kernel   preshuffle_scales                                                                  (extern "C")
 // computes out[o] = S[r(o), c(o)] for every offset o of the layout's storage, where (r, c) is the inverse index
-//          map of scale_maps.h and S the padded matrix: S[r, c] = s[r, c] for r < rows and c < cols, else pad
+//          map of common/scale_layouts.h, S the padded matrix: S[r, c] = s[r, c] for r < rows and c < cols, else pad
 //          (mxrt.layouts.preshuffle_scales); each thread writes 4 consecutive storage elements
 // args     const u8* s (S[r,c] at s + r*s_row + c*s_col, strides in bytes, may be negative) |
 //          void* out (u8 [sm*sn]; WIDE: u32 [sm*sn], zero-extended) | int rows, int cols, int sm, int sn |
@@ -10,7 +10,7 @@
 //                                                 set by mxrt/ops/layouts.py from mxrt/ops/layout_kernels.py
 // requires sm*sn < 2^31; sm, sn multiples of the layout's tile (so sm*sn % 4 == 0); out 16-byte aligned (a fresh
 //          CuPy allocation)                                                            checked by mxrt/ops/layouts.py
-#include "scale_maps.h"
+#include "../common/scale_layouts.h"
 
 #if !defined(LAYOUT) || !defined(WIDE) || !defined(THREADS)
 #error "LAYOUT, WIDE and THREADS must be defined by the launcher"

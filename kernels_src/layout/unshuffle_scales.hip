@@ -8,7 +8,7 @@
 // defines  LAYOUT (MXRT_SCALE_LAYOUT_*, 1..4), WIDE (0 or 1, turbo16x4 only), THREADS
 //                                                 set by mxrt/ops/layouts.py from mxrt/ops/layout_kernels.py
 // requires sm*sn < 2^31; p C-contiguous except for deepgemm_ue8m0 (any strides)      checked by mxrt/ops/layouts.py
-#include "scale_maps.h"
+#include "../common/scale_layouts.h"
 
 #if !defined(LAYOUT) || !defined(WIDE) || !defined(THREADS)
 #error "LAYOUT, WIDE and THREADS must be defined by the launcher"

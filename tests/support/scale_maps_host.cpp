@@ -1,5 +1,5 @@
-// Host build of kernels_src/layout/scale_maps.h for tests/test_scale_maps_host.py (compiled with -DMXRT_HOST_TEST).
-#include "../../kernels_src/layout/scale_maps.h"
+// Host build of kernels_src/common/scale_layouts.h for tests/test_scale_maps_host.py (compiled with -DMXRT_HOST_TEST).
+#include "../../kernels_src/common/scale_layouts.h"
 
 template <int L>
 static void maps(const unsigned* r, const unsigned* c, unsigned* o, unsigned* r2, unsigned* c2, long n, unsigned sm,

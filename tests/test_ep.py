@@ -22,7 +22,7 @@ if not dist.is_available():
     pytest.skip("torch.distributed is not available", allow_module_level=True)
 
 import mxrt  # noqa: E402
-from mxrt.ep import _transport, combine, dispatch, moe_forward, recv_to_grouped  # noqa: E402
+from mxrt.ep import _transport, combine, dispatch, grouped_to_recv, moe_forward, recv_to_grouped  # noqa: E402
 from mxrt.errors import DtypeError, ShapeError  # noqa: E402
 from mxrt.formats.mx import quantize_mx as quantize_np  # noqa: E402
 from mxrt.layouts import ep as ep_np  # noqa: E402
@@ -106,6 +106,8 @@ def test_device_permutation_matches_numpy(w):
     c = rng.integers(0, 4, (w, 3))
     got = recv_to_grouped(torch.from_numpy(c), int(c.sum()))
     np.testing.assert_array_equal(got.numpy(), ep_np.recv_to_grouped(c))
+    inv = grouped_to_recv(torch.from_numpy(c), int(c.sum()))
+    np.testing.assert_array_equal(inv.numpy(), ep_np.grouped_to_recv(c))
 
 
 def test_world1_cpu_layer(world1):
@@ -204,21 +206,22 @@ def test_gpu_world1_nccl_layer(world1):
 @pytest.mark.gpu
 @pytest.mark.filterwarnings("ignore:Synchronization debug mode is a prototype feature:UserWarning")
 def test_gpu_dispatch_syncs_once_combine_never(world1, monkeypatch):
-    """torch's sync debug mode raises on any synchronising torch call; only the split-size copy is let through."""
+    """torch's sync debug mode raises on any synchronising torch call; the one wait of the dispatch is counted (it
+    waits on the counts' copy event, not the stream) and let through."""
     if not _cuda_nccl():
         pytest.skip("torch has no CUDA device or no NCCL")
     calls = []
-    real = _transport.host_ints
+    real = _transport.PendingInts.wait
 
-    def counted(t):
-        calls.append(t.numel())
+    def counted(self):
+        calls.append(self._buf.numel())
         torch.cuda.set_sync_debug_mode(0)
         try:
-            return real(t)
+            return real(self)
         finally:
             torch.cuda.set_sync_debug_mode(2)
 
-    monkeypatch.setattr(_transport, "host_ints", counted)
+    monkeypatch.setattr(_transport.PendingInts, "wait", counted)
     x = mxrt.quantize_mx(torch.randn(256, 128, device="cuda"))
     ids = torch.argsort(torch.rand(256, 8, device="cuda"), 1)[:, :4].contiguous()
     w = torch.rand(256, 4, device="cuda")

@@ -130,15 +130,23 @@ def _counts(flat: torch.Tensor, num_experts: int, w: int, el: int) -> torch.Tens
     return torch.cat([cnt[:num_experts].view(w, el), cnt[num_experts:].expand(w, 1)], 1)
 
 
-def recv_to_grouped(recv_counts: torch.Tensor, num_recv: int) -> torch.Tensor:
-    """:func:`mxrt.layouts.ep.recv_to_grouped` on the device (``num_recv`` from the host splits: no sync)."""
+def grouped_to_recv(recv_counts: torch.Tensor, num_recv: int) -> torch.Tensor:
+    """:func:`mxrt.layouts.ep.grouped_to_recv` on the device: the received row of each grouped row (``num_recv``
+    from the host splits: no sync). The dispatch gathers with it (a gather streams ~2x faster than the scatter by
+    the forward map)."""
     w, el = recv_counts.shape
     c = recv_counts.reshape(-1)
-    recv_start = torch.cumsum(c, 0) - c
+    recv_start = (torch.cumsum(c, 0) - c).view(w, el).t().reshape(-1)  # per (expert, source) segment
     ct = recv_counts.t().reshape(-1)
-    grouped_start = (torch.cumsum(ct, 0) - ct).view(el, w).t().reshape(-1)
-    seg = torch.repeat_interleave(torch.arange(w * el, device=c.device), c, output_size=num_recv)
-    return torch.arange(num_recv, device=c.device) - recv_start[seg] + grouped_start[seg]
+    grouped_start = torch.cumsum(ct, 0) - ct
+    seg = torch.repeat_interleave(torch.arange(w * el, device=c.device), ct, output_size=num_recv)
+    return torch.arange(num_recv, device=c.device) - grouped_start[seg] + recv_start[seg]
+
+
+def recv_to_grouped(recv_counts: torch.Tensor, num_recv: int) -> torch.Tensor:
+    """:func:`mxrt.layouts.ep.recv_to_grouped` on the device (``num_recv`` from the host splits: no sync)."""
+    g2r = grouped_to_recv(recv_counts, num_recv)
+    return torch.empty_like(g2r).index_copy_(0, g2r, torch.arange(num_recv, device=g2r.device))
 
 
 def dispatch(
@@ -165,9 +173,10 @@ def dispatch(
     Notes
     -----
     Collectives, in order: an all-to-all of the ``[W, E_l + 1]`` counts (equal splits, device), **one host sync**
-    (``2W + 1`` int64: the split sizes NCCL's all-to-all-v needs on the host, and the bad-id count), then one
-    all-to-all-v per payload (codes, scales). Ids outside ``[0, E)`` raise :class:`ShapeError` on every rank
-    after the sync (the count travels with the counts, so no rank is left waiting in a collective).
+    (``2W + 1`` int64: the split sizes NCCL's all-to-all-v needs on the host and the bad-id count; the rows to send
+    are gathered on the device while the host waits), then one all-to-all-v per payload (codes, scales) and a
+    gather into the grouped order. Ids outside ``[0, E)`` raise :class:`ShapeError` on every rank after the sync
+    (the count travels with the counts, so no rank is left waiting in a collective).
     """
     op = "ep.dispatch"
     rows, tokens = _payloads(x_mx, op)
@@ -178,23 +187,24 @@ def dispatch(
     flat = topk_ids.reshape(-1).to(torch.int64)
     send = _counts(flat, num_experts, w, el)
     recv = tp.all_to_all_equal(send, group)
-    splits = torch.cat([send[:, :el].sum(1), recv[:, :el].sum(1), recv[:, el].sum().view(1)])
-    host = tp.host_ints(splits)  # the one host sync
+    recv_counts = recv[:, :el]
+    sizes = torch.cat([send[:, :el].sum(1), recv_counts.sum(1), recv[:, el].sum().view(1)])
+    pending = tp.host_ints(sizes)  # the copy starts; the device goes on with the gathers below
+    order = torch.argsort(flat, stable=True)  # ids are (rank, local expert)-major: rows leave grouped by both
+    tok = order // k
+    sendbufs = [r.index_select(0, tok) for r in rows]
+    host = pending.wait()  # the one host sync
     send_splits, recv_splits, nbad = host[:w], host[w : 2 * w], host[2 * w]
     if nbad:
         raise ShapeError(
             f"{op}: argument 'topk_ids' holds {nbad} id(s) outside [0, {num_experts}) on the group's ranks, "
             f"expected every id in [0, {num_experts})"
         )
-    order = torch.argsort(flat, stable=True)
-    tok = order // k
     num_recv = sum(recv_splits)
-    recv_counts = recv[:, :el]
-    perm = recv_to_grouped(recv_counts, num_recv)
-    out = []
-    for r in rows:
-        got = tp.all_to_all_v(r.index_select(0, tok), send_splits, recv_splits, group)
-        out.append(torch.empty_like(got).index_copy_(0, perm, got))
+    got = [tp.all_to_all_v(b, send_splits, recv_splits, group) for b in sendbufs]
+    g2r = grouped_to_recv(recv_counts, num_recv)
+    out = [r.index_select(0, g2r) for r in got]
+    perm = torch.empty_like(g2r).index_copy_(0, g2r, torch.arange(num_recv, device=g2r.device))
     handle = DispatchHandle(
         order=order,
         recv_to_grouped=perm,
@@ -294,4 +304,13 @@ def moe_forward(
     return combine(y, h, group)
 
 
-__all__ = ["NVLS_OFF", "DispatchHandle", "combine", "dispatch", "moe_forward", "multicast_off", "recv_to_grouped"]
+__all__ = [
+    "NVLS_OFF",
+    "DispatchHandle",
+    "combine",
+    "dispatch",
+    "grouped_to_recv",
+    "moe_forward",
+    "multicast_off",
+    "recv_to_grouped",
+]

@@ -5,10 +5,11 @@ all-to-all-v (grouped ``ncclSend`` / ``ncclRecv``). Only :mod:`mxrt.ep` imports 
 
 **Host synchronisation.** ``all_to_all_single`` with uneven splits takes ``input_split_sizes`` /
 ``output_split_sizes`` as host lists: torch sizes the NCCL sends and receives (and the receive buffer) on the host.
-That is the one host sync a dispatch needs: :func:`host_ints` copies ``[2W + 1]`` int64 counts (send splits,
-receive splits, bad-id flag) device -> host once. Everything else (the counts' own all-to-all, sort, gathers,
-scatters, group_lens) stays on the device and on the current stream; the combine reuses the dispatch's splits and
-syncs nowhere.
+That is the one host sync a dispatch needs: :func:`host_ints` starts the copy of ``[2W + 1]`` int64 counts (send
+splits, receive splits, bad-id count) device -> host into pinned memory, and :meth:`PendingInts.wait` waits for that
+copy alone, so the device goes on with the work queued after it (the dispatch's gathers) while the host waits.
+Everything else (the counts' own all-to-all, sort, gathers, group_lens) stays on the device and on the current
+stream; the combine reuses the dispatch's splits and syncs nowhere.
 """
 
 from __future__ import annotations
@@ -53,9 +54,39 @@ def all_to_all_v(x: torch.Tensor, send_splits: list[int], recv_splits: list[int]
     return out
 
 
-def host_ints(t: torch.Tensor) -> list[int]:
-    """THE host sync of a dispatch: a small int64 tensor copied to the host (see the module docstring)."""
-    return t.cpu().tolist()
+class PendingInts:
+    """A small int64 tensor on its way to the host (:func:`host_ints`); :meth:`wait` is THE host sync of a dispatch."""
+
+    __slots__ = ("_buf", "_event")
+
+    def __init__(self, t: torch.Tensor) -> None:
+        if t.device.type == "cuda":
+            self._buf = torch.empty(t.shape, dtype=t.dtype, pin_memory=True)
+            self._buf.copy_(t, non_blocking=True)
+            self._event = torch.cuda.Event()
+            self._event.record()
+        else:
+            self._buf, self._event = t, None
+
+    def wait(self) -> list[int]:
+        """Block until the copy has landed (not until later work on the stream is done); the values as ints."""
+        if self._event is not None:
+            self._event.synchronize()
+        return self._buf.tolist()
 
 
-__all__ = ["NVLS_OFF", "all_to_all_equal", "all_to_all_v", "backend", "host_ints", "multicast_off", "world"]
+def host_ints(t: torch.Tensor) -> PendingInts:
+    """Start copying ``t`` (int64, small) to the host; ``.wait()`` returns it as a list (see the module docstring)."""
+    return PendingInts(t)
+
+
+__all__ = [
+    "NVLS_OFF",
+    "PendingInts",
+    "all_to_all_equal",
+    "all_to_all_v",
+    "backend",
+    "host_ints",
+    "multicast_off",
+    "world",
+]

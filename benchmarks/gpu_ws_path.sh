@@ -9,8 +9,8 @@
 #   (c) CUDA-graph capture on fresh buffers and bitwise reruns: part of (a) (test_graph_capture_on_fresh_buffers
 #       [sm90_ws-*], test_fp4_every_out_dtype_and_bitwise_reruns, test_persistent_walk_layouts_and_k_tails);
 #   (d) timing rows in one process: mxrt bench gemm at 8192^3 and the MoE shapes, MXFP8 and MXFP4, rows
-#       "mxrt sm90_ws sk1", "mxrt sm90_wgmma sk1", cuBLAS bf16, deq+cuBLAS compiled (no Triton sweep); then the
-#       auto_decline boundary (1024 / 1152 / 2048 x 2048 x 7168: 128 / 144 / 256 tiles) on both paths.
+#       "mxrt sm90_ws sk1", "mxrt sm90_wgmma sk1", cuBLAS bf16, deq+cuBLAS compiled (no Triton sweep); then grids
+#       below one wave (128 / 32 / 64 tiles of 128 x 128), which auto_decline leaves to sm90_wgmma today, on both.
 # Logs in $OUT (or ./gpu_out), 5 files: info.txt, pytest.txt, sanitizer.txt, bench.txt, bench_gemm.json.
 # Usage on the device: bash benchmarks/gpu_ws_path.sh
 set -u
@@ -50,8 +50,9 @@ timeout "$(cap 200)" python3 -m mxrt.cli bench gemm --shapes 8192x8192x8192,4096
   --paths sm90_ws,sm90_wgmma --no-triton --no-overhead --no-progress --budget-s 150 --json "$OUT/bench_gemm.json" \
   > "$OUT/bench.txt" 2>&1
 echo "rc=$?"; grep -E "^\|" "$OUT/bench.txt" | tail -40
-step "(d) the auto_decline boundary (MXFP8; rows forced per path)"
-timeout "$(cap 80)" python3 -m mxrt.cli bench gemm --shapes 1024x2048x7168,1152x2048x7168,2048x2048x7168 \
-  --formats mxfp8 --paths sm90_ws,sm90_wgmma --only mxrt --no-overhead --no-progress --reps 5 >> "$OUT/bench.txt" 2>&1
+step "(d) below one wave, where auto_decline leaves the call to sm90_wgmma today (MXFP8; rows forced per path)"
+timeout "$(cap 80)" python3 -m mxrt.cli bench gemm --shapes 1024x2048x7168,512x1024x2048,256x4096x1024 \
+  --formats mxfp8 --paths sm90_ws,sm90_wgmma --only mxrt --no-overhead --no-progress --reps 5 --budget-s 60 \
+  >> "$OUT/bench.txt" 2>&1
 echo "rc=$?"; grep -E "^\|" "$OUT/bench.txt" | tail -12
 step "done"

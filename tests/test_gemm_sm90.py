@@ -1,5 +1,6 @@
 """The ``sm90_wgmma`` GEMM path: what it declines (CPU, no GPU needed) and, on an sm_90a device (marker ``gpu``),
-the path itself and its e2m1 -> e4m3 expansion against numpy.
+the path itself and its e2m1 -> e4m3 expansion against numpy. The reference and graph-capture tests run on both
+sm90 paths, ``sm90_wgmma`` and the engine ``sm90_ws`` (tests/test_gemm_sm90_ws.py has the engine's own cases).
 
 The path as a whole is also covered by the shared GPU GEMM tests, which parametrize over every registered path.
 """
@@ -14,7 +15,7 @@ import pytest
 
 import mxrt
 from mxrt.formats.codecs import decode, unpack_fp4
-from mxrt.ops import gemm_paths, gemm_sm90, gemm_sm90_kernels
+from mxrt.ops import gemm_paths, gemm_sm90, gemm_sm90_kernels, gemm_sm90_ws
 from mxrt.problems import gemm_problem
 from mxrt.reference import calc_diff, gemm_mx
 
@@ -171,14 +172,19 @@ def test_e2m1_expansion_exact(cupy_sm90, rows: int, k: int) -> None:
     np.testing.assert_array_equal(got, want)
 
 
+SM90_PATHS = [gemm_sm90, gemm_sm90_ws]  # the launcher modules of both sm_90a dense paths (ids: their NAME)
+
+
 @pytest.mark.gpu
+@pytest.mark.parametrize("mod", SM90_PATHS, ids=lambda mod: mod.NAME)
 @pytest.mark.parametrize(
     "pair", [("e4m3", "e4m3"), ("e5m2", "e4m3"), ("e2m1", "e2m1"), ("e4m3", "e2m1")], ids=lambda p: f"{p[0]}x{p[1]}"
 )
 @pytest.mark.parametrize(("m", "n", "k"), [(300, 200, 272), (7, 130, 48), (128, 128, 4096)], ids=str)
 @pytest.mark.parametrize("out_dtype", ["bfloat16", "float16", "float32"])
-def test_path_vs_reference(cupy_sm90, pair, m: int, n: int, k: int, out_dtype: str) -> None:
+def test_path_vs_reference(cupy_sm90, monkeypatch, mod, pair, m: int, n: int, k: int, out_dtype: str) -> None:
     cupy = cupy_sm90
+    monkeypatch.setenv("MXRT_GEMM_PATH", mod.NAME)  # forced: sm90_ws serves these small grids only when asked
     rng = np.random.default_rng(m * 7 + n * 3 + k)
     xa = rng.standard_normal((m, k)).astype(np.float32)
     xb = rng.standard_normal((n, k)).astype(np.float32)
@@ -196,10 +202,10 @@ def test_path_vs_reference(cupy_sm90, pair, m: int, n: int, k: int, out_dtype: s
         out,
         mxrt.runtime.get_arch(),
     )
-    why = gemm_sm90.supports(dg)
+    why = mod.supports(dg)
     if why is not None:
         pytest.skip(f"declined: {why}")
-    gemm_sm90.run(dg)
+    mod.run(dg)
     cupy.cuda.runtime.deviceSynchronize()
     h = cupy.asnumpy(out)
     got = (h.view(ml_dtypes.bfloat16) if out_dtype == "bfloat16" else h).astype(np.float64)
@@ -234,6 +240,7 @@ def test_split_k_small_m(cupy_sm90, monkeypatch, m: int, n: int, k: int, split_k
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("path", [mod.NAME for mod in SM90_PATHS])
 @pytest.mark.parametrize(
     ("pair", "kw"),
     [
@@ -244,14 +251,16 @@ def test_split_k_small_m(cupy_sm90, monkeypatch, m: int, n: int, k: int, split_k
     ],
     ids=["fp8", "fp8_det3", "fp8_atomic4", "fp4xfp8"],
 )
-def test_graph_capture_on_fresh_buffers(cupy_sm90, monkeypatch, pair, kw) -> None:
+def test_graph_capture_on_fresh_buffers(cupy_sm90, monkeypatch, path, pair, kw) -> None:
     """A CUDA graph captured on buffers this path has never seen (no warm-up call on them, host map cache
     cleared): the tensor maps travel as kernel parameters, so the capture needs no host-to-device copy; replays
     after new data is written into the same buffers compute the new product."""
     from support.gemm_cases import check_result, operands, to_device
 
     cupy = cupy_sm90
-    monkeypatch.setenv("MXRT_GEMM_PATH", "sm90_wgmma")
+    if path == gemm_sm90_ws.NAME and kw["split_k"] != 1:
+        pytest.skip("sm90_ws declines split-K")
+    monkeypatch.setenv("MXRT_GEMM_PATH", path)
     m, n, k = 200, 160, 640
     _, _, qa0, qb0 = operands(m, n, k, *pair, seed=40)
     mxrt.gemm_mx(to_device(qa0), to_device(qb0), **kw)  # builds the kernels (compilation is not under test)

@@ -464,8 +464,9 @@ def test_launch_plans_and_the_driver_launch(monkeypatch):
 @pytest.mark.parametrize(
     ("m", "n", "k", "kw"),
     [(1, 256, 512, {}), (1, 7168, 4096, {}), (3, 300, 512, {"split_k": 3}), (100, 256, 256, {}),
-     (70, 128, 512, {"split_k": 2, "out_dtype": "float16"})],
-    ids=["decode", "decode-7168x4096", "decode-sk3", "wgmma", "wgmma-sk2-f16"],
+     (70, 128, 512, {"split_k": 2, "out_dtype": "float16"}), (1536, 1536, 256, {}),
+     (1536, 1536, 256, {"out_dtype": "float16"})],
+    ids=["decode", "decode-7168x4096", "decode-sk3", "wgmma", "wgmma-sk2-f16", "sm90_ws", "sm90_ws-f16"],
 )  # fmt: skip
 def test_prepared_plans_are_bitwise_the_unplanned_route(monkeypatch, m, n, k, kw):
     """The prepared launches of a plan (only pointers change per call) give the bits of the first (unplanned) call

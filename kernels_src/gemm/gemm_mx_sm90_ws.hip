@@ -1,18 +1,23 @@
 // kernel   gemm_mx_sm90_ws                                                            (extern "C")
 // computes out[m,n] = sum_kb 2^(sa[m,kb]-127) * 2^(sb[n,kb]-127) * sum_{k in kb} A[m,k] * B[n,k] (NT, MX block 32
-//          along K), the issue-10 engine skeleton: persistent grid, TMA producer warpgroup, 2 consumer warpgroups
+//          along K), the issue-10 engine: persistent grid, TMA producer warpgroup, 2 consumer warpgroups
 //          (setmaxnreg 56 / 224). DIAG=0 exact: per k32 a wgmma m64n128k32 into P, two partials in flight, promoted
 //          by gemm_sm90_tile.h's promote (fast in [64,190], else promote_wide; per-stage flag). DIAG=1 inexact timing
 //          diagnostic: a stage's 4 k32 accumulate in the tensor core, promoted once with its first block's factors
 // args     const __grid_constant__ mxrt_tmap tma, tmb (fp8 codes A [m,k], B [n,k] uint8, boxes 128 x 128 bytes,
-//          SWIZZLE_128B, zero OOB fill) | const u8* sa [m,ceil(k/32)], sb [n,ceil(k/32)] (E8M0, row-major) |
-//          void* out [m,n] | int m, int n, int k
+//          SWIZZLE_128B, zero OOB fill) | const u8* sa, sb (E8M0: row-major [m / n, ceil(k/32)], or the storage of
+//          layout SLA / SLB read in place) | void* out [m,n] | int m, int n, int k
 // grid     (min(#SMs, tiles),1,1) persistent (CTA b: tiles b, b + gridDim.x, ..., GROUP_M 8 raster); block (384,1,1):
 //          warpgroups 0, 1 consume the 128 x 128 tile (SPLIT rows / columns), warpgroup 2 produces (thread 256 the
 //          TMAs, warps 9-11 the scale factors); smem: gemm_sm90_ws.py (ring + 3 cp.async staging rings)
-// defines  A_FMT, B_FMT, OUT_DTYPE, ATOMIC 0, BM BN 128, STAGES 3..6, DBUF 0, DIAG 0/1, SPLIT 0 rows/1 cols, WS_MODE
-// requires sm_90a; k % 16 == 0, code bases 16-byte aligned (TMA), scale bases 4-byte aligned; sizes < 2^31; no split-K.
-//          A development kernel (mxrt/ops/gemm_sm90_ws.py, benchmarks/gemm_sm90_ws_dev.py), not a GEMM path
+// defines  A_FMT, B_FMT, OUT_DTYPE, ATOMIC 0, BM BN 128, STAGES 3..6, DBUF 0, DIAG 0/1, SPLIT 0 rows/1 cols, WS_MODE,
+//          SLA, SLB (MXRT_SCALE_LAYOUT_* 0..4; 5 = turbo16x4 as uint32 words)     set by mxrt/ops/gemm_sm90_ws.py
+// requires sm_90a; k % 16 == 0, code bases 16-byte aligned (TMA), scale bases 4-byte aligned (word copies); m, n,
+//          ceil(k/32) * max(m, n) and a layout's storage bytes < 2^31; no split-K; a scattered layout (aiter32x8,
+//          turbo16x4) STAGES <= 5.   Checked by mxrt/ops/gemm_sm90_ws.py supports() (the GemmPath sm90_ws)
+#if !defined(SLA) || !defined(SLB)
+#error "SLA and SLB must be defined by the launcher (gemm_sm90_tile.h would default them to row-major)"
+#endif
 #include "gemm_sm90_tile.h"
 
 #if defined(MXRT_CUDA)
@@ -30,9 +35,53 @@ MXRT_STATIC_ASSERT(WS_MODE == 0 || (DIAG == 1 && (WS_MODE == 2 || WS_MODE == 3 |
 #define WS_THREADS 384
 #define WS_PRODUCER_REGS 56
 #define WS_CONSUMER_REGS 224
-// stages of scale loads in flight per scale warp (cp.async staging, 2 KB of shared memory each): as deep as the
-// tile ring leaves room for (mxrt/ops/gemm_sm90_ws.py staging_bytes mirrors it)
-#define WS_AHEAD (STAGES <= 4 ? 8 : (STAGES == 5 ? 4 : 1))  // per scale warp (3 x WS_AHEAD x 2 KB)
+// Scale layouts (SLA / SLB) as the scale warps copy them: a stage is 4 consecutive K blocks of a row. Row-major:
+// the aligned word(s) around its 4 bytes (2 staged words per row); cublas128x4 / deepgemm_ue8m0 hold the 4 bytes
+// as one aligned word; aiter32x8 / turbo16x4 (bytes or uint32 words) scatter them (64 / 16 / 64 bytes apart): one
+// word per block, 4 staged words per row.
+#define WS_SCATTERED(L) \
+  ((L) == MXRT_SCALE_LAYOUT_AITER32X8 || (L) == MXRT_SCALE_LAYOUT_TURBO16X4 || (L) == MXRT_SCALE_LAYOUT_TURBO16X4_U32)
+#define WS_WORDS (WS_SCATTERED(SLA) || WS_SCATTERED(SLB) ? 4 : 2)
+// stages of scale loads in flight per scale warp (cp.async staging, WS_WORDS KB of shared memory each): as deep as
+// the tile ring leaves room for (mxrt/ops/gemm_sm90_ws.py staging_bytes mirrors it)
+#define WS_AHEAD ((STAGES <= 4 ? 8 : (STAGES == 5 ? 4 : 1)) * 2 / WS_WORDS)  // per scale warp (3 x WS_AHEAD stages)
+MXRT_STATIC_ASSERT(WS_AHEAD >= 1, "a scattered scale layout (aiter32x8, turbo16x4) needs STAGES <= 5");
+
+// One operand's scale storage as the scale warps copy it: layout L (0 row-major, MXRT_SCALE_LAYOUT_*, 5 turbo16x4
+// as uint32 words). Row-major stays on the kernel's own word path; these serve L = 1..5.
+template <int L>
+struct WsScales {
+  const u32* base;  // the storage as 32-bit words (4-byte aligned: checked by the launcher)
+  MxrtScaleLayout<L == MXRT_SCALE_LAYOUT_TURBO16X4_U32 ? MXRT_SCALE_LAYOUT_TURBO16X4 : L> lay;  // code 5: words
+  MXRT_DEVICE WsScales(const u8* s, u32 rows, u32 cols) : base(reinterpret_cast<const u32*>(s)), lay(rows, cols) {}
+  // cp.async the words holding blocks 4 kt .. 4 kt + 3 of matrix row `row` to shared address dst (WS_WORDS words)
+  MXRT_DEVICE void issue(u32 row, u32 kt, u32 dst) const {
+    if constexpr (!WS_SCATTERED(L)) {  // one aligned word, byte j = block 4 kt + j
+      const u32* wp = base + (lay.offset(row, kt * KSTEPS) >> 2);
+      asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(dst), "l"(wp) : "memory");
+    } else {
+#pragma unroll
+      for (u32 j = 0; j < KSTEPS; ++j) {
+        const u32 o = lay.offset(row, kt * KSTEPS + j);
+        const u32* wp = base + (L == MXRT_SCALE_LAYOUT_TURBO16X4_U32 ? o : o >> 2);
+        asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(dst + 4u * j), "l"(wp) : "memory");
+      }
+    }
+  }
+  // the stage's 4 scale bytes (block 4 kt + j in byte j) from the staged words sw
+  MXRT_DEVICE u32 bytes(const u32* sw, u32 row, u32 kt) const {
+    if constexpr (!WS_SCATTERED(L)) {
+      return sw[0];
+    } else {
+      // the 4 blocks share their byte position inside a word (aiter32x8: 64 bytes apart, turbo16x4: 16)
+      const u32 sh = L == MXRT_SCALE_LAYOUT_TURBO16X4_U32 ? 0u : 8u * (lay.offset(row, kt * KSTEPS) & 3u);
+      u32 v = 0;
+#pragma unroll
+      for (u32 j = 0; j < KSTEPS; ++j) v |= ((sw[j] >> sh) & 255u) << (8 * j);
+      return v;
+    }
+  }
+};
 
 // tile t of the persistent walk -> its first row / column (GROUP_M row tiles sweep the column tiles together)
 MXRT_DEVICE void ws_tile(u32 t, u32 tiles_m, u32 tiles_n, u32& m0, u32& n0) {
@@ -167,7 +216,9 @@ extern "C" __global__ void __launch_bounds__(WS_THREADS, 1)
       // staging ring in shared memory (each thread reads back only its own copies: cp.async.wait_group orders
       // them), so a warp's loads run WS_AHEAD of its stages ahead of the conversion without holding registers.
       // Two cursors (issue and convert) walk the tiles without a division per stage.
-      u32* stage_w = S.wide_s + STAGES + w * (WS_AHEAD * 512u);  // [3][WS_AHEAD][256 rows][2 words]
+      u32* stage_w = S.wide_s + STAGES + w * (WS_AHEAD * 256u * WS_WORDS);  // [3][WS_AHEAD][256 rows][WS_WORDS]
+      const WsScales<SLA> lay_a(sa, (u32)m, kbs);  // layouts 1..5 (row-major: the word path below)
+      const WsScales<SLB> lay_b(sb, (u32)n, kbs);
       WsCursor ci = ws_start(bid, tiles_m, tiles_n);
       for (u32 d = 0; d < w; ++d) ws_next(ci, nkt, grid, ntiles, tiles_m, tiles_n);
       WsCursor cc = ci;
@@ -183,12 +234,20 @@ extern "C" __global__ void __launch_bounds__(WS_THREADS, 1)
             const bool is_a = r < 128u;
             const u32 row = is_a ? ci.m0 + r : ci.n0 + r - 128u;
             if (row < (is_a ? (u32)m : (u32)n)) {
-              const u32 o = row * kbs + ci.kt * KSTEPS;  // < 2^31 (checked by the launcher)
-              const u32* wp = reinterpret_cast<const u32*>(is_a ? sa : sb) + (o >> 2);
-              const u32 dst = smem_addr(stage_w + (sl * 256u + r) * 2u);
-              asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(dst), "l"(wp) : "memory");
-              if (!words && (o >> 2) + 1u < (is_a ? words_a : words_b))
-                asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(dst + 4u), "l"(wp + 1) : "memory");
+              if ((is_a ? SLA : SLB) == MXRT_SCALE_LAYOUT_NONE) {
+                const u32 o = row * kbs + ci.kt * KSTEPS;  // < 2^31 (checked by the launcher)
+                const u32* wp = reinterpret_cast<const u32*>(is_a ? sa : sb) + (o >> 2);
+                const u32 dst = smem_addr(stage_w + (sl * 256u + r) * WS_WORDS);
+                asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(dst), "l"(wp) : "memory");
+                if (!words && (o >> 2) + 1u < (is_a ? words_a : words_b))
+                  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(dst + 4u), "l"(wp + 1) : "memory");
+              } else {
+                const u32 dst = smem_addr(stage_w + (sl * 256u + r) * WS_WORDS);
+                if (is_a)
+                  lay_a.issue(row, ci.kt, dst);
+                else
+                  lay_b.issue(row, ci.kt, dst);
+              }
             }
           }
           step3(ci);
@@ -208,10 +267,15 @@ extern "C" __global__ void __launch_bounds__(WS_THREADS, 1)
           const bool is_a = r < 128u;
           const u32 row = is_a ? cc.m0 + r : cc.n0 + r - 128u;
           const bool in = row < (is_a ? (u32)m : (u32)n);
-          const u32* sw = stage_w + (sl * 256u + r) * 2u;
-          const u32 o = row * kbs + kt * KSTEPS;
-          const u32 hi = (o >> 2) + 1u < (is_a ? words_a : words_b) ? sw[1] : 0u;
-          const u32 bytes = !in ? 0u : words ? sw[0] : __funnelshift_r(sw[0], hi, 8u * (o & 3u));
+          const u32* sw = stage_w + (sl * 256u + r) * WS_WORDS;
+          u32 bytes;
+          if ((is_a ? SLA : SLB) == MXRT_SCALE_LAYOUT_NONE) {
+            const u32 o = row * kbs + kt * KSTEPS;
+            const u32 hi = (o >> 2) + 1u < (is_a ? words_a : words_b) ? sw[1] : 0u;
+            bytes = !in ? 0u : words ? sw[0] : __funnelshift_r(sw[0], hi, 8u * (o & 3u));
+          } else {
+            bytes = !in ? 0u : is_a ? lay_a.bytes(sw, row, kt) : lay_b.bytes(sw, row, kt);
+          }
           float* dst = is_a ? S.sa_s + r
                             : S.sb_s + (((r - 128u) >> 1) & 3u) * SB_T + 2u * ((r - 128u) >> 3) + (r & 1u);
           const u32 step = is_a ? BM : 4u * SB_T;

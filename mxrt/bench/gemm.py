@@ -77,6 +77,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--formats", default="mxfp8,mxfp4", help="comma list of mxfp8, mxfp4")
     p.add_argument("--shapes", help="comma list of MxNxK (default: 8192^3, the MoE shapes, the small-M sweep)")
     p.add_argument("--no-overhead", action="store_true", help="skip the host-overhead rows at the end")
+    p.add_argument("--paths", help="comma list of the mxrt GEMM paths to time (default: every path of the target)")
+    p.add_argument("--no-triton", action="store_true", help="skip the Triton dot_scaled sweep (its compiles)")
 
 
 def finish_args(args: argparse.Namespace) -> None:
@@ -351,6 +353,10 @@ class GemmBench:
 
             target = get_arch().target
             paths = [p.name for p in gemm_paths(target)]
+            wanted = getattr(self.args, "paths", None)
+            if wanted:
+                keep = {w.strip() for w in str(wanted).split(",") if w.strip()}
+                paths = [p for p in paths if p in keep]
         except Exception as e:  # the path table moved or failed: still time the public call
             return ["auto"], f"path table unavailable ({type(e).__name__}: {str(e)[:80]}); gemm_mx picks"
         if not paths:
@@ -470,7 +476,9 @@ class GemmBench:
                     f, f, host, note="torch.compile(dequant -> bf16, torch.matmul)",
                 )  # fmt: skip
                 if self.args.only != "mxrt":
-                    if self.peers.triton:
+                    if getattr(self.args, "no_triton", False):
+                        self.skip(m, n, k, fmt_name, PEER_TRITON, "--no-triton")
+                    elif self.peers.triton:
                         self.run_triton(m, n, k, fmt_name, f, ops, host)
                     else:
                         self.skip(m, n, k, fmt_name, PEER_TRITON, self.peers.why_triton or "")

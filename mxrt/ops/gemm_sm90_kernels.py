@@ -139,28 +139,49 @@ E2M1_TO_E4M3 = KernelSpec(
     variants=define_grid(THREADS=(E2M1_TO_E4M3_THREADS,)),
 )
 
-#: the issue-10 engine skeleton (persistent grid, TMA producer warpgroup, two consumer warpgroups with setmaxnreg):
-#: a development kernel launched by mxrt/ops/gemm_sm90_ws.py from benchmarks/gemm_sm90_ws_dev.py, not a GemmPath.
-#: DIAG=1 is the inexact k128-promotion timing diagnostic of the skeleton gate (HOPPER_MX_GEMM.md 4.7)
+#: the issue-10 engine (persistent grid, TMA producer warpgroup, two consumer warpgroups with setmaxnreg), launched
+#: by mxrt/ops/gemm_sm90_ws.py: the GemmPath ``sm90_ws`` runs SPLIT 0 (consumer warpgroups split the tile's rows),
+#: STAGES 4, DIAG 0, WS_MODE 0; e2m1 operands arrive expanded to e4m3 bytes, so fp32 out (e2m1 x e2m1 only) builds
+#: with e4m3 codes. SLA / SLB: scale layouts read in place (MXRT_SCALE_LAYOUT_*, 5 = turbo16x4 uint32 words).
+WS_STAGES = 4
+_WS_PATH = dict(ATOMIC=0, BM=128, BN=128, DBUF=0, DIAG=0, SPLIT=0, STAGES=WS_STAGES, WS_MODE=0)
+_WS_E4M3_BF16 = dict(_WS_PATH, A_FMT=_E4M3, B_FMT=_E4M3, OUT_DTYPE=_BF16, SLA=0, SLB=0)
+#: (SLA, SLB) pairs of the compile check beyond row-major: every code on one operand beside row-major, on both, and
+#: the mixed pairs the GPU tests and the smoke use (a scattered layout beside a word layout) -- not all 35 pairs:
+#: each operand's copy code depends on its own code only (the others build at run time)
+WS_LAYOUT_PAIRS = (
+    tuple((c, 0) for c in range(1, 6))
+    + tuple((0, c) for c in range(1, 6))
+    + tuple((c, c) for c in range(1, 6))
+    + ((1, 3), (4, 2), (1, 4), (5, 3))
+)
 GEMM_MX_SM90_WS = KernelSpec(
     symbol="gemm_mx_sm90_ws",
     file="gemm/gemm_mx_sm90_ws.hip",
-    required=("A_FMT", "ATOMIC", "B_FMT", "BM", "BN", "DBUF", "DIAG", "OUT_DTYPE", "SPLIT", "STAGES", "WS_MODE"),
-    # SPLIT 0: consumer warpgroups split the tile's rows (m64n128 each); 1: its columns (two m64n64 blocks each,
-    # exact only)
+    required=tuple(sorted(_WS_E4M3_BF16)),
+    # the path's builds: every fp8 format pair x 16-bit out on row-major scales, fp32 out for e2m1 x e2m1 (expanded
+    # e4m3 codes), the layout pairs with bf16 out
     variants=define_grid(
-        A_FMT=(_E4M3,),
+        A_FMT=(_E4M3, _E5M2),
         ATOMIC=(0,),
-        B_FMT=(_E4M3,),
+        B_FMT=(_E4M3, _E5M2),
         BM=(128,),
         BN=(128,),
         DBUF=(0,),
-        DIAG=(0, 1),
-        OUT_DTYPE=(_BF16,),
+        DIAG=(0,),
+        OUT_DTYPE=(_BF16, _F16),
+        SLA=(0,),
+        SLB=(0,),
         SPLIT=(0,),
-        STAGES=(4,),
+        STAGES=(WS_STAGES,),
         WS_MODE=(0,),
     )
+    + tuple(defines(**dict(_WS_E4M3_BF16, OUT_DTYPE=out)) for out in (_F32,))
+    + tuple(defines(**dict(_WS_E4M3_BF16, SLA=la, SLB=lb)) for la, lb in WS_LAYOUT_PAIRS)
+    + tuple(defines(**dict(_WS_E4M3_BF16, OUT_DTYPE=_F16, A_FMT=_E5M2, SLA=la, SLB=lb)) for la, lb in ((2, 4),))
+    # development builds of benchmarks/gemm_sm90_ws_dev.py: DIAG=1 is the inexact k128-promotion timing diagnostic
+    # of the skeleton gate (HOPPER_MX_GEMM.md 4.7), WS_MODE 2 without the promotion (3, 4 have no wgmma at all, so
+    # no expect_mma: the script builds them directly); SPLIT 1: the column split (exact, spills 136-224 B)
     + define_grid(
         A_FMT=(_E4M3,),
         ATOMIC=(0,),
@@ -170,9 +191,11 @@ GEMM_MX_SM90_WS = KernelSpec(
         DBUF=(0,),
         DIAG=(1,),
         OUT_DTYPE=(_BF16,),
+        SLA=(0,),
+        SLB=(0,),
         SPLIT=(0,),
-        STAGES=(4,),
-        WS_MODE=(2,),  # 3, 4 (no wgmma at all, so no expect_mma): built by benchmarks/gemm_sm90_ws_dev.py
+        STAGES=(WS_STAGES,),
+        WS_MODE=(0, 2),
     )
     + define_grid(
         A_FMT=(_E4M3, _E5M2),
@@ -183,8 +206,10 @@ GEMM_MX_SM90_WS = KernelSpec(
         DBUF=(0,),
         DIAG=(0,),
         OUT_DTYPE=(_BF16, _F16, _F32),
+        SLA=(0,),
+        SLB=(0,),
         SPLIT=(1,),
-        STAGES=(4,),
+        STAGES=(WS_STAGES,),
         WS_MODE=(0,),
     ),
     targets=("sm_90a",),

@@ -1,9 +1,12 @@
-"""A small GEMM run for compute-sanitizer (memcheck and racecheck): tiny and odd shapes, every output dtype, split-K
-in both accumulation modes, preshuffled scale layouts (fp32 and bf16 out), an unaligned 16-bit out. ``--time``
-instead times the generic kernel at 4096^3 e4m3 -> bf16 (CUDA events around the op, median of 20 after 3 warm-ups)."""
+"""A small GEMM run for compute-sanitizer (memcheck, racecheck, synccheck): tiny and odd shapes, every output dtype,
+split-K in both accumulation modes, preshuffled scale layouts (fp32 and bf16 out), an unaligned 16-bit out.
+``--path NAME`` forces one GEMM path (``MXRT_GEMM_PATH``) on the calls it supports and skips the others; with
+``sm90_ws`` it adds the engine's persistent walk (3 CTAs over 15 tiles, every scale layout). ``--time`` instead
+times the generic kernel at 4096^3 e4m3 -> bf16 (CUDA events around the op, median of 20 after 3 warm-ups)."""
 
 from __future__ import annotations
 
+import os
 import sys
 
 import cupy
@@ -11,6 +14,19 @@ import numpy as np
 from support.gemm_cases import check_result, operands, to_device
 
 import mxrt
+
+SKIPPED = [0]
+
+
+def gemm(*args, **kw):
+    """mxrt.gemm_mx, or None where a forced path declines the call (``--path``)."""
+    try:
+        return mxrt.gemm_mx(*args, **kw)
+    except mxrt.UnsupportedArchError:
+        if not os.environ.get("MXRT_GEMM_PATH"):
+            raise
+        SKIPPED[0] += 1
+        return None
 
 
 def smoke() -> int:
@@ -26,24 +42,24 @@ def smoke() -> int:
         kb = -(-k // 32)
         for out_dtype in ("float32", "bfloat16", "float16"):
             for split_k, det in ((1, True), (min(3, kb), True), (min(3, kb), False), (kb, False)):
-                got = mxrt.gemm_mx(a, b, out_dtype=out_dtype, split_k=split_k, deterministic=det)
+                got = gemm(a, b, out_dtype=out_dtype, split_k=split_k, deterministic=det)
+                if got is None:
+                    continue
                 cupy.cuda.Device().synchronize()
                 errs = check_result(got, qa, qb, out_dtype, splits_rounded=1 if det else split_k)
                 if errs:
                     bad += 1
                     print(f"FAIL {m}x{n}x{k} {fa}x{fb} {out_dtype} split_k={split_k} det={det}: {errs}")
         sa = mxrt.preshuffle_scales(a.scales, "aiter32x8")
-        got = mxrt.gemm_mx((a.data, sa, fa, k), b, out_dtype="float32", a_scale_layout="aiter32x8")
-        errs = check_result(got, qa, qb, "float32")
+        got = gemm((a.data, sa, fa, k), b, out_dtype="float32", a_scale_layout="aiter32x8")
+        errs = None if got is None else check_result(got, qa, qb, "float32")
         if errs:
             bad += 1
             print(f"FAIL layout aiter32x8 {m}x{n}x{k}: {errs}")
         # bf16 out with both operands preshuffled: the sm90 path reads the layouts in place (SLA / SLB)
         sb = mxrt.preshuffle_scales(b.scales, "cublas128x4")
-        got = mxrt.gemm_mx(
-            (a.data, sa, fa, k), (b.data, sb, fb, k), a_scale_layout="aiter32x8", b_scale_layout="cublas128x4"
-        )
-        errs = check_result(got, qa, qb, "bfloat16")
+        got = gemm((a.data, sa, fa, k), (b.data, sb, fb, k), a_scale_layout="aiter32x8", b_scale_layout="cublas128x4")
+        errs = None if got is None else check_result(got, qa, qb, "bfloat16")
         if errs:
             bad += 1
             print(f"FAIL layouts aiter32x8 x cublas128x4 bf16 {m}x{n}x{k}: {errs}")
@@ -56,11 +72,13 @@ def smoke() -> int:
         sa[:, 9], sb[:, 9] = 0, 230  # a wide stage everywhere (product 2^-24, as the others)
         ha, hb = (qa.data, sa, "e4m3", 512), (qb.data, sb, "e4m3", 512)
         for out_dtype in ("bfloat16",):  # fp16 range: tests/test_gpu_gemm.py
-            got = mxrt.gemm_mx(
+            got = gemm(
                 (cupy.asarray(qa.data), cupy.asarray(sa), "e4m3", 512),
                 (cupy.asarray(qb.data), cupy.asarray(sb), "e4m3", 512),
                 out_dtype=out_dtype,
             )
+            if got is None:
+                continue
             cupy.cuda.Device().synchronize()
             want = mxrt.reference.gemm_mx(ha, hb, out_dtype="float64")
             g = got.get().view(np.dtype("bfloat16")) if out_dtype == "bfloat16" else got.get()
@@ -70,10 +88,47 @@ def smoke() -> int:
                 print(f"FAIL wide stages m={m} {out_dtype}: calc_diff {diff:.3g}")
     buf = cupy.zeros(9 * 31 + 2, cupy.uint16)
     _, _, qa, qb = operands(9, 31, 96, "e4m3", "e4m3", seed=4)
-    mxrt.gemm_mx(to_device(qa), to_device(qb), out=buf[1:-1].reshape(9, 31), split_k=3, deterministic=False)
+    gemm(to_device(qa), to_device(qb), out=buf[1:-1].reshape(9, 31), split_k=3, deterministic=False)
     cupy.cuda.Device().synchronize()
-    print("gpu_gemm_smoke:", "OK" if not bad else f"{bad} failures")
+    if os.environ.get("MXRT_GEMM_PATH") == "sm90_ws":
+        bad += ws_walk()
+    print("gpu_gemm_smoke:", "OK" if not bad else f"{bad} failures", f"({SKIPPED[0]} calls the forced path declines)")
     return 1 if bad else 0
+
+
+def ws_walk() -> int:
+    """The engine's persistent walk under the sanitizers: 3 CTAs over 3 x 5 tiles (the ring wraps across tiles),
+    33 K blocks (funnel-shifted word copies), every scale layout code on one operand, bf16 out (compile-check
+    builds: gemm_sm90_kernels.WS_LAYOUT_PAIRS)."""
+    from mxrt.ops import gemm_sm90_ws
+    from mxrt.ops.gemm_paths import DeviceGemm
+    from mxrt.problems import gemm_problem
+    from mxrt.runtime import get_arch
+
+    bad = 0
+    m, n, k = 300, 520, 1056
+    _, _, qa, qb = operands(m, n, k, "e4m3", "e4m3", seed=7)
+    forms = [(None, None), ("aiter32x8", "deepgemm_ue8m0"), (None, "turbo16x4"), ("turbo16x4:u32", "cublas128x4")]
+    for la, lb in forms:
+
+        def scales(q, layout):
+            s = cupy.asarray(q.scales)
+            if layout == "turbo16x4:u32":
+                return mxrt.preshuffle_scales(s, "turbo16x4", dtype=np.uint32)
+            return s if layout is None else mxrt.preshuffle_scales(s, layout)
+
+        name = {"turbo16x4:u32": "turbo16x4"}
+        a = (cupy.asarray(qa.data), scales(qa, la), "e4m3", k)
+        b = (cupy.asarray(qb.data), scales(qb, lb), "e4m3", k)
+        p = gemm_problem(a, b, out_dtype="bfloat16", a_scale_layout=name.get(la, la), b_scale_layout=name.get(lb, lb))
+        out = cupy.empty((m, n), cupy.uint16)
+        gemm_sm90_ws.run(DeviceGemm(p, a[0], b[0], a[1], b[1], out, get_arch()), ctas=3)
+        cupy.cuda.Device().synchronize()
+        errs = check_result(out, qa, qb, "bfloat16")
+        if errs:
+            bad += 1
+            print(f"FAIL ws walk {la} x {lb}: {errs}")
+    return bad
 
 
 def time_4096() -> int:
@@ -100,4 +155,6 @@ def time_4096() -> int:
 
 
 if __name__ == "__main__":
+    if "--path" in sys.argv:
+        os.environ["MXRT_GEMM_PATH"] = sys.argv[sys.argv.index("--path") + 1]
     sys.exit(time_4096() if "--time" in sys.argv else smoke())

@@ -1,5 +1,5 @@
-"""The index maps of kernels_src/common/scale_layouts.h built for the host: the GPU preshuffle/unshuffle index maps against
-:func:`mxrt.layouts.scale_index` (forward) and as its exact inverse, on every position of padded shapes."""
+"""The index maps of kernels_src/common/scale_layouts.h built for the host: the GPU preshuffle/unshuffle index
+maps against :func:`mxrt.layouts.scale_index` (forward) and as its exact inverse, on every position of padded shapes."""
 
 from __future__ import annotations
 

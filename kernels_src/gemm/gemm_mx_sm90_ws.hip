@@ -172,8 +172,10 @@ extern "C" __global__ void __launch_bounds__(WS_THREADS, 1)
   const void* tb = &tmb;
   if (tid == 0) {
     for (u32 s = 0; s < STAGES; ++s) {
-      mbar_init(S.full0 + 8 * s, WS_MODE == 4 ? 1 : 2);  // the TMA thread (+ tx bytes), the stage's scale warp
-      mbar_init(S.empty0 + 8 * s, 8);  // lane 0 of each consumer warp, after the warp's last read of the stage
+      // every lane that touched a stage's shared memory arrives itself (a __syncwarp + lane-0 arrival is ordered by
+      // the memory model, but compute-sanitizer's racecheck does not follow it: 744 reported hazards, session 8)
+      mbar_init(S.full0 + 8 * s, WS_MODE == 4 ? 1 : 1 + 32);  // the TMA thread (+ tx bytes), the scale warp's lanes
+      mbar_init(S.empty0 + 8 * s, 256);  // every consumer thread, after its last read of the stage
       S.wide_s[s] = 0u;
     }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
@@ -186,7 +188,7 @@ extern "C" __global__ void __launch_bounds__(WS_THREADS, 1)
     // ---------------- producer warpgroup ----------------
     // warp 8 lane 0: the TMA loop alone (a slot's code tiles go out as soon as it is released); warps 9-11: the
     // scale factors, round robin over stages, their loads staged ahead by cp.async. Full = the TMA thread's
-    // arrive.expect_tx + one arrival of the stage's scale warp.
+    // arrive.expect_tx + the 32 arrivals of the stage's scale warp.
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(WS_PRODUCER_REGS));
     const u32 pw = (tid - 256u) / 32u, lane = tid % 32u;
     const u32 bid = MXRT_BID_X, grid = (u32)gridDim.x;
@@ -288,8 +290,7 @@ extern "C" __global__ void __launch_bounds__(WS_THREADS, 1)
           }
         }
         if (wide) atomicMax(S.wide_s + slot, g + 1u);  // stages only grow: no reset
-        __syncwarp();
-        if (lane == 0) mbar_arrive(S.full0 + 8 * slot);
+        mbar_arrive(S.full0 + 8 * slot);  // each lane after its own factor stores
         issue(g + 3u * WS_AHEAD, sl);  // into the staging slot just read
         sl = sl + 1u == WS_AHEAD ? 0u : sl + 1u;
       }
@@ -363,8 +364,7 @@ extern "C" __global__ void __launch_bounds__(WS_THREADS, 1)
         } else {
           stage(mxrt_bool<true>{});
         }
-        __syncwarp();  // every wgmma of the stage done, its factors read (by every lane of the warp)
-        if (lane == 0) mbar_arrive(S.empty0 + 8 * slot);
+        mbar_arrive(S.empty0 + 8 * slot);  // this thread's wgmmas of the stage done, its factors read
       }
 #undef WS_ISSUE2
       store_block32(out, acc0, m0 + lrow, n0 + lcol, m, n, even_n, sm90_keep_all{});
@@ -445,8 +445,7 @@ extern "C" __global__ void __launch_bounds__(WS_THREADS, 1)
         } else {
           stage(mxrt_bool<true>{});
         }
-        __syncwarp();
-        if (lane == 0) mbar_arrive(S.empty0 + 8 * slot);
+        mbar_arrive(S.empty0 + 8 * slot);  // this thread's reads of the stage done
       }
       // epilogue straight from the registers (masked at the M / N edges); the producer fills the next tile's
       // stages meanwhile

@@ -68,33 +68,22 @@ _SCATTERED = (1, 2, 5)  # aiter32x8, turbo16x4 (bytes, uint32 words): 4 staged w
 
 #: automatic selection: the smallest m served (below, sm90_wgmma's 64-row tile does not waste half the tensor work)
 AUTO_MIN_M = 65
-#: automatic selection: the fewest 128 x 128 output tiles per SM served (below one full wave the persistent design
-#: has nothing to overlap across tiles and sm90_wgmma is unmeasured against it: the measured wins are 13-32 waves)
-AUTO_MIN_TILES_PER_SM = 1.0
 
 
 def auto_decline(m: int, n: int, k: int, num_sms: int) -> str | None:
     """Why automatic selection should leave ``m x n x k`` to ``sm90_wgmma`` (None: ``sm90_ws`` is expected to win).
 
-    The rule, from the measured shapes and the kernel's design (tune :data:`AUTO_MIN_M` /
-    :data:`AUTO_MIN_TILES_PER_SM` from ``benchmarks/gpu_ws_path.sh``'s timing rows):
-
-    - ``m < AUTO_MIN_M`` (65): the 128-row tile would be at least half empty, where ``sm90_wgmma`` runs a 64-row
-      tile two CTAs per SM (and ``sm90_decode`` owns m <= 64 inside its envelope anyway);
-    - ``ceil(m/128) * ceil(n/128) < AUTO_MIN_TILES_PER_SM * num_sms``: less than one tile per SM, so every CTA
-      runs one tile and nothing of the persistent walk (producer running into the next tile, epilogue hidden behind
-      it) applies; the measured 1.21-1.40x is at 1,792-4,096 tiles (13-31 per SM). ``k`` is unused today (no
-      small-K data yet) and kept in the signature for the rule the device rows may call for.
+    ``m < AUTO_MIN_M`` (65): the 128-row tile would be at least half empty, where ``sm90_wgmma`` runs a 64-row tile
+    two CTAs per SM (and ``sm90_decode`` owns m <= 64 inside its envelope anyway). No grid-size rule: on an H200
+    (session 8, call 3; both paths at split_k = 1) ``sm90_ws`` won below one wave too, 1024x2048x7168 (128 tiles)
+    348.8 vs 137.0 TFLOP/s, 256x4096x1024 (64 tiles) 120.9 vs 67.7, 512x1024x2048 (32 tiles) 72.3 vs 34.2, as at
+    13-31 tiles per SM (1.27-1.40x). ``k`` and ``num_sms`` stay in the signature for the rule later rows may call
+    for (split-K, which ``sm90_ws`` lacks, is what still beats it on small grids: ``sm90_wgmma`` split_k = 2 ran
+    256x4096x1024 at 130.4).
     """
-    del k
+    del n, k, num_sms
     if m < AUTO_MIN_M:
         return f"m = {m} < {AUTO_MIN_M}: sm90_wgmma's 64-row tile (auto_decline; MXRT_GEMM_PATH forces sm90_ws)"
-    tiles = -(-m // BM) * -(-n // BN)
-    if tiles < AUTO_MIN_TILES_PER_SM * num_sms:
-        return (
-            f"{tiles} tiles of 128 x 128 < {AUTO_MIN_TILES_PER_SM:g} per SM x {num_sms} SMs: sm90_wgmma "
-            "(auto_decline; MXRT_GEMM_PATH forces sm90_ws)"
-        )
     return None
 
 

@@ -177,3 +177,17 @@ def test_torch_in_torch_out_zero_copy():
         mxrt.moe_combine(ty, ts, tw.double())
     with pytest.raises(mxrt.LayoutError, match="'src'"):
         mxrt.moe_combine(ty, ts.t().contiguous().t(), tw)
+
+
+def test_runs_on_the_inputs_device_not_the_current_one():
+    if cupy.cuda.runtime.getDeviceCount() < 2:
+        pytest.skip("needs 2 GPUs")
+    y, src, w = problem(11, 30, 20, 4, 64)
+    with cupy.cuda.Device(1):
+        dy, ds, dw = on_gpu(y, src, w)
+    with cupy.cuda.Device(0):
+        got = mxrt.moe_combine(dy, ds, dw)
+    assert got.data.device_id == 1
+    with cupy.cuda.Device(1):
+        h = cupy.asnumpy(got)
+    np.testing.assert_array_equal(h, ep_np.moe_combine(y, src, w, ftz=_ftz()).view(np.uint16))

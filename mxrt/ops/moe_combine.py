@@ -90,9 +90,12 @@ def moe_combine_gpu(y: Any, src: Any, topk_weights: Any) -> Any:
     _contiguous(OP, "src", ds)
     _contiguous(OP, "topk_weights", dw)
     ldy = _row_stride(dy)
-    out = alloc.empty((t, n), dy.dtype)
-    if t and n:
-        run_moe_combine(dy, ds, dw, out, r, t, k, n, ldy)
+    import cupy
+
+    with cupy.cuda.Device(dy.data.device_id):  # y's GPU (e.g. a torchrun rank's), whatever device is current
+        out = alloc.empty((t, n), dy.dtype)
+        if t and n:
+            run_moe_combine(dy, ds, dw, out, r, t, k, n, ldy)
     if not device_in:
         return out.get().view(BF16)
     return out

@@ -129,6 +129,31 @@ def test_world1_cpu_empty_and_bf16_payload(world1):
     assert torch.equal(combine(xg, hd), x)
 
 
+def _combine_twin(y, hd, ftz=False):
+    """What combine must return for a world of one: the returned rows are y in received order (send order)."""
+    back = y.cpu().view(torch.int16).numpy().view(BF16)[hd.recv_to_grouped.cpu().numpy()]
+    src = ep_np.pair_rows(hd.order.cpu().numpy()).reshape(hd.num_tokens, hd.topk)
+    w = hd.topk_weights.float().cpu().numpy()
+    return ep_np.moe_combine(back, src, w, ftz=ftz).view(np.uint16)
+
+
+def _combine_case(dev, t=37, k=3, e=4, n=24):
+    g = torch.Generator().manual_seed(t * k)
+    x = torch.randn(t, 64, generator=g).to(torch.bfloat16).to(dev)
+    ids = torch.argsort(torch.rand(t, e, generator=g), 1)[:, :k].contiguous().to(dev)
+    w = torch.rand(t, k, generator=g).to(dev)
+    _, hd = dispatch(x, ids, w, num_experts=e)
+    y = (torch.randn(hd.num_recv, n, generator=g) * 3).to(torch.bfloat16).to(dev)
+    return y, hd
+
+
+def test_world1_cpu_combine_is_the_twin_bitwise(world1):
+    """The CPU path (torch, gloo) does the kernel's arithmetic: products in fp32, summed in slot order."""
+    y, hd = _combine_case(torch.device("cpu"))
+    got = combine(y, hd).view(torch.int16).numpy().view(np.uint16)
+    np.testing.assert_array_equal(got, _combine_twin(y, hd))
+
+
 def test_world1_bad_input_is_typed(world1):
     x = mxrt.quantize_mx(torch.randn(4, 64))
     ids, w = torch.zeros(4, 2, dtype=torch.int64), torch.ones(4, 2)
@@ -235,6 +260,18 @@ def test_gpu_dispatch_syncs_once_combine_never(world1, monkeypatch):
         torch.cuda.set_sync_debug_mode(0)
     assert n_dispatch == 1 and calls == [2 * 1 + 1]
     assert torch.allclose(y.float(), w.sum(1, keepdim=True).expand(-1, 64).bfloat16().float(), rtol=1e-2)
+
+
+@pytest.mark.gpu
+def test_gpu_world1_combine_is_the_kernel_bitwise(world1):
+    """CUDA tensors take the fused kernel (mxrt.moe_combine): bitwise the twin with NVRTC's flush-to-zero."""
+    if not _cuda_nccl():
+        pytest.skip("torch has no CUDA device or no NCCL")
+    for t, k, n in ((37, 3, 24), (300, 8, 7168 // 16), (5, 1, 13)):
+        y, hd = _combine_case(torch.device("cuda"), t, k, 8, n)
+        out = combine(y, hd)
+        assert out.is_cuda and out.dtype == torch.bfloat16 and out.shape == (t, n)
+        np.testing.assert_array_equal(out.view(torch.int16).cpu().numpy().view(np.uint16), _combine_twin(y, hd, True))
 
 
 @pytest.mark.gpu

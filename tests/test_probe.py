@@ -423,6 +423,8 @@ MOE_IDS = np.array([[0, 2], [3, 0], [2, 1]], np.int32)  # [T, top_k] routing of 
 MOE_X = mxrt.quantize_mx(RNG.standard_normal((3, 64)).astype(np.float32), backend="numpy")
 MOE_W = mxrt.quantize_mx(RNG.standard_normal((4, 5, 64)).astype(np.float32), axis=2, backend="numpy")
 MOE_LAYOUT = mxrt.moe_align_block_size(MOE_IDS, 2, 4, backend="numpy")
+COMBINE_Y = RNG.standard_normal((6, 5)).astype(ml_dtypes.bfloat16)  # [R, n] expert outputs of mxrt.moe_combine
+COMBINE_SRC = np.array([[0, 2], [3, 5], [1, 4]], np.int64)  # [T, k] rows of COMBINE_Y
 GWA = mxrt.quantize_mx_grouped(RNG.standard_normal((8, 5)).astype(np.float32), LENS, colwise=True, col_align=32).col
 GWB = mxrt.quantize_mx_grouped(RNG.standard_normal((8, 6)).astype(np.float32), LENS, colwise=True, col_align=32).col
 
@@ -603,6 +605,18 @@ FNS = [
             ("weights_shape", dict(topk_weights=np.ones((2, 3), np.float32)), ("topk_weights",)),
             ("mask_shape", dict(expert_mask=[1, 1]), ("expert_mask",)),
             ("mask_float", dict(expert_mask=np.ones(4)), ("expert_mask",)),
+        ],
+    ),
+    Fn(
+        "moe_combine",
+        mxrt.moe_combine,
+        dict(y=COMBINE_Y, src=COMBINE_SRC, topk_weights=np.ones(COMBINE_SRC.shape, np.float32), backend="numpy"),
+        dict(y="rows", src="ints", topk_weights="float", backend="backend"),
+        [
+            ("src_out_of_range", dict(src=COMBINE_SRC + 5), ("src",)),
+            ("src_k0", dict(src=COMBINE_SRC[:, :0], topk_weights=np.ones((3, 0), np.float32)), ("src",)),
+            ("weights_shape", dict(topk_weights=np.ones((3, 1), np.float32)), ("topk_weights",)),
+            ("y_uint16_bits", dict(y=COMBINE_Y.view(np.uint16)), ("y",), SAME),
         ],
     ),
     Fn(

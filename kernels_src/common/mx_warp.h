@@ -19,6 +19,7 @@ MXRT_DEVICE u32 mxrt_shfl(u32 v, u32 src) { return __shfl_sync(0xFFFFFFFFu, v, (
 MXRT_DEVICE float mxrt_as_f32(u32 b) { return __uint_as_float(b); }
 MXRT_DEVICE u32 mxrt_as_u32(float f) { return __float_as_uint(f); }
 MXRT_DEVICE float mxrt_fmul(float a, float b) { return __fmul_rn(a, b); }  // never contracted into an fma
+MXRT_DEVICE float mxrt_fadd(float a, float b) { return __fadd_rn(a, b); }  // never contracted into an fma
 MXRT_DEVICE float mxrt_fma(float a, float b, float c) { return __fmaf_rn(a, b, c); }
 #define MXRT_NBID_X ((u32)gridDim.x)
 #define MXRT_NBID_Y ((u32)gridDim.y)
@@ -55,6 +56,10 @@ MXRT_DEVICE u32 mxrt_shfl(u32 v, u32 src) {
 MXRT_DEVICE float mxrt_as_f32(u32 b) { return __builtin_bit_cast(float, b); }
 MXRT_DEVICE u32 mxrt_as_u32(float f) { return __builtin_bit_cast(u32, f); }
 MXRT_DEVICE float mxrt_fmul(float a, float b) { return a * b; }
+MXRT_DEVICE float mxrt_fadd(float a, float b) {
+#pragma clang fp contract(off)  // an add without the contract flag: never fused with the product feeding it
+  return a + b;
+}
 MXRT_DEVICE float mxrt_fma(float a, float b, float c) { return __builtin_fmaf(a, b, c); }
 #define MXRT_NBID_X ((u32)(__builtin_amdgcn_grid_size_x() / __builtin_amdgcn_workgroup_size_x()))
 #define MXRT_NBID_Y ((u32)(__builtin_amdgcn_grid_size_y() / __builtin_amdgcn_workgroup_size_y()))
@@ -69,9 +74,11 @@ inline float mxrt_ftz(float v) {
   return (b & 0x7F800000u) ? v : mxrt_as_f32(b & 0x80000000u);
 }
 inline float mxrt_fmul(float a, float b) { return mxrt_ftz(mxrt_ftz(a) * mxrt_ftz(b)); }
+inline float mxrt_fadd(float a, float b) { return mxrt_ftz(mxrt_ftz(a) + mxrt_ftz(b)); }
 inline float mxrt_fma(float a, float b, float c) { return mxrt_ftz(__builtin_fmaf(mxrt_ftz(a), mxrt_ftz(b), mxrt_ftz(c))); }
 #else
 inline float mxrt_fmul(float a, float b) { return a * b; }
+inline float mxrt_fadd(float a, float b) { return a + b; }
 inline float mxrt_fma(float a, float b, float c) { return __builtin_fmaf(a, b, c); }
 #endif
 #if defined(MXRT_HOST_SIMT)

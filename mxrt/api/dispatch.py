@@ -22,6 +22,7 @@ GPU_OPS = (
     "grouped_gemm_mx",
     "grouped_gemm_mx_wgrad",
     "moe_align_block_size",
+    "moe_combine",
     "moe_gemm_mx",
     "preshuffle_scales",
     "quantize_mx",

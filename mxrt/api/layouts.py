@@ -14,13 +14,17 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import layouts as lay
+from .._kinds import is_device_array
+from ..errors import DtypeError
 from ..formats import codecs
 from ..formats.mx import MXDual
 from ..formats.scales import ScaleMode
 from ..layouts import MXGrouped
+from ..layouts import ep as lay_ep
 from ..ops import grouped as grouped_ops
 from ..ops import layouts as layout_ops
 from ..ops import moe as moe_ops
+from ..ops import moe_combine as combine_ops
 from ..reference import metrics
 from . import interop
 from .dispatch import host_only, use_gpu
@@ -94,6 +98,40 @@ def moe_align_block_size(
     else:
         out = lay.moe_align_block_size(ids, **kw)
     return tuple(interop.export(v, caller) for v in out)
+
+
+def moe_combine(y: Any, src: Any, topk_weights: Any, *, backend: str = "auto") -> Any:
+    """The MoE combine: ``out [T, n] = bf16(sum_j topk_weights[t, j] * y[src[t, j]])``, float32 products summed in
+    slot order, rounded once (:func:`mxrt.layouts.ep.moe_combine` is the numpy twin and states the arithmetic).
+
+    Parameters
+    ----------
+    y : bfloat16 ``[R, n]`` expert output rows (CuPy: bfloat16 or uint16 bits; rows contiguous along n).
+    src : int32 / int64 ``[T, k]`` (C-contiguous on the GPU), the row of ``y`` holding pair ``(t, j)``. The caller's
+        contract: values in ``[0, R)``. numpy checks it (:class:`ShapeError`); the GPU kernel reads no value back
+        (no host sync, graph-capturable) and writes the row of a token with an index outside as NaN.
+    topk_weights : float32 ``[T, k]`` (C-contiguous on the GPU).
+    backend : ``"auto"``, ``"numpy"`` or ``"gpu"`` (a GPU input always runs on the GPU; :mod:`mxrt.api.dispatch`).
+
+    Returns
+    -------
+    bfloat16 ``[T, n]`` of the caller's kind (torch in -> torch out, zero-copy; CuPy: ``y``'s dtype). On CUDA fp32
+    subnormal products and sums flush to zero (NVRTC ``-ftz=true``): the twin's ``ftz=True``.
+    """
+    op = "moe_combine"
+    y, caller = interop.import_array(y, op, "y")
+    s = interop.import_array(src, op, "src")[0]
+    w = interop.import_array(topk_weights, op, "topk_weights")[0]
+    if use_gpu(op, backend, caller.device, lambda: combine_ops.moe_combine_unsupported(y, s, w)):
+        out = combine_ops.moe_combine_gpu(y, s, w)
+    else:
+        for name, a in (("src", s), ("topk_weights", w)):
+            if is_device_array(a):
+                raise DtypeError(
+                    f"{op}: argument '{name}' lives on the GPU while y is a host array; pass both on one side"
+                )
+        out = lay_ep.moe_combine(y, s, w)
+    return interop.export(out, caller, "bfloat16")
 
 
 def quantize_mx_grouped(

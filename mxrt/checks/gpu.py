@@ -159,6 +159,33 @@ def moe_align_cases() -> Iterator[Case]:
         )
 
 
+def moe_combine_cases() -> Iterator[Case]:
+    """bf16 rows as uint16 bits on both sides; the twin flushes fp32 subnormals on CUDA as NVRTC does."""
+    import ml_dtypes
+
+    from .. import runtime
+    from ..api.layouts import moe_combine
+    from ..layouts.ep import moe_combine as twin
+
+    def ftz() -> bool:  # asked when the numpy side runs (no device: the IEEE twin)
+        return runtime.device_available() and runtime.get_arch().vendor == "nvidia"
+
+    rng = np.random.default_rng(13)
+    for t, k, n, idx in ((1, 1, 8, np.int32), (37, 8, 7168, np.int64), (300, 6, 100, np.int32), (9, 3, 1, np.int64)):
+        r = 2 * t + 1
+        y = (rng.standard_normal((r, n)) * 4).astype(ml_dtypes.bfloat16)
+        y[0, : min(n, 2)] = np.array([np.nan, np.inf])[: min(n, 2)]
+        src = rng.integers(0, r, (t, k)).astype(idx)
+        w = rng.random((t, k)).astype(np.float32)
+        yield (
+            f"T={t} k={k} n={n} src {np.dtype(idx).name}",
+            lambda y=y, src=src, w=w: moe_combine(
+                _cupy().asarray(y.view(np.uint16)), _cupy().asarray(src), _cupy().asarray(w), backend="gpu"
+            ),
+            lambda y=y, src=src, w=w: twin(y, src, w, ftz=ftz()).view(np.uint16),
+        )
+
+
 #: op name -> generator of (case, run_gpu, run_numpy). Add one line per new GPU op.
 GPU_CASES: dict[str, Callable[[], Iterable[Case]]] = {
     "quantize_mx": quantize_mx_cases,
@@ -166,6 +193,7 @@ GPU_CASES: dict[str, Callable[[], Iterable[Case]]] = {
     "preshuffle_scales": preshuffle_scales_cases,
     "unshuffle_scales": unshuffle_scales_cases,
     "moe_align_block_size": moe_align_cases,
+    "moe_combine": moe_combine_cases,
 }
 
 

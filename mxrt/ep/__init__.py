@@ -6,7 +6,10 @@ of ``group`` each hold their own tokens and ``E / W`` contiguous experts (rank `
 - :func:`dispatch` sends each (token, slot) pair's MX row, element codes and E8M0 scales as two uint8 buffers (no
   dequantisation), to the owner of its expert and lays the received rows out per local expert, the tight grouped
   layout :func:`mxrt.grouped_gemm_mx` consumes, with ``group_lens`` on the device.
-- :func:`combine` sends the expert outputs back in bfloat16 and sums them with the routing weights in token order.
+- :func:`combine` sends the expert outputs back in bfloat16 and sums them with the routing weights in token order:
+  on CUDA one fused kernel (:func:`mxrt.moe_combine`) reads each returned row once through ``src = pair_rows(order)``
+  and writes ``[T, n]`` bf16; the torch expression (a pair-order copy and an fp32 ``[T, k, n]`` product) stays
+  for CPU tensors (gloo worlds). Both sum in float32 in slot order and round once (the same arithmetic).
 - :func:`moe_forward`: quantize -> dispatch -> grouped GEMM gate_up -> silu * up -> quantize -> grouped GEMM down
   -> combine; :func:`mxrt.reference.moe_layer.moe_layer_f64` is its single-process float64 reference.
 - ``python -m mxrt.ep.launch`` (under ``torchrun --nproc-per-node W``) checks and times it.
@@ -24,6 +27,7 @@ from typing import Any
 import torch
 
 from ..api.grouped_gemm import grouped_gemm_mx
+from ..api.layouts import moe_combine
 from ..api.quant import quantize_mx
 from ..errors import DtypeError, ShapeError
 from ..formats.mx import MXArray
@@ -243,8 +247,16 @@ def combine(y: torch.Tensor, handle: DispatchHandle, group: Any = None) -> torch
 
     Returns
     -------
-    bfloat16 ``[T, n]`` in this rank's token order; the weighted sum runs in float32 (slot order) and is rounded
-    once. No host sync (the dispatch's split sizes are reused, reversed).
+    bfloat16 ``[T, n]`` in this rank's token order; the weighted sum runs in float32 (slot order: each product
+    rounded to fp32, then added; never an fma) and is rounded once. No host sync (the dispatch's split sizes are
+    reused, reversed).
+
+    Notes
+    -----
+    CUDA tensors: the returned rows ``back [T * topk, n]`` (send order) are summed by :func:`mxrt.moe_combine`
+    through ``src[order] = arange`` (one int64 scatter), reading each row once: ``2n (T * topk + T)`` bytes.
+    CPU tensors: ``back`` is copied to pair order and summed by torch in float32 (the same arithmetic; fp32
+    subnormals flush on CUDA only).
     """
     op = "ep.combine"
     if not isinstance(y, torch.Tensor) or y.dtype != torch.bfloat16 or y.ndim != 2:
@@ -262,10 +274,24 @@ def combine(y: torch.Tensor, handle: DispatchHandle, group: Any = None) -> torch
         )
     y_recv = y.index_select(0, handle.recv_to_grouped)
     back = tp.all_to_all_v(y_recv, list(handle.recv_splits), list(handle.send_splits), group)
-    pairs = torch.empty_like(back).index_copy_(0, handle.order, back)
     t, k = handle.num_tokens, handle.topk
-    wts = handle.topk_weights.to(torch.float32).view(t, k, 1)
-    return (pairs.view(t, k, y.shape[1]).to(torch.float32) * wts).sum(1).to(torch.bfloat16)
+    wts = handle.topk_weights.to(torch.float32).contiguous()
+    if back.is_cuda:
+        order = handle.order
+        src = torch.empty_like(order).index_copy_(0, order, torch.arange(order.numel(), device=order.device))
+        return moe_combine(back, src.view(t, k), wts.view(t, k))
+    pairs = torch.empty_like(back).index_copy_(0, handle.order, back)
+    return _combine_pairs(pairs.view(t, k, y.shape[1]), wts.view(t, k, 1))
+
+
+def _combine_pairs(pairs: torch.Tensor, wts: torch.Tensor) -> torch.Tensor:
+    """``bf16(sum_j wts[:, j] * pairs[:, j])``, products rounded to fp32 and added in slot order (the kernel's
+    arithmetic; ``(pairs * wts).sum(1)`` would leave the order of the sum to torch's reduction)."""
+    prod = pairs.to(torch.float32) * wts
+    acc = prod[:, 0]
+    for j in range(1, prod.shape[1]):
+        acc = acc + prod[:, j]
+    return acc.to(torch.bfloat16)
 
 
 def moe_forward(

@@ -160,11 +160,15 @@ def bench(a: argparse.Namespace, rank: int, w: int, dev: torch.device) -> None:
             per_row = h + h // 32 if name == "mx" else 2 * h
             sent = sum(hd.send_splits) - hd.send_splits[rank]
             rows[name] = (td, tc)
+            # combine bytes on this rank's HBM: the gather to received order (read + write R rows), the NCCL copy
+            # out and in, and the fused sum (read T*k rows, write T rows); the link carries the off-rank rows
+            local = (2 * hd.num_recv + hd.num_recv + t * k + t * k + t) * 2 * h
             if rank == 0:
                 print(
                     f"bench W={w} T={t} H={h} top{k} E={a.experts} {name:4s}: dispatch {td:.3f} ms combine {tc:.3f} "
                     f"ms sum {td + tc:.3f} ms; rank 0 sends {sent} rows off-rank = {sent * per_row / 1e6:.1f} MB "
-                    f"dispatch, {sent * 2 * h / 1e6:.1f} MB combine",
+                    f"dispatch, {sent * 2 * h / 1e6:.1f} MB combine ({sent * 2 * h / tc / 1e6:.0f} GB/s over the "
+                    f"link, {local / tc / 1e6:.0f} GB/s of {local / 1e9:.2f} GB local HBM traffic)",
                     flush=True,
                 )
         if rank == 0:

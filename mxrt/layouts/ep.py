@@ -19,7 +19,9 @@ computes with torch on the device and this module with numpy (the reference of t
   exclusive prefix sum of ``recv_counts`` in (s, e) order and ``grouped_start`` the one in (e, s) order.
 - **inverse (combine)**: expert output rows go back by ``y_recv = y_grouped[recv_to_grouped]``, the reverse
   all-to-all returns rank ``s``'s rows in its send order, ``y_pairs[order] = y_sent`` puts them back in pair
-  order and ``out[t] = sum_j topk_weights[t, j] * y_pairs[t * topk + j]``.
+  order and ``out[t] = sum_j topk_weights[t, j] * y_pairs[t * topk + j]``. Fused (:func:`moe_combine`, the
+  GPU kernel's twin): ``src = pair_rows(order)`` (``src[order] = arange``) names the received row of every pair,
+  and ``out[t] = bf16(sum_j w[t, j] * y_sent[src[t, j]])`` reads each row once, with no ``y_pairs`` copy.
 
 :func:`simulate_dispatch` / :func:`simulate_combine` run all ranks of a simulated world in one process (the
 all-to-all as list shuffling); the tests check them against a plain loop over ranks, experts and tokens.
@@ -29,10 +31,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import ml_dtypes
 import numpy as np
 
-from ..errors import ShapeError
+from ..errors import DtypeError, ShapeError
 from ._check import check_int, check_int_array
+
+BF16 = np.dtype(ml_dtypes.bfloat16)
+#: the bf16 bits every NaN result of :func:`moe_combine` is written as (one pattern on every target)
+BF16_NAN_BITS = 0x7FC0
 
 
 def experts_per_rank(num_experts: object, world_size: object, op: str = "ep") -> int:
@@ -159,12 +166,117 @@ def simulate_combine(y: list[np.ndarray], topk_weights: list[np.ndarray], h: Sim
     return out
 
 
+def pair_rows(order: object) -> np.ndarray:
+    """``src [P]``: the send row of each flat pair index, the inverse permutation of ``order`` (``src[order] =
+    arange(P)``); what :func:`moe_combine` reads the returned rows through."""
+    o = check_int_array(order, "pair_rows", "order", ndim=1).astype(np.int64)
+    if o.size and (o.min() < 0 or o.max() >= o.size or np.unique(o).size != o.size):
+        raise ShapeError(f"pair_rows: argument 'order' is not a permutation of range({o.size})")
+    src = np.empty_like(o)
+    src[o] = np.arange(o.size, dtype=np.int64)
+    return src
+
+
+def _ftz(x: np.ndarray) -> np.ndarray:
+    """fp32 subnormals -> zeros of the same sign (NVRTC's -ftz=true)."""
+    b = x.view(np.uint32)
+    return np.where((b & 0x7F800000) == 0, (b & 0x80000000).view(np.float32), x)
+
+
+def f32_to_bf16_bits(x: np.ndarray) -> np.ndarray:
+    """fp32 -> bf16 bits (uint16), round to nearest even, overflow to +-Inf, every NaN to ``BF16_NAN_BITS``: the
+    kernel's integer formula (kernels_src/moe/moe_combine.hip)."""
+    b = np.ascontiguousarray(x, np.float32).view(np.uint32)
+    r = ((b + np.uint32(0x7FFF) + ((b >> 16) & np.uint32(1))) >> 16).astype(np.uint16)
+    return np.where((b & 0x7FFFFFFF) > 0x7F800000, np.uint16(BF16_NAN_BITS), r)
+
+
+def check_combine(y: object, src: object, topk_weights: object, op: str) -> tuple[int, int, int, int]:
+    """``(R, n, T, k)`` of a combine's arguments (dtypes, ranks, matching shapes, k >= 1); values not read. Shared
+    by the numpy twin and the GPU op (mxrt.ops.moe_combine), so both refuse the same calls."""
+    for name, a in (("y", y), ("src", src), ("topk_weights", topk_weights)):
+        if not hasattr(a, "dtype") or not hasattr(a, "shape"):
+            raise DtypeError(f"{op}: argument '{name}' is a {type(a).__name__}, expected an array")
+    yname, sname, wname = (str(getattr(a.dtype, "name", a.dtype)) for a in (y, src, topk_weights))  # type: ignore[union-attr]
+    if yname not in ("bfloat16", "uint16"):
+        raise DtypeError(
+            f"{op}: argument 'y' has dtype {yname}, expected bfloat16 (or uint16 bf16 bits, CuPy's form): the expert "
+            "outputs"
+        )
+    if sname not in ("int32", "int64"):
+        raise DtypeError(f"{op}: argument 'src' has dtype {sname}, expected int32 or int64 row indices of y")
+    if wname != "float32":
+        raise DtypeError(
+            f"{op}: argument 'topk_weights' has dtype {wname}, expected float32 (the kernel multiplies in fp32; "
+            "convert other weights with .astype(float32) first)"
+        )
+    ys, ss, ws = (tuple(int(v) for v in a.shape) for a in (y, src, topk_weights))  # type: ignore[union-attr]
+    if len(ys) != 2:
+        raise ShapeError(f"{op}: argument 'y' has shape {ys}, expected a 2-D [R, n] array of rows")
+    if len(ss) != 2:
+        raise ShapeError(f"{op}: argument 'src' has shape {ss}, expected [T, k] (the row of y of pair (t, j))")
+    if ws != ss:
+        raise ShapeError(f"{op}: argument 'topk_weights' has shape {ws}, expected {ss} (src's shape [T, k])")
+    if ss[1] < 1:
+        raise ShapeError(f"{op}: argument 'src' has shape {ss}, expected k = src.shape[1] >= 1 slots per token")
+    return ys[0], ys[1], ss[0], ss[1]
+
+
+def moe_combine(y: object, src: object, topk_weights: object, *, ftz: bool = False) -> np.ndarray:
+    """``out [T, n]`` bfloat16: ``out[t] = bf16(sum_{j<k} topk_weights[t, j] * y[src[t, j]])``, the exact twin of the
+    GPU kernel (kernels_src/moe/moe_combine.hip).
+
+    Parameters
+    ----------
+    y : bfloat16 ``[R, n]`` rows (uint16 arrays are read as bf16 bits); the expert outputs as they came back.
+    src : int32 / int64 ``[T, k]``, the row of ``y`` holding pair ``(t, j)``, every value in ``[0, R)``
+        (:class:`ShapeError` otherwise; the GPU kernel never reads such a row and writes the token's row as NaN).
+    topk_weights : float32 ``[T, k]``.
+    ftz : flush fp32 subnormal inputs and results of every product and sum to zero (NVRTC's ``-ftz=true``), for
+        comparing with a CUDA build bit for bit.
+
+    Notes
+    -----
+    float32 arithmetic in the kernel's order: ``p_j = fp32(w[t, j] * y[src[t, j]])`` (one rounding, never fused),
+    ``acc = p_0``, then ``acc = fp32(acc + p_j)`` for ``j = 1 .. k-1``; one round to bf16 (RNE), NaN written as
+    ``0x7FC0``, overflow to +-Inf. Not float64: this is the contract a GPU result is compared with bitwise;
+    :func:`simulate_combine` is the float64 form.
+    """
+    op = "moe_combine"
+    r, n, t, k = check_combine(y, src, topk_weights, op)
+    yv = np.asarray(y)
+    if not isinstance(yv, np.ndarray) or yv.dtype.kind == "O":
+        raise DtypeError(f"{op}: argument 'y' is a {type(y).__name__}, expected a numpy array")
+    s = np.asarray(src).astype(np.int64)
+    w = np.asarray(topk_weights, np.float32)
+    if s.size and (s.min() < 0 or s.max() >= r):
+        bad = s[(s < 0) | (s >= r)][0]
+        raise ShapeError(f"{op}: argument 'src' holds the row {bad}, expected rows in [0, {r}) (y has {r} rows)")
+    bits = yv.view(np.uint16)
+    out = np.empty((t, n), np.uint16)
+    if t and n:
+        flush = _ftz if ftz else (lambda a: a)
+        acc = np.zeros((t, n), np.float32)
+        for j in range(k):
+            yj = (bits[s[:, j]].astype(np.uint32) << 16).view(np.float32)
+            with np.errstate(all="ignore"):
+                p = flush(flush(w[:, j, None]) * flush(yj))
+                acc = p if j == 0 else flush(flush(acc) + p)  # acc = p_0: a -0 product stays -0
+        out[...] = f32_to_bf16_bits(acc)
+    return out.view(BF16)
+
+
 __all__ = [
+    "BF16_NAN_BITS",
     "SendLayout",
     "SimHandle",
+    "check_combine",
     "check_topk_ids",
     "experts_per_rank",
+    "f32_to_bf16_bits",
     "grouped_to_recv",
+    "moe_combine",
+    "pair_rows",
     "recv_to_grouped",
     "send_layout",
     "simulate_combine",

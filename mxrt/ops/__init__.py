@@ -13,6 +13,7 @@ from . import (
     grouped,
     layouts,
     moe,
+    moe_combine,
     quant,
 )
 from .kernels import ALL_SPECS, DISPATCH  # every family's kernel specs (ops/*_kernels.py)
@@ -29,6 +30,7 @@ __all__ = [
     "grouped",
     "layouts",
     "moe",
+    "moe_combine",
     "quant",
 ]
 __all__ += ["ALL_SPECS", "DISPATCH"]

@@ -1,5 +1,6 @@
-"""Kernel specs, variants and dispatch of moe_align_block_size (kernels_src/moe/), launched by mxrt/ops/moe.py.
-ID_BYTES is the itemsize of the topk ids (4 or 8)."""
+"""Kernel specs, variants and dispatch of the MoE kernels (kernels_src/moe/): moe_align_block_size (launched by
+mxrt/ops/moe.py; ID_BYTES is the itemsize of the topk ids, 4 or 8) and moe_combine (mxrt/ops/moe_combine.py; VEC 1
+reads 16-byte vectors of 8 bf16, IDX_BYTES is the itemsize of src)."""
 
 from __future__ import annotations
 
@@ -18,8 +19,25 @@ MOE_ALIGN_BLOCK_SIZE_COUNT = _moe_spec("moe_align_block_size_count")  # multi-CT
 MOE_ALIGN_BLOCK_SIZE_SCAN = _moe_spec("moe_align_block_size_scan")  # multi-CTA step 2
 MOE_ALIGN_BLOCK_SIZE_SCATTER = _moe_spec("moe_align_block_size_scatter")  # multi-CTA step 3
 
-SPECS = (MOE_ALIGN_BLOCK_SIZE, MOE_ALIGN_BLOCK_SIZE_COUNT, MOE_ALIGN_BLOCK_SIZE_SCAN, MOE_ALIGN_BLOCK_SIZE_SCATTER)
+COMBINE_THREADS = 256
+#: most CTAs of one moe_combine launch (the kernel grid-strides beyond): ~8 resident waves on a 132-SM H100
+COMBINE_MAX_CTAS = 8192
+MOE_COMBINE = KernelSpec(
+    symbol="moe_combine",
+    file="moe/moe_combine.hip",
+    required=("IDX_BYTES", "THREADS", "VEC"),
+    variants=define_grid(IDX_BYTES=(4, 8), THREADS=(COMBINE_THREADS,), VEC=(0, 1)),
+)
+
+SPECS = (
+    MOE_ALIGN_BLOCK_SIZE,
+    MOE_ALIGN_BLOCK_SIZE_COUNT,
+    MOE_ALIGN_BLOCK_SIZE_SCAN,
+    MOE_ALIGN_BLOCK_SIZE_SCATTER,
+    MOE_COMBINE,
+)
 DISPATCH = {
+    "moe_combine": {"generic": MOE_COMBINE},
     # the one-CTA kernel; mxrt/ops/moe.py picks the multi-CTA trio (MOE_ALIGN_BLOCK_SIZE_*) for large numel
     "moe_align_block_size": {"generic": MOE_ALIGN_BLOCK_SIZE},
 }

@@ -50,7 +50,7 @@ fi
 if has bench; then
   step "torchrun W = 2 bench (DeepSeek-V3 shapes: H 7168, I 2048, E 256 dispatch/combine, 32 experts in the layer)"
   timeout ${T_BENCH:-150} torchrun --standalone --nproc-per-node 2 -m mxrt.ep.launch --bench --hidden 7168 --inter 2048 \
-    --experts 256 --layer-experts 32 --bench-tokens 4096 8192 16384 --iters 10 2>&1 | tee "$OUT/ep_bench.txt" \
+    --experts 256 --topk 8 --layer-experts 32 --bench-tokens ${BENCH_TOKENS:-4096 8192 16384} --iters 10 2>&1 | tee "$OUT/ep_bench.txt" \
     | grep -E "^bench|^layer|Error|error" | tail -20
   nvidia-smi --query-gpu=index,memory.used --format=csv,noheader
 fi

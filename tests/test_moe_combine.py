@@ -172,6 +172,8 @@ def test_layout_errors_of_the_gpu_op_without_a_device():
         combine_ops._row_stride(Fake((4, 8), (8, 2)))
     assert combine_ops._row_stride(Fake((4, 8), (48, 2))) == 24
     assert combine_ops._row_stride(Fake((1, 8), (0, 2))) == 8
+    assert combine_ops._row_stride(Fake((0, 16), (0, 0))) == 16  # empty CuPy arrays carry any strides
+    assert combine_ops._row_stride(Fake((3, 0), (0, 0))) == 0
 
 
 # ---- the kernel on the host SIMT emulator ---------------------------------------------------------------------

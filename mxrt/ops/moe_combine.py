@@ -44,6 +44,8 @@ def _row_stride(y: Any) -> int:
     """``y``'s row stride in elements; a LayoutError unless the rows are contiguous along n."""
     s0, s1 = (int(v) for v in y.strides)
     r, n = (int(v) for v in y.shape)
+    if r == 0 or n == 0:
+        return n  # no element is read (CuPy and DLPack give empty arrays any strides, e.g. (0, 0))
     if n > 1 and s1 != 2:
         raise LayoutError(
             f"{OP}: argument 'y' has strides {tuple(y.strides)} for shape {tuple(y.shape)}, expected rows contiguous "

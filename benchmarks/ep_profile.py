@@ -1,9 +1,11 @@
 """Where a W-rank ``mxrt.ep.dispatch`` / ``combine`` spends its time (``torchrun --nproc-per-node W
 benchmarks/ep_profile.py [T ...]``): per step wall times with a device sync after each step (rank 0 prints), then
-torch.profiler's CPU / CUDA table of one dispatch and one combine. DeepSeek-V3 shapes: H 7168, top-8, E 256."""
+torch.profiler's CPU / CUDA table of one dispatch and one combine (``EP_TRACE_DIR``: chrome traces of the largest T
+per rank there). DeepSeek-V3 shapes: H 7168, top-8, E 256."""
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 
@@ -18,7 +20,8 @@ from mxrt.ep.launch import init
 def main() -> None:
     rank, _w, dev = init()
     h, k, e = 7168, 8, 256
-    for t in [int(a) for a in sys.argv[1:]] or [4096, 16384]:
+    ts = [int(a) for a in sys.argv[1:]] or [4096, 16384]
+    for t in ts:
         g = torch.Generator(device=dev).manual_seed(rank)
         x = torch.randn(t, h, device=dev, generator=g).to(torch.bfloat16)
         ids = torch.argsort(torch.rand(t, e, device=dev, generator=g), 1)[:, :k].contiguous()
@@ -53,6 +56,9 @@ def main() -> None:
                 _, hd = dispatch(p, ids, wts, num_experts=e)
                 combine(y, hd)
                 torch.cuda.synchronize()
+            trace = os.environ.get("EP_TRACE_DIR")
+            if trace and t == max(ts):
+                prof.export_chrome_trace(f"{trace}/trace_{name}_T{t}_rank{rank}.json")
             if rank == 0:
                 print(f"--- T={t} {name}: one dispatch + one combine, by CUDA time")
                 print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=18, max_name_column_width=60))

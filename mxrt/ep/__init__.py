@@ -3,9 +3,10 @@
 Imported on request only (``import mxrt`` never imports it; it needs torch with ``torch.distributed``). ``W`` ranks
 of ``group`` each hold their own tokens and ``E / W`` contiguous experts (rank ``r``: ``[r * E_l, (r + 1) * E_l)``).
 
-- :func:`dispatch` sends each (token, slot) pair's MX row, element codes and E8M0 scales as two uint8 buffers (no
-  dequantisation), to the owner of its expert and lays the received rows out per local expert, the tight grouped
-  layout :func:`mxrt.grouped_gemm_mx` consumes, with ``group_lens`` on the device.
+- :func:`dispatch` sends each (token, slot) pair's MX row, element codes and E8M0 scales packed in one row of
+  integer words (two buffers when the hidden size is not a multiple of 128; no dequantisation), to the owner of
+  its expert and lays the received rows out per local expert, the tight grouped layout
+  :func:`mxrt.grouped_gemm_mx` consumes, with ``group_lens`` on the device.
 - :func:`combine` sends the expert outputs back in bfloat16 and sums them with the routing weights in token order:
   on CUDA one fused kernel (:func:`mxrt.moe_combine`) reads each returned row once through ``src = pair_rows(order)``
   and writes ``[T, n]`` bf16; the torch expression (a pair-order copy and an fp32 ``[T, k, n]`` product) stays
@@ -108,8 +109,17 @@ def _words(t: torch.Tensor) -> torch.Tensor:
     return b
 
 
-def _payloads(x: Any, op: str) -> tuple[list[torch.Tensor], torch.Tensor]:
-    """The rows to send (integer words, :func:`_words`) and a tensor that stands for the tokens (shape, device)."""
+#: a payload part: (index of the buffer that carries it, first word, end word) of the buffer's rows
+_Part = tuple[int, int, int]
+
+
+def _payloads(x: Any, op: str) -> tuple[list[torch.Tensor], list[_Part], torch.Tensor]:
+    """The rows to send (integer words, :func:`_words`), where each output (codes and scales, or the tensor) sits
+    in them, and a tensor that stands for the tokens (shape, device).
+
+    MX codes and scales travel packed in one row (``codes | scales``, one gather, one all-to-all-v) when both byte
+    widths are multiples of a word (4 or 8 bytes: hidden % 128 == 0); the decision depends on the hidden size alone,
+    so every rank of a group makes the same one. Otherwise they travel as two buffers."""
     if isinstance(x, MXArray):
         if not isinstance(x.data, torch.Tensor):
             raise DtypeError(f"{op}: argument 'x_mx' holds {_what(x.data)} codes, expected torch tensors")
@@ -118,20 +128,28 @@ def _payloads(x: Any, op: str) -> tuple[list[torch.Tensor], torch.Tensor]:
                 f"{op}: argument 'x_mx' is an MXArray of shape {x.shape} blocked along axis {x.axis} with scale "
                 f"layout {x.scale_layout}, expected [num_tokens, hidden] blocked along axis 1, plain scales"
             )
-        return [_words(x.data), _words(x.scales)], x.data
+        codes, scales = x.data.contiguous().view(torch.uint8), x.scales.contiguous().view(torch.uint8)
+        cb, sb = codes.shape[1], scales.shape[1]
+        for size, dt in ((8, torch.int64), (4, torch.int32)):
+            if cb % size == 0 and sb % size == 0:
+                packed = torch.cat([codes, scales], 1)  # a fresh buffer: offset 0, word-aligned rows
+                return [packed.view(dt)], [(0, 0, cb // size), (0, cb // size, (cb + sb) // size)], x.data
+        cw, sw = _words(codes), _words(scales)
+        return [cw, sw], [(0, 0, cw.shape[1]), (1, 0, sw.shape[1])], x.data
     if isinstance(x, torch.Tensor) and x.ndim == 2:
-        return [_words(x)], x
+        xw = _words(x)
+        return [xw], [(0, 0, xw.shape[1])], x
     raise DtypeError(f"{op}: argument 'x_mx' is {_what(x)}, expected an MXArray of torch tensors or a 2-D tensor")
 
 
-def _counts(flat: torch.Tensor, num_experts: int, w: int, el: int) -> torch.Tensor:
+def _counts(key: torch.Tensor, num_experts: int, w: int, el: int) -> torch.Tensor:
     """``[W, E_l + 1]``: pairs per (destination rank, local expert) and, in the last column, this rank's number of
-    ids outside ``[0, E)`` (counted in a spare bin, never indexed out of range; no bincount: it syncs on CUDA)."""
-    bad = (flat < 0) | (flat >= num_experts)
-    bins = torch.where(bad, torch.full_like(flat, num_experts), flat)
-    cnt = torch.zeros(num_experts + 1, dtype=torch.int64, device=flat.device)
-    cnt.index_add_(0, bins, torch.ones_like(bins))
-    return torch.cat([cnt[:num_experts].view(w, el), cnt[num_experts:].expand(w, 1)], 1)
+    ids outside ``[0, E)``. ``key``: the ids clamped to ``[-1, E]`` (both ends count as bad; never indexed out of
+    range; no bincount: it syncs on CUDA)."""
+    cnt = torch.zeros(num_experts + 2, dtype=torch.int64, device=key.device)
+    cnt.index_add_(0, key + 1, torch.ones(1, dtype=torch.int64, device=key.device).expand(key.numel()))
+    bad = cnt[:1] + cnt[num_experts + 1 :]
+    return torch.cat([cnt[1 : num_experts + 1].view(w, el), bad.expand(w, 1)], 1)
 
 
 def grouped_to_recv(recv_counts: torch.Tensor, num_recv: int) -> torch.Tensor:
@@ -178,23 +196,25 @@ def dispatch(
     -----
     Collectives, in order: an all-to-all of the ``[W, E_l + 1]`` counts (equal splits, device), **one host sync**
     (``2W + 1`` int64: the split sizes NCCL's all-to-all-v needs on the host and the bad-id count; the rows to send
-    are gathered on the device while the host waits), then one all-to-all-v per payload (codes, scales) and a
-    gather into the grouped order. Ids outside ``[0, E)`` raise :class:`ShapeError` on every rank after the sync
-    (the count travels with the counts, so no rank is left waiting in a collective).
+    are gathered on the device while the host waits), then one all-to-all-v (codes and scales packed in one row
+    when hidden % 128 == 0, else one per buffer) and a gather into the grouped order. Ids outside ``[0, E)`` raise
+    :class:`ShapeError` on every rank after the sync (the count travels with the counts, so no rank is left
+    waiting in a collective).
     """
     op = "ep.dispatch"
-    rows, tokens = _payloads(x_mx, op)
+    rows, parts, tokens = _payloads(x_mx, op)
     _check_routing(tokens, topk_ids, topk_weights, op)
     rank, w = tp.world(group)
     el = experts_per_rank(num_experts, w, op)
     t, k = topk_ids.shape
-    flat = topk_ids.reshape(-1).to(torch.int64)
-    send = _counts(flat, num_experts, w, el)
+    # ids clamped to [-1, E] (the two ends are the bad ids) as int32: the counts' bins and a 4-pass sort key
+    key = topk_ids.reshape(-1).clamp(-1, num_experts).to(torch.int32)
+    send = _counts(key, num_experts, w, el)
     recv = tp.all_to_all_equal(send, group)
     recv_counts = recv[:, :el]
     sizes = torch.cat([send[:, :el].sum(1), recv_counts.sum(1), recv[:, el].sum().view(1)])
     pending = tp.host_ints(sizes)  # the copy starts; the device goes on with the gathers below
-    order = torch.argsort(flat, stable=True)  # ids are (rank, local expert)-major: rows leave grouped by both
+    order = torch.argsort(key, stable=True)  # ids are (rank, local expert)-major: rows leave grouped by both
     tok = order // k
     sendbufs = [r.index_select(0, tok) for r in rows]
     host = pending.wait()  # the one host sync
@@ -207,7 +227,7 @@ def dispatch(
     num_recv = sum(recv_splits)
     got = [tp.all_to_all_v(b, send_splits, recv_splits, group) for b in sendbufs]
     g2r = grouped_to_recv(recv_counts, num_recv)
-    out = [r.index_select(0, g2r) for r in got]
+    out = [got[i][:, lo:hi].index_select(0, g2r) for i, lo, hi in parts]  # column slices gather contiguous rows
     perm = torch.empty_like(g2r).index_copy_(0, g2r, torch.arange(num_recv, device=g2r.device))
     handle = DispatchHandle(
         order=order,

@@ -4,9 +4,10 @@
 Grid = min(SM count, tiles) CTAs of 384 threads walking 128 x 128 output tiles (GROUP_M 8 raster): warpgroup 2
 produces (one thread issues the two TMA code tiles per stage, three scale warps turn E8M0 bytes into fp32 factors,
 round robin over stages), warpgroups 0 and 1 consume (``setmaxnreg`` 224; one wgmma m64n128k32 per MX block, two
-partials in flight, promoted exactly as ``sm90_wgmma`` does: fast in [64, 190], two-step outside). Measured on an
-H100 (benchmarks/RESULTS.md, session 7 engine call 7): 383 / 382 / 320 / 340 TFLOP/s at 8192^3 and the MoE shapes
-(M = 4096; N, K = 4096, 7168 / 7168, 2048 / 5760, 2880), 1.21-1.40x ``sm90_wgmma``.
+partials in flight, promoted exactly as ``sm90_wgmma`` does: fast in [64, 190], two-step outside). Measured as a
+path on an H200 (benchmarks/RESULTS.md, session 8 call 3): MXFP8 383.5 / 385.6 / 349.1 / 359.9 TFLOP/s at 8192^3
+and the MoE shapes (M = 4096; N, K = 4096, 7168 / 7168, 2048 / 5760, 2880), 1.27-1.40x ``sm90_wgmma``, 0.54-0.57x
+compiled dequantize + cuBLAS.
 
 Serves (exactly, bitwise-stable reruns): e4m3 / e5m2 operands, and e2m1 ones expanded to e4m3 bytes first (the
 expansion of :mod:`mxrt.ops.gemm_sm90`, K padded to 16 for e2m1 x e2m1); bf16 / fp16 out, fp32 out for
@@ -22,8 +23,8 @@ Declines (:func:`supports`; the next path, ``sm90_wgmma`` then ``generic``, serv
   (the scale warps copy 32-bit words);
 - sizes of 2^31 or more, ``ceil(k/32) * max(m, n) >= 2^31``, a layout storage of 2^31 bytes or more (32-bit
   offsets), an e2m1 operand of 2^35 elements or more (the expansion kernel);
-- in automatic selection only, where it is not expected to win (:func:`auto_decline`: ``m <= 64`` and grids of
-  fewer 128 x 128 tiles than SMs). ``MXRT_GEMM_PATH=sm90_ws`` forces it on any problem it runs exactly.
+- in automatic selection only, ``m <= 64`` (:func:`auto_decline`). ``MXRT_GEMM_PATH=sm90_ws`` forces it on any
+  problem it runs exactly.
 
 CUDA graphs: the two CUtensorMaps travel by value (``__grid_constant__``), so a call captures on fresh buffers with
 no host-to-device copy; with e2m1 operands the expanded codes come from CuPy's pool during the capture (as for

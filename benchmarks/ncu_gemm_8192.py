@@ -1,4 +1,4 @@
-"""Two gemm_mx calls at 8192^3 MXFP8, bf16 out: the target of `ncu -k regex:gemm_mx_sm90 -s 1 -c 1` (issue 10)."""
+"""Two gemm_mx calls at 8192^3 MXFP8, bf16 out: the target of `ncu -k regex:gemm_mx_sm90 -s 1 -c 1` (issue 10; gemm_mx picks sm90_ws there since session 8, sm90_wgmma with MXRT_GEMM_PATH)."""
 
 import cupy
 

@@ -1,4 +1,6 @@
-"""Two gemm_mx calls at 8192^3 MXFP8, bf16 out: the target of `ncu -k regex:gemm_mx_sm90 -s 1 -c 1` (issue 10; gemm_mx picks sm90_ws there since session 8, sm90_wgmma with MXRT_GEMM_PATH)."""
+"""Two gemm_mx calls at 8192^3 MXFP8, bf16 out: the ncu target of issue 10 (`-k regex:gemm_mx_sm90 -s 1 -c 1`).
+
+gemm_mx picks `sm90_ws` there since session 8; `MXRT_GEMM_PATH=sm90_wgmma` profiles the older path."""
 
 import cupy
 

@@ -81,6 +81,7 @@ def _module(state: dict) -> types.ModuleType:
 PARAM_FORMATS = {
     "gemm_mx_decode_sm90": "=128s128sQQQIIII",
     "gemm_mx_sm90": "=128s128sQQQiiii",
+    "gemm_mx_sm90_ws": "=128s128sQQQiii",
     "gemm_mx_splitk_reduce": "=QQQI",
     "quantize_mx_rowwise": "=QQQiiii",
 }

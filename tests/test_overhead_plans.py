@@ -85,7 +85,7 @@ def _gemm_calls(dev, monkeypatch, qa, qb, **kw):
 
 
 CASES = [
-    # m, n, k, kwargs: the decode path (own split, split_k=2 deterministic), sm90_ws (m > 64), sm90_wgmma (split-K), fp16
+    # m, n, k, kwargs: decode (own split, split_k=2 deterministic), sm90_ws (m > 64), sm90_wgmma (split-K), fp16
     (1, 128, 128, {}),
     (1, 7168, 4096, {}),
     (4, 256, 512, {"split_k": 2}),

@@ -7,11 +7,10 @@ The path as a whole is also covered by the shared GPU GEMM tests, which parametr
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import ml_dtypes
 import numpy as np
 import pytest
+from support.gemm_cases import fake_device_gemm
 
 import mxrt
 from mxrt.formats.codecs import decode, unpack_fp4
@@ -20,40 +19,8 @@ from mxrt.problems import gemm_problem
 from mxrt.reference import calc_diff, gemm_mx
 
 
-def _ptr(addr: int) -> SimpleNamespace:
-    return SimpleNamespace(data=SimpleNamespace(ptr=addr))
-
-
-def _dg(
-    m=256,
-    n=256,
-    k=512,
-    a_fmt="e4m3",
-    b_fmt="e4m3",
-    out_dtype="bfloat16",
-    split_k=1,
-    deterministic=True,
-    layouts=(None, None),
-    a_ptr=1 << 20,
-    b_ptr=1 << 21,
-):
-    dt = {"bfloat16": ml_dtypes.bfloat16, "float16": np.float16, "float32": np.float32}[out_dtype]
-    p = SimpleNamespace(
-        op="gemm_mx",
-        m=m,
-        n=n,
-        k=k,
-        a_fmt=a_fmt,
-        b_fmt=b_fmt,
-        out_dtype=np.dtype(dt),
-        split_k=split_k,
-        deterministic=deterministic,
-        a_scale_layout=layouts[0],
-        b_scale_layout=layouts[1],
-        k_blocks=-(-k // 32),
-        is_empty=m == 0 or n == 0 or k == 0,
-    )
-    return gemm_paths.DeviceGemm(p, _ptr(a_ptr), _ptr(b_ptr), None, None, None, SimpleNamespace(target="sm_90a"))
+def _dg(m=256, n=256, k=512, **kw):
+    return fake_device_gemm(m=m, n=n, k=k, **kw)
 
 
 def test_registered() -> None:

@@ -10,11 +10,10 @@ sm90 paths).
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import ml_dtypes
 import numpy as np
 import pytest
+from support.gemm_cases import fake_device_gemm
 
 import mxrt
 from mxrt.codes import FMT_CODES, GEMM_OUT_DTYPE_CODES
@@ -24,42 +23,8 @@ from mxrt.runtime.arch import Arch
 H100 = Arch(vendor="nvidia", target="sm_90a", name="H100", wave_size=32, num_cus=132, smem_per_block=232448)
 
 
-def _buf(addr: int) -> SimpleNamespace:
-    return SimpleNamespace(data=SimpleNamespace(ptr=addr), dtype=np.dtype(np.uint8))
-
-
-def _dg(
-    m=4096,
-    n=4096,
-    k=4096,
-    a_fmt="e4m3",
-    b_fmt="e4m3",
-    out_dtype="bfloat16",
-    split_k=1,
-    layouts=(None, None),
-    a_ptr=1 << 20,
-    b_ptr=1 << 21,
-    sa_ptr=1 << 22,
-    sb_ptr=1 << 23,
-    arch=H100,
-):
-    dt = {"bfloat16": ml_dtypes.bfloat16, "float16": np.float16, "float32": np.float32, "float64": np.float64}
-    p = SimpleNamespace(
-        op="gemm_mx",
-        m=m,
-        n=n,
-        k=k,
-        a_fmt=a_fmt,
-        b_fmt=b_fmt,
-        out_dtype=np.dtype(dt[out_dtype]),
-        split_k=split_k,
-        deterministic=True,
-        a_scale_layout=layouts[0],
-        b_scale_layout=layouts[1],
-        k_blocks=-(-k // 32),
-        is_empty=m == 0 or n == 0 or k == 0,
-    )
-    return gemm_paths.DeviceGemm(p, _buf(a_ptr), _buf(b_ptr), _buf(sa_ptr), _buf(sb_ptr), None, arch)
+def _dg(m=4096, n=4096, k=4096, sa_ptr=1 << 22, sb_ptr=1 << 23, arch=H100, **kw):
+    return fake_device_gemm(m=m, n=n, k=k, sa_ptr=sa_ptr, sb_ptr=sb_ptr, arch=arch, **kw)
 
 
 @pytest.fixture

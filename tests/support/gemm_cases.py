@@ -17,6 +17,53 @@ FP32_REL_LIMIT = 1e-5
 HALF_CALC_DIFF_LIMIT = 1e-5
 
 
+def fake_device_gemm(
+    *,
+    m: int,
+    n: int,
+    k: int,
+    a_fmt: str = "e4m3",
+    b_fmt: str = "e4m3",
+    out_dtype: str = "bfloat16",
+    split_k: int = 1,
+    deterministic: bool = True,
+    layouts: tuple = (None, None),
+    a_ptr: int = 1 << 20,
+    b_ptr: int = 1 << 21,
+    sa_ptr: int | None = None,
+    sb_ptr: int | None = None,
+    arch: Any = None,
+) -> Any:
+    """A :class:`mxrt.ops.gemm_paths.DeviceGemm` of stand-ins (no GPU): the problem fields a path's ``supports``
+    reads and buffers that only carry an address (``sa_ptr`` / ``sb_ptr`` None: no scale buffers); ``arch``
+    defaults to a bare sm_90a target."""
+    from types import SimpleNamespace
+
+    from mxrt.ops import gemm_paths
+
+    def buf(addr: int | None) -> Any:
+        return None if addr is None else SimpleNamespace(data=SimpleNamespace(ptr=addr), dtype=np.dtype(np.uint8))
+
+    dt = {"bfloat16": ml_dtypes.bfloat16, "float16": np.float16, "float32": np.float32, "float64": np.float64}
+    p = SimpleNamespace(
+        op="gemm_mx",
+        m=m,
+        n=n,
+        k=k,
+        a_fmt=a_fmt,
+        b_fmt=b_fmt,
+        out_dtype=np.dtype(dt[out_dtype]),
+        split_k=split_k,
+        deterministic=deterministic,
+        a_scale_layout=layouts[0],
+        b_scale_layout=layouts[1],
+        k_blocks=-(-k // 32),
+        is_empty=m == 0 or n == 0 or k == 0,
+    )
+    arch = SimpleNamespace(target="sm_90a") if arch is None else arch
+    return gemm_paths.DeviceGemm(p, buf(a_ptr), buf(b_ptr), buf(sa_ptr), buf(sb_ptr), None, arch)
+
+
 def operands(m: int, n: int, k: int, fa: str, fb: str, seed: int):
     """Unquantized ``x [m, k]``, ``w [n, k]`` and their numpy MXArrays (RCEIL scales along K)."""
     rng = np.random.default_rng(seed)

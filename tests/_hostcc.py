@@ -39,3 +39,17 @@ def build_host_lib(out_dir: Path, support_file: str) -> ctypes.CDLL:
         text=True,
     )
     return ctypes.CDLL(str(out))
+
+
+def build_simt_lib(out: Path, support_file: str, flags: list[str]) -> ctypes.CDLL:
+    """Compile a SIMT-emulator harness ``tests/support/<support_file>`` (kernel chosen by ``flags``, ``-O1``: the
+    fiber switches make higher levels slow to build) into ``out`` and load it, ``simt_error`` returning a string.
+    A failed build fails the calling test with the compiler's message."""
+    src = ROOT / "tests" / "support" / support_file
+    cmd = [*host_compiler(), "-std=c++17", "-O1", "-shared", "-fPIC", *flags, str(src), "-o", str(out)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        pytest.fail(f"host build of {support_file} {' '.join(flags)} failed:\n{proc.stderr[-4000:]}")
+    so = ctypes.CDLL(str(out))
+    so.simt_error.restype = ctypes.c_char_p
+    return so

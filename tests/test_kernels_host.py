@@ -10,12 +10,12 @@ hardware fp8 conversion of sm_89+ is the one path this cannot reach (tests/test_
 from __future__ import annotations
 
 import ctypes
-import subprocess
 from pathlib import Path
 
 import ml_dtypes
 import numpy as np
 import pytest
+from _hostcc import build_simt_lib
 from support.inputs import layout_storage, make_input
 from test_device_codecs import _compiler
 
@@ -43,20 +43,9 @@ def _lib(build_dir: Path, kernel: int, ftz: bool = False, **defines: int) -> cty
     key = (kernel, ftz, tuple(sorted(defines.items())))
     if key not in _LIBS:
         tag = "_".join(f"{k}{v}" for k, v in sorted(defines.items())) + ("_ftz" if ftz else "")
-        out = build_dir / f"simt_{kernel}_{tag}.so"
         flags = [f"-D{k}={v}" for k, v in defines.items()] + [f"-DSIMT_KERNEL={kernel}"]
         flags += ["-DMXRT_HOST_FTZ"] if ftz else []
-        src = ROOT / "tests" / "support" / "simt_host.cpp"
-        proc = subprocess.run(
-            [*_compiler(), "-std=c++17", "-O1", "-shared", "-fPIC", *flags, str(src), "-o", str(out)],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        assert proc.returncode == 0, proc.stderr[-4000:]
-        so = ctypes.CDLL(str(out))
-        so.simt_error.restype = ctypes.c_char_p
-        _LIBS[key] = so
+        _LIBS[key] = build_simt_lib(build_dir / f"simt_{kernel}_{tag}.so", "simt_host.cpp", flags)
     return _LIBS[key]
 
 

@@ -6,13 +6,12 @@
 from __future__ import annotations
 
 import ctypes
-import subprocess
 from pathlib import Path
 
 import ml_dtypes
 import numpy as np
 import pytest
-from _hostcc import host_compiler
+from _hostcc import build_simt_lib, host_compiler
 
 import mxrt
 from mxrt.errors import DtypeError, LayoutError, ShapeError
@@ -193,18 +192,7 @@ def _lib(build_dir: Path, vec: int, idx_bytes: int, ftz: bool) -> ctypes.CDLL:
     if key not in _LIBS:
         out = build_dir / f"combine_v{vec}_i{idx_bytes}{'_ftz' if ftz else ''}.so"
         flags = [f"-DTHREADS={moe_kernels.COMBINE_THREADS}", f"-DVEC={vec}", f"-DIDX_BYTES={idx_bytes}"]
-        flags += ["-DMXRT_HOST_FTZ"] if ftz else []
-        src = ROOT / "tests" / "support" / "simt_combine_host.cpp"
-        proc = subprocess.run(
-            [*host_compiler(), "-std=c++17", "-O1", "-shared", "-fPIC", *flags, str(src), "-o", str(out)],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        assert proc.returncode == 0, proc.stderr[-4000:]
-        so = ctypes.CDLL(str(out))
-        so.simt_error.restype = ctypes.c_char_p
-        _LIBS[key] = so
+        _LIBS[key] = build_simt_lib(out, "simt_combine_host.cpp", flags + (["-DMXRT_HOST_FTZ"] if ftz else []))
     return _LIBS[key]
 
 

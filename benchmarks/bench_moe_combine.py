@@ -13,26 +13,19 @@ order, rounded once: no subnormals here, so CUDA's flush-to-zero does not matter
 from __future__ import annotations
 
 import argparse
-import statistics
 
 import torch
 
 import mxrt
+from mxrt.bench import core as bench_core
 
 
 def timed(fn, iters: int) -> float:
+    """Median ms of ``iters`` CUDA-event-timed calls after 3 warm-ups (mxrt.bench's torch timer)."""
     for _ in range(3):
         fn()
-    times = []
-    for _ in range(iters):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        torch.cuda.synchronize()
-        s.record()
-        fn()
-        e.record()
-        torch.cuda.synchronize()
-        times.append(s.elapsed_time(e))
-    return statistics.median(times)
+    torch.cuda.synchronize()
+    return 1e3 * bench_core.torch_median_time(fn, iters)
 
 
 def run_one(t: int, k: int, n: int, iters: int, g: torch.Generator) -> str:

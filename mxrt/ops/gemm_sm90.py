@@ -229,6 +229,15 @@ def scale_layout_code(layout: str | None, scales: Any) -> int:
     return SCALE_LAYOUT_CODES[layout]
 
 
+def fp8_operands(dg: DeviceGemm, kp: int) -> tuple[Any, Any]:
+    """The code matrices the fp8 kernels read: each e2m1 operand expanded exactly to e4m3 bytes ``[rows, kp]``
+    (a pooled buffer on the current stream), fp8 operands as they are. Shared by ``sm90_wgmma`` and ``sm90_ws``."""
+    p = dg.p
+    a = _expand_e2m1(dg.a_codes, p.m, p.k, kp, dg.arch) if p.a_fmt == "e2m1" else dg.a_codes
+    b = _expand_e2m1(dg.b_codes, p.n, p.k, kp, dg.arch) if p.b_fmt == "e2m1" else dg.b_codes
+    return a, b
+
+
 def _expand_e2m1(codes: Any, rows: int, k: int, kp: int, arch: Any) -> Any:
     out = alloc.empty((rows, kp), np.uint8)
     if rows == 0 or kp == 0:
@@ -352,8 +361,7 @@ def run(dg: DeviceGemm, **tune: int) -> None:
         dg.out.fill(0)
         return
     kp = _padded_k(dg)
-    a = _expand_e2m1(dg.a_codes, p.m, p.k, kp, dg.arch) if p.a_fmt == "e2m1" else dg.a_codes
-    b = _expand_e2m1(dg.b_codes, p.n, p.k, kp, dg.arch) if p.b_fmt == "e2m1" else dg.b_codes
+    a, b = fp8_operands(dg, kp)
     run_split_k(dg, lambda dst, out_code, atomic: _launch(dg, a, b, kp, dst, out_code, atomic, tune))
     # the expanded e2m1 buffers must outlive the kernels: CuPy's pool reuses a freed block only for work queued
     # after the free on the same stream, so dropping them here is safe (outside a graph capture)

@@ -50,8 +50,8 @@ from . import gemm_sm90_kernels
 from .gemm_paths import DeviceGemm, GemmPath, PreparedGemm, register_gemm_path
 from .gemm_sm90 import (
     TensorMapMemo,
-    _expand_e2m1,
     _padded_k,
+    fp8_operands,
     scale_layout_code,
     smem_bytes,
     tensor_map_arg,
@@ -214,8 +214,7 @@ def run(dg: DeviceGemm, **tune: int) -> None:
         dg.out.fill(0)
         return
     kp = _padded_k(dg)
-    a = _expand_e2m1(dg.a_codes, p.m, p.k, kp, dg.arch) if p.a_fmt == "e2m1" else dg.a_codes
-    b = _expand_e2m1(dg.b_codes, p.n, p.k, kp, dg.arch) if p.b_fmt == "e2m1" else dg.b_codes
+    a, b = fp8_operands(dg, kp)
     kernel, cfg = _launch_entry(dg, kp, tune)
     dev = a.data.device_id
     tma = tensor_map_arg(a.data.ptr, p.m, kp, BM, dev)

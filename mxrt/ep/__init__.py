@@ -165,10 +165,14 @@ def grouped_to_recv(recv_counts: torch.Tensor, num_recv: int) -> torch.Tensor:
     return torch.arange(num_recv, device=c.device) - grouped_start[seg] + recv_start[seg]
 
 
+def _inverse(perm: torch.Tensor) -> torch.Tensor:
+    """The inverse of a permutation of ``[0, len)``: ``inv[perm[i]] = i`` (one int64 scatter on the device)."""
+    return torch.empty_like(perm).index_copy_(0, perm, torch.arange(perm.numel(), device=perm.device))
+
+
 def recv_to_grouped(recv_counts: torch.Tensor, num_recv: int) -> torch.Tensor:
     """:func:`mxrt.layouts.ep.recv_to_grouped` on the device (``num_recv`` from the host splits: no sync)."""
-    g2r = grouped_to_recv(recv_counts, num_recv)
-    return torch.empty_like(g2r).index_copy_(0, g2r, torch.arange(num_recv, device=g2r.device))
+    return _inverse(grouped_to_recv(recv_counts, num_recv))
 
 
 def dispatch(
@@ -228,7 +232,7 @@ def dispatch(
     got = [tp.all_to_all_v(b, send_splits, recv_splits, group) for b in sendbufs]
     g2r = grouped_to_recv(recv_counts, num_recv)
     out = [got[i][:, lo:hi].index_select(0, g2r) for i, lo, hi in parts]  # column slices gather contiguous rows
-    perm = torch.empty_like(g2r).index_copy_(0, g2r, torch.arange(num_recv, device=g2r.device))
+    perm = _inverse(g2r)
     handle = DispatchHandle(
         order=order,
         recv_to_grouped=perm,
@@ -297,9 +301,7 @@ def combine(y: torch.Tensor, handle: DispatchHandle, group: Any = None) -> torch
     t, k = handle.num_tokens, handle.topk
     wts = handle.topk_weights.to(torch.float32).contiguous()
     if back.is_cuda:
-        order = handle.order
-        src = torch.empty_like(order).index_copy_(0, order, torch.arange(order.numel(), device=order.device))
-        return moe_combine(back, src.view(t, k), wts.view(t, k))
+        return moe_combine(back, _inverse(handle.order).view(t, k), wts.view(t, k))
     pairs = torch.empty_like(back).index_copy_(0, handle.order, back)
     return _combine_pairs(pairs.view(t, k, y.shape[1]), wts.view(t, k, 1))
 

@@ -70,6 +70,8 @@ def _contiguous(op: str, name: str, a: Any) -> None:
 def moe_combine_gpu(y: Any, src: Any, topk_weights: Any) -> Any:
     """GPU twin of :func:`mxrt.moe_combine` (same arguments): CuPy arrays (or numpy, uploaded here) -> ``out
     [T, n]`` bf16 of ``y``'s dtype (CuPy bfloat16 or uint16 bits; numpy ml_dtypes bfloat16)."""
+    import cupy
+
     r, n, t, k = check_combine(y, src, topk_weights, OP)
     check_int32_limit(k, OP, "k = src.shape[1]")
     device_in = is_device_array(y)
@@ -82,8 +84,6 @@ def moe_combine_gpu(y: Any, src: Any, topk_weights: Any) -> Any:
                 )
         dy, ds, dw = y, src, topk_weights
     else:
-        import cupy
-
         for name, a in (("y", y), ("src", src), ("topk_weights", topk_weights)):
             if not isinstance(a, np.ndarray):
                 raise DtypeError(f"{OP}: argument '{name}' is a {type(a).__name__}, expected a numpy or CuPy array")
@@ -92,8 +92,6 @@ def moe_combine_gpu(y: Any, src: Any, topk_weights: Any) -> Any:
     _contiguous(OP, "src", ds)
     _contiguous(OP, "topk_weights", dw)
     ldy = _row_stride(dy)
-    import cupy
-
     with cupy.cuda.Device(dy.data.device_id):  # y's GPU (e.g. a torchrun rank's), whatever device is current
         out = alloc.empty((t, n), dy.dtype)
         if t and n:

@@ -47,6 +47,11 @@ MXRT_STATIC_ASSERT(WS_MODE == 0 || (DIAG == 1 && (WS_MODE == 2 || WS_MODE == 3 |
 #define WS_AHEAD ((STAGES <= 4 ? 8 : (STAGES == 5 ? 4 : 1)) * 2 / WS_WORDS)  // per scale warp (3 x WS_AHEAD stages)
 MXRT_STATIC_ASSERT(WS_AHEAD >= 1, "a scattered scale layout (aiter32x8, turbo16x4) needs STAGES <= 5");
 
+// cp.async of one 4-byte word global -> shared (the scale warps' staging copies)
+MXRT_DEVICE void ws_cp4(u32 dst, const u32* src) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(dst), "l"(src) : "memory");
+}
+
 // One operand's scale storage as the scale warps copy it: layout L (0 row-major, MXRT_SCALE_LAYOUT_*, 5 turbo16x4
 // as uint32 words). Row-major stays on the kernel's own word path; these serve L = 1..5.
 template <int L>
@@ -57,14 +62,12 @@ struct WsScales {
   // cp.async the words holding blocks 4 kt .. 4 kt + 3 of matrix row `row` to shared address dst (WS_WORDS words)
   MXRT_DEVICE void issue(u32 row, u32 kt, u32 dst) const {
     if constexpr (!WS_SCATTERED(L)) {  // one aligned word, byte j = block 4 kt + j
-      const u32* wp = base + (lay.offset(row, kt * KSTEPS) >> 2);
-      asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(dst), "l"(wp) : "memory");
+      ws_cp4(dst, base + (lay.offset(row, kt * KSTEPS) >> 2));
     } else {
 #pragma unroll
       for (u32 j = 0; j < KSTEPS; ++j) {
         const u32 o = lay.offset(row, kt * KSTEPS + j);
-        const u32* wp = base + (L == MXRT_SCALE_LAYOUT_TURBO16X4_U32 ? o : o >> 2);
-        asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(dst + 4u * j), "l"(wp) : "memory");
+        ws_cp4(dst + 4u * j, base + (L == MXRT_SCALE_LAYOUT_TURBO16X4_U32 ? o : o >> 2));
       }
     }
   }
@@ -236,15 +239,13 @@ extern "C" __global__ void __launch_bounds__(WS_THREADS, 1)
             const bool is_a = r < 128u;
             const u32 row = is_a ? ci.m0 + r : ci.n0 + r - 128u;
             if (row < (is_a ? (u32)m : (u32)n)) {
+              const u32 dst = smem_addr(stage_w + (sl * 256u + r) * WS_WORDS);
               if ((is_a ? SLA : SLB) == MXRT_SCALE_LAYOUT_NONE) {
                 const u32 o = row * kbs + ci.kt * KSTEPS;  // < 2^31 (checked by the launcher)
                 const u32* wp = reinterpret_cast<const u32*>(is_a ? sa : sb) + (o >> 2);
-                const u32 dst = smem_addr(stage_w + (sl * 256u + r) * WS_WORDS);
-                asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(dst), "l"(wp) : "memory");
-                if (!words && (o >> 2) + 1u < (is_a ? words_a : words_b))
-                  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(dst + 4u), "l"(wp + 1) : "memory");
+                ws_cp4(dst, wp);
+                if (!words && (o >> 2) + 1u < (is_a ? words_a : words_b)) ws_cp4(dst + 4u, wp + 1);
               } else {
-                const u32 dst = smem_addr(stage_w + (sl * 256u + r) * WS_WORDS);
                 if (is_a)
                   lay_a.issue(row, ci.kt, dst);
                 else

@@ -1,0 +1,302 @@
+// kernel   gemm_mx_sm90_bf16                                                          (extern "C")
+// computes out[m,n] = sum_k (A[m,k] 2^(sa[m,k/32]-127)) (B[n,k] 2^(sb[n,k/32]-127)) (NT): the issue-10 engine's
+//          bf16 route (HOPPER_MX_GEMM.md section 2). Every element is dequantised EXACTLY to bf16 on chip (its
+//          scale applied while converting), so one bf16 wgmma accumulates the whole K in fp32 with no promotion:
+//          A in registers (RS wgmma, converted by the consumers), B converted by three converter warps into a
+//          swizzled bf16 tile. Exact while every scale byte lies in the format's window (e4m3 [10, 134], e5m2
+//          [17, 142], or 255 = NaN): bf16 holds every scaled element there. The launcher runs this kernel only
+//          behind its device-side window check (mxrt/ops/gemm_sm90_bf16.py); NaN / Inf CODES inside a finite-scale
+//          block are not propagated either (the same check refuses them).
+// args     const __grid_constant__ mxrt_tmap tma, tmb (fp8 codes A [m,k], B [n,k] uint8, boxes 64 bytes x 256 / 128
+//          rows, SWIZZLE_64B, zero OOB fill) | const u8* sa, sb (E8M0 row-major [rows, ceil(k/32)] or layout SLA /
+//          SLB read in place) | void* out [m,n] | int m, int n, int k | const u32* gate (device word: the kernel
+//          returns at once unless *gate == 0, i.e. the window check passed)
+// grid     (min(#SMs, tiles),1,1) persistent (CTA b: tiles b, b + gridDim.x, ..., GROUP_M 8 raster of 256 x 128
+//          tiles); block (384,1,1): warpgroups 0, 1 consume (128 rows each as two m64 halves, m64n128k16 RS
+//          wgmma), warpgroup 2 produces (thread 256 the TMAs, warps 9-11 convert B and the A multipliers, round
+//          robin over stages); smem: RING x (A 16 KB + B 8 KB fp8, B 16 KB bf16, A multipliers 2 KB) + barriers
+// defines  A_FMT, B_FMT (e4m3 / e5m2; e2m1 is expanded first), OUT_DTYPE, RING (stages, 3..5), SLA, SLB; the
+//          shared header's tile constants are fixed by the launcher (BM 256, BN 128, STAGES 3) and unused here
+// requires sm_90a; k % 16 == 0, code bases 16-byte aligned (TMA); m, n, ceil(k/32) * max(m, n) and a layout's
+//          storage < 2^31; no split-K.   Checked by mxrt/ops/gemm_sm90_bf16.py supports()
+#if !defined(SLA) || !defined(SLB) || !defined(RING)
+#error "SLA, SLB and RING must be defined by the launcher"
+#endif
+#include "gemm_sm90_tile.h"
+
+#if defined(MXRT_CUDA)
+
+MXRT_STATIC_ASSERT(RING >= 3 && RING <= 5, "RING: 3..5 stages of 42 KB");
+MXRT_STATIC_ASSERT(ATOMIC == 0, "gemm_mx_sm90_bf16 stores (ATOMIC 0)");
+
+#define BF_THREADS 384
+#define BF_PRODUCER_REGS 56
+#define BF_CONSUMER_REGS 224
+#define BF_BM 256
+#define BF_BN 128
+#define BF_BK 64                        // K elements (fp8 bytes) per stage: two MX blocks
+#define BF_TILE_A (BF_BM * BF_BK)       // 16 KB fp8, 64-byte rows, SWIZZLE_64B
+#define BF_TILE_B (BF_BN * BF_BK)       // 8 KB fp8
+#define BF_TILE_W (BF_BN * BF_BK * 2)   // 16 KB bf16 B, 128-byte rows, SWIZZLE_128B (the wgmma operand)
+#define BF_MULT (BF_BM * 8)             // 2 KB: per A row the two blocks' bf16x2 multipliers
+// bf16 bits of a code with the sign byte kept and the magnitude shifted into the exponent / mantissa fields: the
+// element times 2^-120 (e4m3, shift 4) or 2^-112 (e5m2, shift 3), normal or subnormal alike; the multiplier
+// 2^(s - 127 + 120 / 112) restores it with one bf16 multiply (exact while the result is a normal bf16)
+#if A_FMT == MXRT_FMT_E4M3
+#define BF_SH_A 4
+#define BF_BIAS_A 120
+#else
+#define BF_SH_A 3
+#define BF_BIAS_A 112
+#endif
+#if B_FMT == MXRT_FMT_E4M3
+#define BF_SH_B 4
+#define BF_BIAS_B 120
+#else
+#define BF_SH_B 3
+#define BF_BIAS_B 112
+#endif
+
+// the multiplier of scale byte s as bf16x2 (both halves): 2^(s - 127 + bias); 255 -> NaN; out: 0 (a row or block
+// outside the matrix, where TMA brought zero codes). Bytes past the window saturate (the launcher's check keeps
+// such operands off this kernel).
+template <int BIAS>
+MXRT_DEVICE u32 bf_mult(u32 s, bool in) {
+  const u32 e = s + BIAS > 254u ? 254u : s + BIAS;
+  const u32 h = !in ? 0u : (s == 255u ? 0x7FC0u : e << 7);
+  return h | (h << 16);
+}
+
+// 4 codes (bytes of w) -> the bf16x2 pairs (b0, b1) and (b2, b3), each times its multiplier
+template <int SH>
+MXRT_DEVICE void bf_cvt4(u32 w, u32 mult, u32& lo, u32& hi) {
+  const u32 mag = w & 0x7F7F7F7Fu;
+  const u32 xl = (__byte_perm(mag, 0u, 0x1404u) >> SH) | (__byte_perm(w, 0u, 0x1404u) & 0x80008000u);
+  const u32 xh = (__byte_perm(mag, 0u, 0x3424u) >> SH) | (__byte_perm(w, 0u, 0x3424u) & 0x80008000u);
+  asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(lo) : "r"(xl), "r"(mult));
+  asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(hi) : "r"(xh), "r"(mult));
+}
+
+// the two scale bytes of MX blocks 2 kt, 2 kt + 1 of matrix row `row` (layout L), b1 << 8 | b0; flags bit 16 / 17:
+// block 0 / 1 lies inside the matrix
+template <int L>
+MXRT_DEVICE u32 bf_scales2(const u8* s, u32 row, u32 rows, u32 kt, u32 kbs) {
+  if (row >= rows) return 0u;
+  const u32 c = 2u * kt;
+  const u32 b0 = __ldg(s + sm90_scale_offset<L>(row, c, rows, kbs));
+  const bool in1 = c + 1u < kbs;
+  const u32 b1 = in1 ? (u32)__ldg(s + sm90_scale_offset<L>(row, c + 1u, rows, kbs)) : 0u;
+  return b0 | (b1 << 8) | (1u << 16) | ((in1 ? 1u : 0u) << 17);
+}
+
+// tile t of the persistent walk -> its first row / column (GROUP_M row tiles sweep the column tiles together)
+MXRT_DEVICE void bf_tile(u32 t, u32 tiles_m, u32 tiles_n, u32& m0, u32& n0) {
+  const u32 per_group = GROUP_M * tiles_n, first_m = (t / per_group) * GROUP_M;
+  const u32 gsize = tiles_m - first_m < GROUP_M ? tiles_m - first_m : GROUP_M;
+  m0 = (first_m + (t % per_group) % gsize) * BF_BM;
+  n0 = ((t % per_group) / gsize) * BF_BN;
+}
+struct BfCursor {
+  u32 tile, kt, m0, n0;
+};
+MXRT_DEVICE BfCursor bf_start(u32 bid, u32 tiles_m, u32 tiles_n) {
+  BfCursor c{bid, 0u, 0u, 0u};
+  bf_tile(bid, tiles_m, tiles_n, c.m0, c.n0);
+  return c;
+}
+MXRT_DEVICE void bf_next(BfCursor& c, u32 nkt, u32 grid, u32 ntiles, u32 tiles_m, u32 tiles_n) {
+  if (++c.kt == nkt) {
+    c.kt = 0u;
+    c.tile += grid;
+    if (c.tile < ntiles) bf_tile(c.tile, tiles_m, tiles_n, c.m0, c.n0);
+  }
+}
+
+// d += A(64x16, registers) * B(16x128)^T, bf16 inputs, fp32 accumulate
+MXRT_DEVICE void wgmma_bf16_rs(float (&d)[64], const u32 (&a)[4], u64 db) {
+  asm volatile(
+      "{\nwgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16"
+      " {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, 1, 1, 1, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db)
+      : "memory");
+}
+extern "C" __global__ void __launch_bounds__(BF_THREADS, 1)
+    gemm_mx_sm90_bf16(const __grid_constant__ mxrt_tmap tma, const __grid_constant__ mxrt_tmap tmb,
+                      const u8* __restrict__ sa, const u8* __restrict__ sb, void* __restrict__ out, int m, int n,
+                      int k, const u32* __restrict__ gate) {
+  if (*gate != 0u) return;  // the window check failed: the exact fallback kernel writes out
+  extern __shared__ u8 smem_raw[];
+  u8* smem = smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u);
+  u8* tile_a = smem;                                 // RING x BF_TILE_A
+  u8* tile_b = tile_a + RING * BF_TILE_A;            // RING x BF_TILE_B
+  u8* tile_w = tile_b + RING * BF_TILE_B;            // RING x BF_TILE_W (1024-aligned: 16 KB steps)
+  u32* mult_s = reinterpret_cast<u32*>(tile_w + RING * BF_TILE_W);  // RING x [256 rows][2]
+  u64* bars = reinterpret_cast<u64*>(tile_w + RING * BF_TILE_W + RING * BF_MULT);
+  const u32 full0 = smem_addr(bars), conv0 = smem_addr(bars + RING), empty0 = smem_addr(bars + 2 * RING);
+  const u32 tid = MXRT_TID_X;
+  const u32 tiles_m = ((u32)m + BF_BM - 1) / BF_BM, tiles_n = ((u32)n + BF_BN - 1) / BF_BN;
+  const u32 ntiles = tiles_m * tiles_n;
+  const u32 kbs = ((u32)k + 31u) / 32u, nkt = ((u32)k + BF_BK - 1) / BF_BK;
+  const void* ta = &tma;
+  const void* tb = &tmb;
+  if (tid == 0) {
+    for (u32 s = 0; s < RING; ++s) {
+      mbar_init(full0 + 8 * s, 1);     // the TMA thread (+ tx bytes)
+      mbar_init(conv0 + 8 * s, 32);    // the stage's converter warp, every lane after its stores
+      mbar_init(empty0 + 8 * s, 256);  // every consumer thread after the stage's wgmmas completed
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    asm volatile("prefetch.tensormap [%0];" ::"l"(ta) : "memory");
+    asm volatile("prefetch.tensormap [%0];" ::"l"(tb) : "memory");
+  }
+  __syncthreads();
+
+  if (tid >= 256u) {
+    // ---------------- producer warpgroup ----------------
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(BF_PRODUCER_REGS));
+    const u32 pw = (tid - 256u) / 32u, lane = tid % 32u;
+    const u32 bid = MXRT_BID_X, grid = (u32)gridDim.x;
+    const u32 total = bid < ntiles ? ((ntiles - bid + grid - 1u) / grid) * nkt : 0u;  // this CTA's stages
+    if (pw == 0) {
+      if (lane == 0) {
+        BfCursor c = bf_start(bid, tiles_m, tiles_n);
+        for (u32 g = 0; g < total; ++g, bf_next(c, nkt, grid, ntiles, tiles_m, tiles_n)) {
+          const u32 slot = g % RING;
+          if (g >= RING) mbar_wait(empty0 + 8 * slot, ((g / RING) - 1u) & 1u);
+          mbar_arrive_tx(full0 + 8 * slot, BF_TILE_A + BF_TILE_B);
+          tma_load_2d(smem_addr(tile_a + slot * BF_TILE_A), ta, full0 + 8 * slot, (i32)(c.kt * BF_BK), (i32)c.m0);
+          tma_load_2d(smem_addr(tile_b + slot * BF_TILE_B), tb, full0 + 8 * slot, (i32)(c.kt * BF_BK), (i32)c.n0);
+        }
+      }
+    } else {
+      // converter warp w (0..2): stages g = w, w + 3, ...; lane l: B rows l + 32 i (i < 4, both blocks), A rows
+      // l + 32 i (i < 8, multipliers only)
+      const u32 w = pw - 1u;
+      BfCursor c = bf_start(bid, tiles_m, tiles_n);
+      for (u32 d = 0; d < w; ++d) bf_next(c, nkt, grid, ntiles, tiles_m, tiles_n);
+      for (u32 g = w; g < total; g += 3u) {
+        const u32 slot = g % RING, kt = c.kt;
+        u32 sbv[4];
+#pragma unroll
+        for (u32 i = 0; i < 4; ++i) sbv[i] = bf_scales2<SLB>(sb, c.n0 + lane + 32u * i, (u32)n, kt, kbs);
+        u32 sav[8];
+#pragma unroll
+        for (u32 i = 0; i < 8; ++i) sav[i] = bf_scales2<SLA>(sa, c.m0 + lane + 32u * i, (u32)m, kt, kbs);
+        mbar_wait(full0 + 8 * slot, (g / RING) & 1u);  // TMA landed (and the slot's previous readers are done)
+        u32* ms = mult_s + slot * (BF_BM * 2);
+#pragma unroll
+        for (u32 i = 0; i < 8; ++i) {
+          const u32 v = sav[i];
+          uint2 mm;
+          mm.x = bf_mult<BF_BIAS_A>(v & 255u, (v >> 16) & 1u);
+          mm.y = bf_mult<BF_BIAS_A>((v >> 8) & 255u, (v >> 17) & 1u);
+          *reinterpret_cast<uint2*>(ms + 2u * (lane + 32u * i)) = mm;
+        }
+        const u8* bt = tile_b + slot * BF_TILE_B;
+        u8* wt = tile_w + slot * BF_TILE_W;
+#pragma unroll
+        for (u32 i = 0; i < 4; ++i) {
+          const u32 r = lane + 32u * i;
+#pragma unroll
+          for (u32 j = 0; j < 2; ++j) {
+            const u32 v = sbv[i];
+            const u32 mb = bf_mult<BF_BIAS_B>((v >> (8u * j)) & 255u, (v >> (16u + j)) & 1u);
+            // the block's 32 codes: logical 16-byte chunks 2j, 2j + 1 of the 64-byte row (64B swizzle)
+            const uint4 c0 = *reinterpret_cast<const uint4*>(bt + r * 64u + 16u * ((2u * j) ^ ((r >> 1) & 3u)));
+            const uint4 c1 = *reinterpret_cast<const uint4*>(bt + r * 64u + 16u * ((2u * j + 1u) ^ ((r >> 1) & 3u)));
+            const u32 wv[8] = {c0.x, c0.y, c0.z, c0.w, c1.x, c1.y, c1.z, c1.w};
+            u32 lo[8], hi[8];
+#pragma unroll
+            for (u32 q = 0; q < 8; ++q) bf_cvt4<BF_SH_B>(wv[q], mb, lo[q], hi[q]);
+            // k16 step 2j: chunk 4j = lo(W0, W2, W4, W6), chunk 4j+1 = hi(...); step 2j+1: lo / hi of W1, W3, ...
+            // (the K order the consumers' register fragments of A use), 128B swizzle: chunk c at c ^ (r & 7)
+            u8* row = wt + r * 128u;
+            const u32 x = r & 7u;
+            *reinterpret_cast<uint4*>(row + 16u * ((4u * j) ^ x)) = make_uint4(lo[0], lo[2], lo[4], lo[6]);
+            *reinterpret_cast<uint4*>(row + 16u * ((4u * j + 1u) ^ x)) = make_uint4(hi[0], hi[2], hi[4], hi[6]);
+            *reinterpret_cast<uint4*>(row + 16u * ((4u * j + 2u) ^ x)) = make_uint4(lo[1], lo[3], lo[5], lo[7]);
+            *reinterpret_cast<uint4*>(row + 16u * ((4u * j + 3u) ^ x)) = make_uint4(hi[1], hi[3], hi[5], hi[7]);
+          }
+        }
+        // the bf16 tile is read by wgmma (the async proxy): order this thread's generic stores before it
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+        mbar_arrive(conv0 + 8 * slot);
+#pragma unroll
+        for (u32 d = 0; d < 3; ++d) bf_next(c, nkt, grid, ntiles, tiles_m, tiles_n);
+      }
+    }
+  } else {
+    // ---------------- consumer warpgroups 0, 1: rows 128 cw .. 128 cw + 127 as two m64 halves ----------------
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(BF_CONSUMER_REGS));
+    const u32 cw = tid / 128u, lane = tid % 32u, q = lane & 3u;
+    const u32 lrow = 128u * cw + 16u * ((tid / 32u) % 4u) + (lane >> 2), lcol = 2u * q;
+    const u32 w_base = smem_addr(tile_w);
+    const bool even_n = (n & 1) == 0;
+    float acc0[64], acc1[64];
+    u32 fr[2][2][2][4];  // [block][half][k16 step of the block][a0..a3]
+    u32 f = 0;
+    for (u32 t = MXRT_BID_X; t < ntiles; t += (u32)gridDim.x) {
+      u32 m0, n0;
+      bf_tile(t, tiles_m, tiles_n, m0, n0);
+#pragma unroll
+      for (int i = 0; i < 64; ++i) acc0[i] = acc1[i] = 0.0f;
+      u32 prev_slot = 0;
+      for (u32 kt = 0; kt < nkt; ++kt, ++f) {
+        const u32 slot = f % RING, ph = (f / RING) & 1u;
+        mbar_wait(full0 + 8 * slot, ph);  // the A codes (TMA)
+        mbar_wait(conv0 + 8 * slot, ph);  // the bf16 B tile and the A multipliers
+        const u8* at = tile_a + slot * BF_TILE_A;
+        const u32* ms = mult_s + slot * (BF_BM * 2);
+        // loads first (the previous stage's wgmmas still run): per half h, rows r, r + 8 (e): the two blocks'
+        // multipliers and this thread's 8 codes of each block, bytes 32 j + 8 q .. + 7 (64B swizzle)
+        uint2 mu[2][2], raw[2][2][2];
+#pragma unroll
+        for (u32 h = 0; h < 2; ++h)
+#pragma unroll
+          for (u32 e = 0; e < 2; ++e) {
+            const u32 r = lrow + 64u * h + 8u * e;
+            mu[h][e] = *reinterpret_cast<const uint2*>(ms + 2u * r);
+#pragma unroll
+            for (u32 j = 0; j < 2; ++j)
+              raw[j][h][e] = *reinterpret_cast<const uint2*>(
+                  at + r * 64u + 16u * ((2u * j + (q >> 1)) ^ ((r >> 1) & 3u)) + 8u * (q & 1u));
+          }
+        // A fragments are written only with no wgmma in flight (ptxas serialises every wgmma otherwise, C7513):
+        // the other consumer warpgroup's wgmmas keep the tensor core busy during this one's conversion
+        wg_wait<0>();
+        if (kt > 0) mbar_arrive(empty0 + 8 * prev_slot);  // every wgmma of the previous stage done
+#pragma unroll
+        for (u32 j = 0; j < 2; ++j)
+#pragma unroll
+          for (u32 h = 0; h < 2; ++h)
+#pragma unroll
+            for (u32 e = 0; e < 2; ++e) {
+              const u32 mv = j == 0 ? mu[h][e].x : mu[h][e].y;
+              // step 0: a[e] = lo(W0), a[2 + e] = hi(W0); step 1: the same of W1 (W0 / W1: bytes 0-3 / 4-7)
+              bf_cvt4<BF_SH_A>(raw[j][h][e].x, mv, fr[j][h][0][e], fr[j][h][0][2 + e]);
+              bf_cvt4<BF_SH_A>(raw[j][h][e].y, mv, fr[j][h][1][e], fr[j][h][1][2 + e]);
+            }
+        wg_fence();
+#pragma unroll
+        for (u32 j = 0; j < 2; ++j)
+#pragma unroll
+          for (u32 s = 0; s < 2; ++s) {
+            const u64 db = make_desc(w_base + slot * BF_TILE_W + 32u * (2u * j + s));
+            wgmma_bf16_rs(acc0, fr[j][0][s], db);
+            wgmma_bf16_rs(acc1, fr[j][1][s], db);
+          }
+        wg_commit();
+        prev_slot = slot;
+      }
+      wg_wait<0>();
+      fence_regs(acc0);
+      fence_regs(acc1);
+      if (nkt > 0) mbar_arrive(empty0 + 8 * prev_slot);
+      store_half(out, acc0, m0 + lrow, n0 + lcol, m, n, even_n, sm90_keep_all{});
+      store_half(out, acc1, m0 + 64u + lrow, n0 + lcol, m, n, even_n, sm90_keep_all{});
+    }
+  }
+}
+
+#endif  // MXRT_CUDA

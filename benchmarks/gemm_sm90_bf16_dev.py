@@ -37,6 +37,7 @@ NP_OUT = {"float32": np.float32, "bfloat16": ml_dtypes.bfloat16, "float16": np.f
 CP_OUT = {"float32": cupy.float32, "bfloat16": cupy.uint16, "float16": cupy.float16}
 LOG: dict = {"device": bench_core.device_name(), "check": [], "time": []}
 WINDOW = {"e4m3": (10, 134), "e5m2": (17, 142)}
+REGS = (72, 88, 56)
 
 
 def problem(m, n, k, fa, fb, od):
@@ -172,9 +173,9 @@ def time_shapes(quick: bool, rings: tuple[int, ...]) -> None:
             p = problem(m, n, k, "e4m3", "e4m3", od)
             dgs = [DeviceGemm(p, a.data, b.data, a.scales, b.scales, cupy.empty((m, n), CP_OUT[od]), ARCH)
                    for a, b in sets]  # fmt: skip
-            for r in rings:
-                fns = [lambda d=d: gemm_sm90_bf16.run(d, gate=gate, ring=r) for d in dgs]
-                record((m, n, k), f"bf16 route R{r} out {od}", median_ms(fns), flop)
+            for r, pr in itertools.product(rings, REGS if od == "bfloat16" else REGS[:1]):
+                fns = [lambda d=d: gemm_sm90_bf16.run(d, gate=gate, ring=r, regs=pr) for d in dgs]
+                record((m, n, k), f"bf16 route R{r} P{pr} out {od}", median_ms(fns), flop)
             if od == "bfloat16":
                 record((m, n, k), "sm90_ws (default)", median_ms([lambda d=d: gemm_sm90_ws.run(d) for d in dgs]), flop)
         tsets = [tuple(torch.from_dlpack(x) for x in (a.data, a.scales, b.data, b.scales)) for a, b in sets]

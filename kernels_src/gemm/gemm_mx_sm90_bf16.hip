@@ -15,12 +15,13 @@
 //          tiles); block (384,1,1): warpgroups 0, 1 consume (128 rows each as two m64 halves, m64n128k16 RS
 //          wgmma), warpgroup 2 produces (thread 256 the TMAs, warps 9-11 convert B and the A multipliers, round
 //          robin over stages); smem: RING x (A 16 KB + B 8 KB fp8, B 16 KB bf16, A multipliers 2 KB) + barriers
-// defines  A_FMT, B_FMT (e4m3 / e5m2; e2m1 is expanded first), OUT_DTYPE, RING (stages, 3..5), SLA, SLB; the
+// defines  A_FMT, B_FMT (e4m3 / e5m2; e2m1 is expanded first), OUT_DTYPE, RING (stages, 3..5), SLA, SLB,
+//          PRODUCER_REGS (setmaxnreg of the producer warpgroup: 56 / 72 / 88); the
 //          shared header's tile constants are fixed by the launcher (BM 256, BN 128, STAGES 3) and unused here
 // requires sm_90a; k % 16 == 0, code bases 16-byte aligned (TMA); m, n, ceil(k/32) * max(m, n) and a layout's
 //          storage < 2^31; no split-K.   Checked by mxrt/ops/gemm_sm90_bf16.py supports()
-#if !defined(SLA) || !defined(SLB) || !defined(RING)
-#error "SLA, SLB and RING must be defined by the launcher"
+#if !defined(SLA) || !defined(SLB) || !defined(RING) || !defined(PRODUCER_REGS)
+#error "SLA, SLB, RING and PRODUCER_REGS must be defined by the launcher"
 #endif
 #include "gemm_sm90_tile.h"
 
@@ -28,10 +29,14 @@
 
 MXRT_STATIC_ASSERT(RING >= 3 && RING <= 5, "RING: 3..5 stages of 42 KB");
 MXRT_STATIC_ASSERT(ATOMIC == 0, "gemm_mx_sm90_bf16 stores (ATOMIC 0)");
+MXRT_STATIC_ASSERT(PRODUCER_REGS == 56 || PRODUCER_REGS == 72 || PRODUCER_REGS == 88,
+                   "PRODUCER_REGS: 56 / 72 / 88 (consumers 224 / 216 / 208: 384 x 168 in all)");
 
 #define BF_THREADS 384
-#define BF_PRODUCER_REGS 56
-#define BF_CONSUMER_REGS 224
+// 2 x 128 x 216 + 128 x 72 = 384 x 168, the launch's registers: the converter warps need room for their
+// conversions to overlap (at 56 they ran latency-bound, ~10 cycles per instruction: device call 1)
+#define BF_PRODUCER_REGS PRODUCER_REGS
+#define BF_CONSUMER_REGS (224 - ((PRODUCER_REGS - 56) / 2))
 #define BF_BM 256
 #define BF_BN 128
 #define BF_BK 64                        // K elements (fp8 bytes) per stage: two MX blocks
@@ -175,14 +180,26 @@ extern "C" __global__ void __launch_bounds__(BF_THREADS, 1)
       const u32 w = pw - 1u;
       BfCursor c = bf_start(bid, tiles_m, tiles_n);
       for (u32 d = 0; d < w; ++d) bf_next(c, nkt, grid, ntiles, tiles_m, tiles_n);
+      // the scale bytes of this warp's next stage are loaded while it converts the current one (their latency
+      // was exposed once per stage)
+      u32 sbn[4], san[8];
+      auto load_scales = [&](const BfCursor& cc) {
+#pragma unroll
+        for (u32 i = 0; i < 4; ++i) sbn[i] = bf_scales2<SLB>(sb, cc.n0 + lane + 32u * i, (u32)n, cc.kt, kbs);
+#pragma unroll
+        for (u32 i = 0; i < 8; ++i) san[i] = bf_scales2<SLA>(sa, cc.m0 + lane + 32u * i, (u32)m, cc.kt, kbs);
+      };
+      if (w < total) load_scales(c);
       for (u32 g = w; g < total; g += 3u) {
-        const u32 slot = g % RING, kt = c.kt;
-        u32 sbv[4];
+        const u32 slot = g % RING;
+        u32 sbv[4], sav[8];
 #pragma unroll
-        for (u32 i = 0; i < 4; ++i) sbv[i] = bf_scales2<SLB>(sb, c.n0 + lane + 32u * i, (u32)n, kt, kbs);
-        u32 sav[8];
+        for (u32 i = 0; i < 4; ++i) sbv[i] = sbn[i];
 #pragma unroll
-        for (u32 i = 0; i < 8; ++i) sav[i] = bf_scales2<SLA>(sa, c.m0 + lane + 32u * i, (u32)m, kt, kbs);
+        for (u32 i = 0; i < 8; ++i) sav[i] = san[i];
+#pragma unroll
+        for (u32 d = 0; d < 3; ++d) bf_next(c, nkt, grid, ntiles, tiles_m, tiles_n);
+        if (g + 3u < total) load_scales(c);
         mbar_wait(full0 + 8 * slot, (g / RING) & 1u);  // TMA landed (and the slot's previous readers are done)
         u32* ms = mult_s + slot * (BF_BM * 2);
 #pragma unroll
@@ -222,8 +239,6 @@ extern "C" __global__ void __launch_bounds__(BF_THREADS, 1)
         // the bf16 tile is read by wgmma (the async proxy): order this thread's generic stores before it
         asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
         mbar_arrive(conv0 + 8 * slot);
-#pragma unroll
-        for (u32 d = 0; d < 3; ++d) bf_next(c, nkt, grid, ntiles, tiles_m, tiles_n);
       }
     }
   } else {

@@ -64,7 +64,7 @@ def cannot(dg: DeviceGemm) -> str | None:
 _KERNELS: dict = {}
 
 
-def _kernel(dg: DeviceGemm, ring: int) -> Any:
+def _kernel(dg: DeviceGemm, ring: int, regs: int) -> Any:
     p = dg.p
     d = defines(
         A_FMT=gemm_sm90_kernels.SM90_FMT_CODES[p.a_fmt],
@@ -75,6 +75,7 @@ def _kernel(dg: DeviceGemm, ring: int) -> Any:
         DBUF=0,
         DIAG=0,
         OUT_DTYPE=GEMM_OUT_DTYPE_CODES[dtype_name(p.out_dtype)],
+        PRODUCER_REGS=regs,
         RING=ring,
         SLA=0,
         SLB=0,
@@ -91,7 +92,13 @@ def _kernel(dg: DeviceGemm, ring: int) -> Any:
     return hit
 
 
-def run(dg: DeviceGemm, gate: Any = None, ring: int = gemm_sm90_kernels.BF16_RING, ctas: int | None = None) -> None:
+def run(
+    dg: DeviceGemm,
+    gate: Any = None,
+    ring: int = gemm_sm90_kernels.BF16_RING,
+    ctas: int | None = None,
+    regs: int = gemm_sm90_kernels.BF16_PRODUCER_REGS,
+) -> None:
     """Launch on the current stream (e2m1 operands expanded first); ``gate``: a device uint32 word, the kernel
     returns at once unless it holds 0 (default: a fresh zero word)."""
     why = cannot(dg)
@@ -105,7 +112,7 @@ def run(dg: DeviceGemm, gate: Any = None, ring: int = gemm_sm90_kernels.BF16_RIN
 
     kp = _padded_k(dg)
     a, b = fp8_operands(dg, kp)
-    kernel = _kernel(dg, ring)
+    kernel = _kernel(dg, ring, regs)
     dev = a.data.device_id
     tma = tensor_map_arg(a.data.ptr, p.m, kp, BM, dev, box_cols=BK)
     tmb = tensor_map_arg(b.data.ptr, p.n, kp, BN, dev, box_cols=BK)

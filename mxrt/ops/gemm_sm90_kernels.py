@@ -218,16 +218,34 @@ GEMM_MX_SM90_WS = KernelSpec(
 
 #: pipeline stages of gemm_mx_sm90_bf16 (42 KB each)
 BF16_RING = 5
+#: setmaxnreg of gemm_mx_sm90_bf16's producer warpgroup (its consumers get the rest of 384 x 168)
+BF16_PRODUCER_REGS = 72
 #: the header's tile constants for gemm_mx_sm90_bf16 (fixed: only its primitives are used)
 _BF16_FIXED = dict(ATOMIC=0, BM=256, BN=128, DBUF=0, DIAG=0, STAGES=3)
 
 GEMM_MX_SM90_BF16 = KernelSpec(
     symbol="gemm_mx_sm90_bf16",
     file="gemm/gemm_mx_sm90_bf16.hip",
-    required=("A_FMT", "ATOMIC", "B_FMT", "BM", "BN", "DBUF", "DIAG", "OUT_DTYPE", "RING", "SLA", "SLB", "STAGES"),
+    required=(
+        "A_FMT",
+        "ATOMIC",
+        "B_FMT",
+        "BM",
+        "BN",
+        "DBUF",
+        "DIAG",
+        "OUT_DTYPE",
+        "PRODUCER_REGS",
+        "RING",
+        "SLA",
+        "SLB",
+        "STAGES",
+    ),
     # the bf16 route of the issue-10 engine: every fp8 format pair x every out dtype on row-major scales
     variants=tuple(
-        defines(**_BF16_FIXED, A_FMT=a, B_FMT=b, OUT_DTYPE=o, RING=BF16_RING, SLA=0, SLB=0)
+        defines(
+            **_BF16_FIXED, A_FMT=a, B_FMT=b, OUT_DTYPE=o, PRODUCER_REGS=BF16_PRODUCER_REGS, RING=BF16_RING, SLA=0, SLB=0
+        )
         for a in (_E4M3, _E5M2)
         for b in (_E4M3, _E5M2)
         for o in (_BF16, _F16, _F32)

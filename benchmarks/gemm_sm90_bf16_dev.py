@@ -38,6 +38,7 @@ CP_OUT = {"float32": cupy.float32, "bfloat16": cupy.uint16, "float16": cupy.floa
 LOG: dict = {"device": bench_core.device_name(), "check": [], "time": []}
 WINDOW = {"e4m3": (10, 134), "e5m2": (17, 142)}
 REGS = (72, 88, 56)
+DIAGS: tuple[int, ...] = ()
 
 
 def problem(m, n, k, fa, fb, od):
@@ -176,6 +177,10 @@ def time_shapes(quick: bool, rings: tuple[int, ...]) -> None:
             for r, pr in itertools.product(rings, REGS if od == "bfloat16" else REGS[:1]):
                 fns = [lambda d=d: gemm_sm90_bf16.run(d, gate=gate, ring=r, regs=pr) for d in dgs]
                 record((m, n, k), f"bf16 route R{r} P{pr} out {od}", median_ms(fns), flop)
+            if od == "bfloat16" and DIAGS:
+                for dg_mode in DIAGS:  # timing diagnostics (inexact): 1 no B conversion, 2 no A conversion, 3 neither
+                    fns = [lambda d=d: gemm_sm90_bf16.run(d, gate=gate, ring=rings[0], diag=dg_mode) for d in dgs]
+                    record((m, n, k), f"bf16 route R{rings[0]} diag {dg_mode} (inexact)", median_ms(fns), flop)
             if od == "bfloat16":
                 record((m, n, k), "sm90_ws (default)", median_ms([lambda d=d: gemm_sm90_ws.run(d) for d in dgs]), flop)
         tsets = [tuple(torch.from_dlpack(x) for x in (a.data, a.scales, b.data, b.scales)) for a, b in sets]
@@ -196,8 +201,13 @@ def main() -> int:
     ap.add_argument("--json")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--rings", default="5")
+    ap.add_argument("--regs", default="72,88,56")
+    ap.add_argument("--diags", default="", help="timing diagnostics BF_DIAG to time beside (e.g. 1,2,3)")
     args = ap.parse_args()
     rings = tuple(int(s) for s in args.rings.split(","))
+    global REGS, DIAGS
+    REGS = tuple(int(s) for s in args.regs.split(","))
+    DIAGS = tuple(int(s) for s in args.diags.split(",") if s)
     fails = 0
     for sec in args.sections.split(","):
         try:

@@ -29,6 +29,11 @@
 
 MXRT_STATIC_ASSERT(RING >= 3 && RING <= 5, "RING: 3..5 stages of 42 KB");
 MXRT_STATIC_ASSERT(ATOMIC == 0, "gemm_mx_sm90_bf16 stores (ATOMIC 0)");
+// BF_DIAG (timing diagnostics, inexact): 1 the converter warps only wait for the TMA and arrive (no B tile, no
+// multipliers); 2 the consumers skip the A conversion (raw code words as fragments); 3 both
+#ifndef BF_DIAG
+#define BF_DIAG 0
+#endif
 MXRT_STATIC_ASSERT(PRODUCER_REGS == 56 || PRODUCER_REGS == 72 || PRODUCER_REGS == 88,
                    "PRODUCER_REGS: 56 / 72 / 88 (consumers 224 / 216 / 208: 384 x 168 in all)");
 
@@ -201,6 +206,10 @@ extern "C" __global__ void __launch_bounds__(BF_THREADS, 1)
         for (u32 d = 0; d < 3; ++d) bf_next(c, nkt, grid, ntiles, tiles_m, tiles_n);
         if (g + 3u < total) load_scales(c);
         mbar_wait(full0 + 8 * slot, (g / RING) & 1u);  // TMA landed (and the slot's previous readers are done)
+        if (BF_DIAG & 1) {
+          mbar_arrive(conv0 + 8 * slot);
+          continue;
+        }
         u32* ms = mult_s + slot * (BF_BM * 2);
 #pragma unroll
         for (u32 i = 0; i < 8; ++i) {
@@ -289,8 +298,15 @@ extern "C" __global__ void __launch_bounds__(BF_THREADS, 1)
             for (u32 e = 0; e < 2; ++e) {
               const u32 mv = j == 0 ? mu[h][e].x : mu[h][e].y;
               // step 0: a[e] = lo(W0), a[2 + e] = hi(W0); step 1: the same of W1 (W0 / W1: bytes 0-3 / 4-7)
-              bf_cvt4<BF_SH_A>(raw[j][h][e].x, mv, fr[j][h][0][e], fr[j][h][0][2 + e]);
-              bf_cvt4<BF_SH_A>(raw[j][h][e].y, mv, fr[j][h][1][e], fr[j][h][1][2 + e]);
+              if (BF_DIAG & 2) {
+                fr[j][h][0][e] = raw[j][h][e].x;
+                fr[j][h][0][2 + e] = raw[j][h][e].x ^ mv;
+                fr[j][h][1][e] = raw[j][h][e].y;
+                fr[j][h][1][2 + e] = raw[j][h][e].y ^ mv;
+              } else {
+                bf_cvt4<BF_SH_A>(raw[j][h][e].x, mv, fr[j][h][0][e], fr[j][h][0][2 + e]);
+                bf_cvt4<BF_SH_A>(raw[j][h][e].y, mv, fr[j][h][1][e], fr[j][h][1][2 + e]);
+              }
             }
         wg_fence();
 #pragma unroll

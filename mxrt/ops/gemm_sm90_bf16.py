@@ -64,12 +64,13 @@ def cannot(dg: DeviceGemm) -> str | None:
 _KERNELS: dict = {}
 
 
-def _kernel(dg: DeviceGemm, ring: int, regs: int) -> Any:
+def _kernel(dg: DeviceGemm, ring: int, regs: int, diag: int = 0) -> Any:
     p = dg.p
     d = defines(
         A_FMT=gemm_sm90_kernels.SM90_FMT_CODES[p.a_fmt],
         ATOMIC=0,
         B_FMT=gemm_sm90_kernels.SM90_FMT_CODES[p.b_fmt],
+        BF_DIAG=diag,
         BM=256,
         BN=128,
         DBUF=0,
@@ -98,6 +99,7 @@ def run(
     ring: int = gemm_sm90_kernels.BF16_RING,
     ctas: int | None = None,
     regs: int = gemm_sm90_kernels.BF16_PRODUCER_REGS,
+    diag: int = 0,
 ) -> None:
     """Launch on the current stream (e2m1 operands expanded first); ``gate``: a device uint32 word, the kernel
     returns at once unless it holds 0 (default: a fresh zero word)."""
@@ -112,7 +114,7 @@ def run(
 
     kp = _padded_k(dg)
     a, b = fp8_operands(dg, kp)
-    kernel = _kernel(dg, ring, regs)
+    kernel = _kernel(dg, ring, regs, diag)
     dev = a.data.device_id
     tma = tensor_map_arg(a.data.ptr, p.m, kp, BM, dev, box_cols=BK)
     tmb = tensor_map_arg(b.data.ptr, p.n, kp, BN, dev, box_cols=BK)

@@ -230,6 +230,7 @@ GEMM_MX_SM90_BF16 = KernelSpec(
         "A_FMT",
         "ATOMIC",
         "B_FMT",
+        "BF_DIAG",
         "BM",
         "BN",
         "DBUF",
@@ -244,7 +245,15 @@ GEMM_MX_SM90_BF16 = KernelSpec(
     # the bf16 route of the issue-10 engine: every fp8 format pair x every out dtype on row-major scales
     variants=tuple(
         defines(
-            **_BF16_FIXED, A_FMT=a, B_FMT=b, OUT_DTYPE=o, PRODUCER_REGS=BF16_PRODUCER_REGS, RING=BF16_RING, SLA=0, SLB=0
+            **_BF16_FIXED,
+            A_FMT=a,
+            B_FMT=b,
+            OUT_DTYPE=o,
+            PRODUCER_REGS=BF16_PRODUCER_REGS,
+            RING=BF16_RING,
+            SLA=0,
+            SLB=0,
+            BF_DIAG=0,
         )
         for a in (_E4M3, _E5M2)
         for b in (_E4M3, _E5M2)

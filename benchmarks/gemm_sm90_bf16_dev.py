@@ -27,7 +27,7 @@ import numpy as np
 
 import mxrt
 from mxrt.bench import core as bench_core
-from mxrt.ops import gemm_sm90_bf16, gemm_sm90_ws
+from mxrt.ops import gemm_generic, gemm_sm90_bf16, gemm_sm90_ws
 from mxrt.ops.gemm_paths import DeviceGemm
 from mxrt.reference import calc_diff, gemm_mx, relative_error
 from mxrt.runtime import get_arch
@@ -181,6 +181,12 @@ def time_shapes(quick: bool, rings: tuple[int, ...]) -> None:
                 for dg_mode in DIAGS:  # timing diagnostics (inexact): 1 no B conversion, 2 no A conversion, 3 neither
                     fns = [lambda d=d: gemm_sm90_bf16.run(d, gate=gate, ring=rings[0], diag=dg_mode) for d in dgs]
                     record((m, n, k), f"bf16 route R{rings[0]} diag {dg_mode} (inexact)", median_ms(fns), flop)
+            if od == "float32" and m * n * k <= 8192**3:
+                # what fp32 out with fp8 operands ran on before the bf16 route (both sm90 fp8 paths decline it)
+                record((m, n, k), "generic (fp32 out before)", median_ms([lambda d=d: gemm_generic.run(d) for d in dgs],
+                       iters=3, reps=1), flop)  # fmt: skip
+                fns = [lambda d=d: gemm_sm90_bf16.run(d, ring=rings[0]) for d in dgs]
+                record((m, n, k), f"bf16 route R{rings[0]} with the window check", median_ms(fns), flop)
             if od == "bfloat16":
                 record((m, n, k), "sm90_ws (default)", median_ms([lambda d=d: gemm_sm90_ws.run(d) for d in dgs]), flop)
         tsets = [tuple(torch.from_dlpack(x) for x in (a.data, a.scales, b.data, b.scales)) for a, b in sets]
@@ -193,6 +199,29 @@ def time_shapes(quick: bool, rings: tuple[int, ...]) -> None:
         dgs = sets = tsets = a16 = b16 = None
         cupy.get_default_memory_pool().free_all_blocks()
         torch.cuda.empty_cache()
+
+
+def prof(rings: tuple[int, ...]) -> None:
+    """Per-role clock64 intervals (BF_PROF=1) of one call at 8192^3: cycles per CTA and per stage."""
+    m = n = k = 8192
+    cupy.random.seed(0)
+    a = mxrt.quantize_mx(cupy.random.standard_normal((m, k), dtype=cupy.float32), "e4m3")
+    b = mxrt.quantize_mx(cupy.random.standard_normal((n, k), dtype=cupy.float32), "e4m3")
+    p = problem(m, n, k, "e4m3", "e4m3", "bfloat16")
+    dg = DeviceGemm(p, a.data, b.data, a.scales, b.scales, cupy.empty((m, n), cupy.uint16), ARCH)
+    names = ["", "tma wait empty", "tma total", "conv wait full", "conv convert", "conv total", "cons wait full+conv",
+             "cons wg_wait", "cons convert+issue", "cons epilogue", "cons total"]  # fmt: skip
+    for r in rings:
+        for diag in (0, 2):
+            gate = cupy.zeros(64, cupy.uint32)
+            gemm_sm90_bf16.run(dg, gate=gate, ring=r, prof=1, diag=diag)
+            cupy.cuda.runtime.deviceSynchronize()
+            v = cupy.asnumpy(gate.view(cupy.uint64))
+            ctas = min(ARCH.num_cus, 32 * 64)
+            stages = 2048 * 128 / ctas
+            row = {names[i]: float(v[i]) / ctas / stages for i in range(1, 11)}
+            LOG.setdefault("prof", []).append({"ring": r, "diag": diag, "cycles_per_stage": row})
+            print("prof", r, diag, {kk: round(vv, 1) for kk, vv in row.items()}, flush=True)
 
 
 def main() -> int:
@@ -213,6 +242,8 @@ def main() -> int:
         try:
             if sec == "check":
                 fails += check(args.quick, rings[0])
+            elif sec == "prof":
+                prof(rings)
             elif sec == "time":
                 time_shapes(args.quick, rings)
         except Exception:

@@ -123,16 +123,18 @@ def test_forced_path_skips_the_auto_rule(monkeypatch: pytest.MonkeyPatch, kw: di
         ({"m": 1024, "n": 2048, "k": 7168}, "sm90_ws"),
         ({"m": 4096, "split_k": 2}, "sm90_wgmma"),
         ({"m": 4096, "k": 4104}, "generic"),
-        ({"m": 4096, "out_dtype": "float32"}, "generic"),
+        ({"m": 4096, "out_dtype": "float32"}, "sm90_bf16"),
+        ({"m": 4096, "split_k": 2, "out_dtype": "float32"}, "generic"),
     ],
     ids=[
         "8192^3", "moe_4096x7168", "moe_7168x2048", "moe_5760x2880", "fp4", "fp4_fp32", "layouts", "decode_m1",
-        "decode_m64", "m64_layouts", "small_grid", "below_one_wave", "split_k", "k_tail", "fp32_fp8",
+        "decode_m64", "m64_layouts", "small_grid", "below_one_wave", "split_k", "k_tail", "fp32_fp8", "fp32_fp8_sk2",
     ],
 )  # fmt: skip
 def test_auto_policy(auto: None, kw: dict, path: str) -> None:
     """Which sm_90a path ``gemm_mx`` runs (an H100 with 132 SMs): the engine for grids of a wave or more, the
-    decode kernel inside its envelope, sm90_wgmma for small grids, 64-row problems it declines, and split-K."""
+    decode kernel inside its envelope, sm90_wgmma for small grids, 64-row problems it declines, and split-K;
+    fp32 out with fp8 operands on the bf16 route (generic with split-K)."""
     assert gemm_paths.select_gemm_path(_dg(**kw)).name == path
 
 

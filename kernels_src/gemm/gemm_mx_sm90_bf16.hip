@@ -4,13 +4,15 @@
 //          scale applied while converting), so one bf16 wgmma accumulates the whole K in fp32 with no promotion:
 //          A in registers (RS wgmma, converted by the consumers), B converted by three converter warps into a
 //          swizzled bf16 tile. Exact while every scale byte lies in the format's window (e4m3 [10, 134], e5m2
-//          [17, 142], or 255 = NaN): bf16 holds every scaled element there. The launcher runs this kernel only
-//          behind its device-side window check (mxrt/ops/gemm_sm90_bf16.py); NaN / Inf CODES inside a finite-scale
-//          block are not propagated either (the same check refuses them).
+//          [17, 142], or 255 = NaN): bf16 holds every scaled element there. The launcher's device-side check
+//          (mx_gemm_window.hip) sets *gate for any other byte and for NaN / Inf codes inside a finite-scale block
+//          (the bit tricks would not propagate them); the kernel then computes every output with an exact SIMT
+//          loop instead (slow: pathological inputs only).
 // args     const __grid_constant__ mxrt_tmap tma, tmb (fp8 codes A [m,k], B [n,k] uint8, boxes 64 bytes x 256 / 128
 //          rows, SWIZZLE_64B, zero OOB fill) | const u8* sa, sb (E8M0 row-major [rows, ceil(k/32)] or layout SLA /
-//          SLB read in place) | void* out [m,n] | int m, int n, int k | const u32* gate (device word: the kernel
-//          returns at once unless *gate == 0, i.e. the window check passed)
+//          SLB read in place) | void* out [m,n] | int m, int n, int k | const u32* gate (device word, 0: the
+//          window check (mx_gemm_window.hip) passed; else every CTA runs the exact SIMT fallback) | const u8* ca,
+//          cb (the same codes as plain pointers, rows k bytes apart: the fallback's reads)
 // grid     (min(#SMs, tiles),1,1) persistent (CTA b: tiles b, b + gridDim.x, ..., GROUP_M 8 raster of 256 x 128
 //          tiles); block (384,1,1): warpgroups 0, 1 consume (128 rows each as two m64 halves, m64n128k16 RS
 //          wgmma), warpgroup 2 produces (thread 256 the TMAs, warps 9-11 convert B and the A multipliers, round
@@ -33,6 +35,29 @@ MXRT_STATIC_ASSERT(ATOMIC == 0, "gemm_mx_sm90_bf16 stores (ATOMIC 0)");
 // multipliers); 2 the consumers skip the A conversion (raw code words as fragments); 3 both
 #ifndef BF_DIAG
 #define BF_DIAG 0
+#endif
+// BF_PROF (timing diagnostic): clock64 intervals of one lane per role summed per CTA into gate[2..] (u64 slots):
+// 1 TMA wait empty, 2 TMA total, 3 converter wait full, 4 converter convert, 5 converter total, 6 consumer wait
+// full + conv, 7 consumer wg_wait, 8 consumer convert + issue, 9 consumer epilogue, 10 consumer total
+#ifndef BF_PROF
+#define BF_PROF 0
+#endif
+#if BF_PROF
+#define PROF_DECL u64 prof_[11] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}; u64 pt_ = clock64(); const u64 p0_ = pt_;
+#define PROF_MARK(I) do { const u64 t_ = clock64(); prof_[I] += t_ - pt_; pt_ = t_; } while (0)
+#define PROF_SKIP() do { pt_ = clock64(); } while (0)
+#define PROF_END(I, FIRST, LAST, ON)                                                                           \
+  do {                                                                                                      \
+    prof_[I] = clock64() - p0_;                                                                             \
+    if (ON)                                                                                                 \
+      for (int i_ = FIRST; i_ <= LAST; ++i_)                                                                \
+        atomicAdd(reinterpret_cast<unsigned long long*>(const_cast<u32*>(gate)) + i_, (unsigned long long)prof_[i_]); \
+  } while (0)
+#else
+#define PROF_DECL
+#define PROF_MARK(I) do { } while (0)
+#define PROF_SKIP() do { } while (0)
+#define PROF_END(I, FIRST, LAST, ON) do { } while (0)
 #endif
 MXRT_STATIC_ASSERT(PRODUCER_REGS == 56 || PRODUCER_REGS == 72 || PRODUCER_REGS == 88,
                    "PRODUCER_REGS: 56 / 72 / 88 (consumers 224 / 216 / 208: 384 x 168 in all)");
@@ -131,11 +156,52 @@ MXRT_DEVICE void wgmma_bf16_rs(float (&d)[64], const u32 (&a)[4], u64 db) {
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db)
       : "memory");
 }
+// The exact fallback (gate set: a scale outside the window, or a NaN / Inf code in a finite-scale block somewhere
+// in A or B): every thread of the CTA computes whole outputs of its tiles in fp32 SIMT, per MX block the partial
+// sum of decoded products (mx_gemm.h mxrt_decode) applied with the two-step factors of mxrt_scale_steps, as the
+// generic kernel does; NaN scales give NaN. Slow (pathological inputs only) and exact.
+MXRT_DEVICE void bf_exact_tiles(const u8* ca, const u8* cb, const u8* sa, const u8* sb, void* out, int m, int n,
+                                int k, u32 tiles_m, u32 tiles_n, u32 ntiles) {
+  const u32 kbs = ((u32)k + 31u) / 32u;
+  for (u32 t = MXRT_BID_X; t < ntiles; t += (u32)gridDim.x) {
+    u32 m0, n0;
+    bf_tile(t, tiles_m, tiles_n, m0, n0);
+    for (u32 idx = MXRT_TID_X; idx < BF_BM * BF_BN; idx += BF_THREADS) {
+      const u32 row = m0 + idx / BF_BN, col = n0 + idx % BF_BN;
+      if (row >= (u32)m || col >= (u32)n) continue;
+      const u8* pa = ca + (u64)row * (u32)k;
+      const u8* pb = cb + (u64)col * (u32)k;
+      float acc = 0.0f;
+      for (u32 kb = 0; kb < kbs; ++kb) {
+        float part = 0.0f;
+        const u32 k1 = 32u * kb + 32u < (u32)k ? 32u * kb + 32u : (u32)k;
+        for (u32 kk = 32u * kb; kk < k1; ++kk)
+          part = mxrt_fma(mxrt_decode<A_FMT>(pa[kk]), mxrt_decode<B_FMT>(pb[kk]), part);
+        const u32 s_a = sa[sm90_scale_offset<SLA>(row, kb, (u32)m, kbs)];
+        const u32 s_b = sb[sm90_scale_offset<SLB>(col, kb, (u32)n, kbs)];
+        if (s_a == 255u || s_b == 255u) {
+          acc = __uint_as_float(0x7FC00000u);
+        } else {
+          float f1, f2;
+          mxrt_scale_steps(s_a, s_b, f1, f2);
+          acc = mxrt_fma(part * f1, f2, acc);
+        }
+      }
+      store_pair(out, (u64)row * (u32)n + col, acc, 0.0f, false, false);
+    }
+  }
+}
+
 extern "C" __global__ void __launch_bounds__(BF_THREADS, 1)
     gemm_mx_sm90_bf16(const __grid_constant__ mxrt_tmap tma, const __grid_constant__ mxrt_tmap tmb,
                       const u8* __restrict__ sa, const u8* __restrict__ sb, void* __restrict__ out, int m, int n,
-                      int k, const u32* __restrict__ gate) {
-  if (*gate != 0u) return;  // the window check failed: the exact fallback kernel writes out
+                      int k, const u32* __restrict__ gate, const u8* __restrict__ ca, const u8* __restrict__ cb) {
+  if (*gate != 0u) {  // the window check failed (mx_gemm_window.hip): the exact SIMT fallback writes out
+    const u32 tm = ((u32)m + BF_BM - 1) / BF_BM, tn = ((u32)n + BF_BN - 1) / BF_BN;
+    bf_exact_tiles(ca, cb, sa, sb, out, m, n, k, tm, tn, tm * tn);
+    return;
+  }
+  PROF_DECL
   extern __shared__ u8 smem_raw[];
   u8* smem = smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u);
   u8* tile_a = smem;                                 // RING x BF_TILE_A
@@ -173,11 +239,14 @@ extern "C" __global__ void __launch_bounds__(BF_THREADS, 1)
         BfCursor c = bf_start(bid, tiles_m, tiles_n);
         for (u32 g = 0; g < total; ++g, bf_next(c, nkt, grid, ntiles, tiles_m, tiles_n)) {
           const u32 slot = g % RING;
+          PROF_SKIP();
           if (g >= RING) mbar_wait(empty0 + 8 * slot, ((g / RING) - 1u) & 1u);
+          PROF_MARK(1);
           mbar_arrive_tx(full0 + 8 * slot, BF_TILE_A + BF_TILE_B);
           tma_load_2d(smem_addr(tile_a + slot * BF_TILE_A), ta, full0 + 8 * slot, (i32)(c.kt * BF_BK), (i32)c.m0);
           tma_load_2d(smem_addr(tile_b + slot * BF_TILE_B), tb, full0 + 8 * slot, (i32)(c.kt * BF_BK), (i32)c.n0);
         }
+        PROF_END(2, 1, 2, true);
       }
     } else {
       // converter warp w (0..2): stages g = w, w + 3, ...; lane l: B rows l + 32 i (i < 4, both blocks), A rows
@@ -205,7 +274,9 @@ extern "C" __global__ void __launch_bounds__(BF_THREADS, 1)
 #pragma unroll
         for (u32 d = 0; d < 3; ++d) bf_next(c, nkt, grid, ntiles, tiles_m, tiles_n);
         if (g + 3u < total) load_scales(c);
+        PROF_SKIP();
         mbar_wait(full0 + 8 * slot, (g / RING) & 1u);  // TMA landed (and the slot's previous readers are done)
+        PROF_MARK(3);
         if (BF_DIAG & 1) {
           mbar_arrive(conv0 + 8 * slot);
           continue;
@@ -248,7 +319,9 @@ extern "C" __global__ void __launch_bounds__(BF_THREADS, 1)
         // the bf16 tile is read by wgmma (the async proxy): order this thread's generic stores before it
         asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
         mbar_arrive(conv0 + 8 * slot);
+        PROF_MARK(4);
       }
+      PROF_END(5, 3, 5, lane == 0 && w == 0);
     }
   } else {
     // ---------------- consumer warpgroups 0, 1: rows 128 cw .. 128 cw + 127 as two m64 halves ----------------
@@ -268,8 +341,10 @@ extern "C" __global__ void __launch_bounds__(BF_THREADS, 1)
       u32 prev_slot = 0;
       for (u32 kt = 0; kt < nkt; ++kt, ++f) {
         const u32 slot = f % RING, ph = (f / RING) & 1u;
+        PROF_SKIP();
         mbar_wait(full0 + 8 * slot, ph);  // the A codes (TMA)
         mbar_wait(conv0 + 8 * slot, ph);  // the bf16 B tile and the A multipliers
+        PROF_MARK(6);
         const u8* at = tile_a + slot * BF_TILE_A;
         const u32* ms = mult_s + slot * (BF_BM * 2);
         // loads first (the previous stage's wgmmas still run): per half h, rows r, r + 8 (e): the two blocks'
@@ -289,6 +364,7 @@ extern "C" __global__ void __launch_bounds__(BF_THREADS, 1)
         // A fragments are written only with no wgmma in flight (ptxas serialises every wgmma otherwise, C7513):
         // the other consumer warpgroup's wgmmas keep the tensor core busy during this one's conversion
         wg_wait<0>();
+        PROF_MARK(7);
         if (kt > 0) mbar_arrive(empty0 + 8 * prev_slot);  // every wgmma of the previous stage done
 #pragma unroll
         for (u32 j = 0; j < 2; ++j)
@@ -318,15 +394,19 @@ extern "C" __global__ void __launch_bounds__(BF_THREADS, 1)
             wgmma_bf16_rs(acc1, fr[j][1][s], db);
           }
         wg_commit();
+        PROF_MARK(8);
         prev_slot = slot;
       }
       wg_wait<0>();
+      PROF_MARK(7);
       fence_regs(acc0);
       fence_regs(acc1);
       if (nkt > 0) mbar_arrive(empty0 + 8 * prev_slot);
       store_half(out, acc0, m0 + lrow, n0 + lcol, m, n, even_n, sm90_keep_all{});
       store_half(out, acc1, m0 + 64u + lrow, n0 + lcol, m, n, even_n, sm90_keep_all{});
+      PROF_MARK(9);
     }
+    PROF_END(10, 6, 10, tid == 0);
   }
 }
 

@@ -231,6 +231,7 @@ GEMM_MX_SM90_BF16 = KernelSpec(
         "ATOMIC",
         "B_FMT",
         "BF_DIAG",
+        "BF_PROF",
         "BM",
         "BN",
         "DBUF",
@@ -242,7 +243,8 @@ GEMM_MX_SM90_BF16 = KernelSpec(
         "SLB",
         "STAGES",
     ),
-    # the bf16 route of the issue-10 engine: every fp8 format pair x every out dtype on row-major scales
+    # the bf16 route of the issue-10 engine: every fp8 format pair x every out dtype on row-major scales, and each
+    # scale layout on both operands (e4m3, fp32 out)
     variants=tuple(
         defines(
             **_BF16_FIXED,
@@ -254,14 +256,39 @@ GEMM_MX_SM90_BF16 = KernelSpec(
             SLA=0,
             SLB=0,
             BF_DIAG=0,
+            BF_PROF=0,
         )
         for a in (_E4M3, _E5M2)
         for b in (_E4M3, _E5M2)
         for o in (_BF16, _F16, _F32)
+    )
+    + tuple(
+        defines(
+            **_BF16_FIXED,
+            A_FMT=_E4M3,
+            B_FMT=_E4M3,
+            OUT_DTYPE=_F32,
+            PRODUCER_REGS=BF16_PRODUCER_REGS,
+            RING=BF16_RING,
+            SLA=code,
+            SLB=code,
+            BF_DIAG=0,
+            BF_PROF=0,
+        )
+        for code in (1, 2, 3, 4, 5)
     ),
     targets=("sm_90a",),
     expect_mma=(("sm_90a", ("wgmma.mma_async",)),),
 )
 
-SPECS = (GEMM_MX_SM90, E2M1_TO_E4M3, GEMM_MX_SM90_WS, GEMM_MX_SM90_BF16)
+MX_GEMM_WINDOW_CHECK = KernelSpec(
+    symbol="mx_gemm_window_check",
+    file="gemm/mx_gemm_window.hip",
+    required=("SL", "WIN_FMT"),
+    # one operand per launch: its format's window and every scale layout code read in place
+    variants=tuple(defines(WIN_FMT=f, SL=sl) for f in (_E4M3, _E5M2) for sl in (0, 1, 2, 3, 4, 5)),
+    targets=("sm_90a",),
+)
+
+SPECS = (GEMM_MX_SM90, E2M1_TO_E4M3, GEMM_MX_SM90_WS, GEMM_MX_SM90_BF16, MX_GEMM_WINDOW_CHECK)
 DISPATCH: dict = {}  # a GemmPath (mxrt/ops/gemm_paths.py) chooses it, not a dispatch row

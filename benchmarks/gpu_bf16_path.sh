@@ -28,7 +28,7 @@ echo "rc=$?"; tail -25 "$OUT/pytest.txt"
 step "(b) sanitizers"
 for tool in memcheck racecheck synccheck; do
   timeout "$(cap 70)" compute-sanitizer --tool $tool python3 benchmarks/gemm_sm90_bf16_dev.py --sections check --quick \
-    --rings 5 > /tmp/san.txt 2>&1
+    --rings 4 > /tmp/san.txt 2>&1
   rc=$?; { echo "### dev check $tool rc=$rc"; cat /tmp/san.txt; } >> "$OUT/sanitizer.txt"
   echo "$tool rc=$rc: $(grep -E 'check: ' /tmp/san.txt | tail -1) | $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' /tmp/san.txt | tail -1)"
 done
@@ -37,7 +37,7 @@ timeout "$(cap 90)" compute-sanitizer --tool memcheck python3 -m pytest -q -m gp
 rc=$?; { echo "### fallback memcheck rc=$rc"; cat /tmp/san.txt; } >> "$OUT/sanitizer.txt"
 echo "fallback memcheck rc=$rc: $(grep -E 'passed|failed' /tmp/san.txt | tail -1) | $(grep -E 'ERROR SUMMARY' /tmp/san.txt | tail -1)"
 step "(c) timing"
-timeout "$(cap 200)" python3 benchmarks/gemm_sm90_bf16_dev.py --sections time --rings 5 --regs 72 \
+timeout "$(cap 200)" python3 benchmarks/gemm_sm90_bf16_dev.py --sections time --rings 4 --regs 72 \
   --json "$OUT/bf16_time.json" > "$OUT/bf16_time.txt" 2>&1
 echo "rc=$?"; sed -n '/== summary ==/,$p' "$OUT/bf16_time.txt"
 step "done"

@@ -209,8 +209,9 @@ def prof(rings: tuple[int, ...]) -> None:
     b = mxrt.quantize_mx(cupy.random.standard_normal((n, k), dtype=cupy.float32), "e4m3")
     p = problem(m, n, k, "e4m3", "e4m3", "bfloat16")
     dg = DeviceGemm(p, a.data, b.data, a.scales, b.scales, cupy.empty((m, n), cupy.uint16), ARCH)
-    names = ["", "tma wait empty", "tma total", "conv wait full", "conv convert", "conv total", "cons wait full+conv",
-             "cons wg_wait", "cons convert+issue", "cons epilogue", "cons total"]  # fmt: skip
+    names = ["", "tma wait empty", "tma total", "conv wait full", "conv convert", "conv total"]
+    names += ["cons wait full+conv", "cons wg_wait", "cons convert+issue", "cons epilogue", "cons total"]
+    names += ["conv loop top", "conv load issue"]
     for r in rings:
         for diag in (0, 2):
             gate = cupy.zeros(64, cupy.uint32)
@@ -219,7 +220,7 @@ def prof(rings: tuple[int, ...]) -> None:
             v = cupy.asnumpy(gate.view(cupy.uint64))
             ctas = min(ARCH.num_cus, 32 * 64)
             stages = 2048 * 128 / ctas
-            row = {names[i]: float(v[i]) / ctas / stages for i in range(1, 11)}
+            row = {names[i]: float(v[i]) / ctas / stages for i in range(1, 13)}
             LOG.setdefault("prof", []).append({"ring": r, "diag": diag, "cycles_per_stage": row})
             print("prof", r, diag, {kk: round(vv, 1) for kk, vv in row.items()}, flush=True)
 

@@ -38,12 +38,13 @@ MXRT_STATIC_ASSERT(ATOMIC == 0, "gemm_mx_sm90_bf16 stores (ATOMIC 0)");
 #endif
 // BF_PROF (timing diagnostic): clock64 intervals of one lane per role summed per CTA into gate[2..] (u64 slots):
 // 1 TMA wait empty, 2 TMA total, 3 converter wait full, 4 converter convert, 5 converter total, 6 consumer wait
-// full + conv, 7 consumer wg_wait, 8 consumer convert + issue, 9 consumer epilogue, 10 consumer total
+// full + conv, 7 consumer wg_wait, 8 consumer convert + issue, 9 consumer epilogue, 10 consumer total, 11
+// converter loop top (the copies of the prefetched scales), 12 converter next-stage scale load issue
 #ifndef BF_PROF
 #define BF_PROF 0
 #endif
 #if BF_PROF
-#define PROF_DECL u64 prof_[11] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}; u64 pt_ = clock64(); const u64 p0_ = pt_;
+#define PROF_DECL u64 prof_[14] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}; u64 pt_ = clock64(); const u64 p0_ = pt_;
 #define PROF_MARK(I) do { const u64 t_ = clock64(); prof_[I] += t_ - pt_; pt_ = t_; } while (0)
 #define PROF_SKIP() do { pt_ = clock64(); } while (0)
 #define PROF_END(I, FIRST, LAST, ON)                                                                           \
@@ -265,16 +266,18 @@ extern "C" __global__ void __launch_bounds__(BF_THREADS, 1)
       };
       if (w < total) load_scales(c);
       for (u32 g = w; g < total; g += 3u) {
+        PROF_SKIP();
         const u32 slot = g % RING;
         u32 sbv[4], sav[8];
 #pragma unroll
         for (u32 i = 0; i < 4; ++i) sbv[i] = sbn[i];
 #pragma unroll
         for (u32 i = 0; i < 8; ++i) sav[i] = san[i];
+        PROF_MARK(11);
 #pragma unroll
         for (u32 d = 0; d < 3; ++d) bf_next(c, nkt, grid, ntiles, tiles_m, tiles_n);
         if (g + 3u < total) load_scales(c);
-        PROF_SKIP();
+        PROF_MARK(12);
         mbar_wait(full0 + 8 * slot, (g / RING) & 1u);  // TMA landed (and the slot's previous readers are done)
         PROF_MARK(3);
         if (BF_DIAG & 1) {
@@ -322,6 +325,7 @@ extern "C" __global__ void __launch_bounds__(BF_THREADS, 1)
         PROF_MARK(4);
       }
       PROF_END(5, 3, 5, lane == 0 && w == 0);
+      PROF_END(5, 11, 12, lane == 0 && w == 0);
     }
   } else {
     // ---------------- consumer warpgroups 0, 1: rows 128 cw .. 128 cw + 127 as two m64 halves ----------------

@@ -75,6 +75,7 @@ MXRT_STATIC_ASSERT(PRODUCER_REGS == 56 || PRODUCER_REGS == 72 || PRODUCER_REGS =
 #define BF_TILE_B (BF_BN * BF_BK)       // 8 KB fp8
 #define BF_TILE_W (BF_BN * BF_BK * 2)   // 16 KB bf16 B, 128-byte rows, SWIZZLE_128B (the wgmma operand)
 #define BF_MULT (BF_BM * 8)             // 2 KB: per A row the two blocks' bf16x2 multipliers
+#define BF_GROUPS (2 * 6 * 96 * 8)      // 9 KB: the converters' scale words, [2 groups][6 slots][96 lanes] u64
 // bf16 bits of a code with the sign byte kept and the magnitude shifted into the exponent / mantissa fields: the
 // element times 2^-120 (e4m3, shift 4) or 2^-112 (e5m2, shift 3), normal or subnormal alike; the multiplier
 // 2^(s - 127 + 120 / 112) restores it with one bf16 multiply (exact while the result is a normal bf16)
@@ -113,16 +114,19 @@ MXRT_DEVICE void bf_cvt4(u32 w, u32 mult, u32& lo, u32& hi) {
   asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(hi) : "r"(xh), "r"(mult));
 }
 
-// the two scale bytes of MX blocks 2 kt, 2 kt + 1 of matrix row `row` (layout L), b1 << 8 | b0; flags bit 16 / 17:
-// block 0 / 1 lies inside the matrix
+// MX blocks 8 q .. 8 q + 7 (q = kt / 4: the stages kt .. kt + 3 of a 4-aligned kt) of matrix row `row` in layout L,
+// block 8 q + b in byte b; 0 for a row outside the matrix and for blocks past kbs (a finite multiplier: TMA
+// brought zero codes there). words: row-major with kbs % 8 == 0, one aligned 8-byte load
 template <int L>
-MXRT_DEVICE u32 bf_scales2(const u8* s, u32 row, u32 rows, u32 kt, u32 kbs) {
+MXRT_DEVICE u64 bf_group(const u8* s, u32 row, u32 rows, u32 kt, u32 kbs, bool words) {
   if (row >= rows) return 0u;
-  const u32 c = 2u * kt;
-  const u32 b0 = __ldg(s + sm90_scale_offset<L>(row, c, rows, kbs));
-  const bool in1 = c + 1u < kbs;
-  const u32 b1 = in1 ? (u32)__ldg(s + sm90_scale_offset<L>(row, c + 1u, rows, kbs)) : 0u;
-  return b0 | (b1 << 8) | (1u << 16) | ((in1 ? 1u : 0u) << 17);
+  const u32 c0 = 2u * kt;
+  if (words) return __ldg(reinterpret_cast<const unsigned long long*>(s + (u64)row * kbs + c0));
+  u64 v = 0u;
+#pragma unroll
+  for (u32 b = 0; b < 8; ++b)
+    if (c0 + b < kbs) v |= (u64)__ldg(s + sm90_scale_offset<L>(row, c0 + b, rows, kbs)) << (8u * b);
+  return v;
 }
 
 // tile t of the persistent walk -> its first row / column (GROUP_M row tiles sweep the column tiles together)
@@ -209,7 +213,8 @@ extern "C" __global__ void __launch_bounds__(BF_THREADS, 1)
   u8* tile_b = tile_a + RING * BF_TILE_A;            // RING x BF_TILE_B
   u8* tile_w = tile_b + RING * BF_TILE_B;            // RING x BF_TILE_W (1024-aligned: 16 KB steps)
   u32* mult_s = reinterpret_cast<u32*>(tile_w + RING * BF_TILE_W);  // RING x [256 rows][2]
-  u64* bars = reinterpret_cast<u64*>(tile_w + RING * BF_TILE_W + RING * BF_MULT);
+  u64* gbuf = reinterpret_cast<u64*>(tile_w + RING * BF_TILE_W + RING * BF_MULT);
+  u64* bars = reinterpret_cast<u64*>(tile_w + RING * BF_TILE_W + RING * BF_MULT + BF_GROUPS);
   const u32 full0 = smem_addr(bars), conv0 = smem_addr(bars + RING), empty0 = smem_addr(bars + 2 * RING);
   const u32 tid = MXRT_TID_X;
   const u32 tiles_m = ((u32)m + BF_BM - 1) / BF_BM, tiles_n = ((u32)n + BF_BN - 1) / BF_BN;
@@ -220,7 +225,7 @@ extern "C" __global__ void __launch_bounds__(BF_THREADS, 1)
   if (tid == 0) {
     for (u32 s = 0; s < RING; ++s) {
       mbar_init(full0 + 8 * s, 1);     // the TMA thread (+ tx bytes)
-      mbar_init(conv0 + 8 * s, 32);    // the stage's converter warp, every lane after its stores
+      mbar_init(conv0 + 8 * s, 96);    // the three converter warps, every lane after its stores
       mbar_init(empty0 + 8 * s, 256);  // every consumer thread after the stage's wgmmas completed
     }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
@@ -250,33 +255,54 @@ extern "C" __global__ void __launch_bounds__(BF_THREADS, 1)
         PROF_END(2, 1, 2, true);
       }
     } else {
-      // converter warp w (0..2): stages g = w, w + 3, ...; lane l: B rows l + 32 i (i < 4, both blocks), A rows
-      // l + 32 i (i < 8, multipliers only)
-      const u32 w = pw - 1u;
+      // converter warps 9-11 (ct = 0..95) share every stage: B units u = ct + 96 i < 256 (row u % 128, block
+      // u / 128 of the stage), A rows ct + 96 i < 256 (multipliers of both blocks). Scales come as 8-block words
+      // (bf_group: blocks 8 q .. 8 q + 7 of a row, the stages 4 q .. 4 q + 3), loaded once per 4 stages and one
+      // group ahead: per-stage byte loads from every row stalled the converters ~5 k cycles per stage (call 5).
+      const u32 ct = tid - 288u;
       BfCursor c = bf_start(bid, tiles_m, tiles_n);
-      for (u32 d = 0; d < w; ++d) bf_next(c, nkt, grid, ntiles, tiles_m, tiles_n);
-      // the scale bytes of this warp's next stage are loaded while it converts the current one (their latency
-      // was exposed once per stage)
-      u32 sbn[4], san[8];
-      auto load_scales = [&](const BfCursor& cc) {
+      const bool words = SLA == MXRT_SCALE_LAYOUT_NONE && SLB == MXRT_SCALE_LAYOUT_NONE && kbs % 8u == 0u;
+      // group words staged in shared memory, one group ahead: slot i < 3 A row ct + 96 i, 3 + i the B row of
+      // unit i; each lane reads back only its own copies (cp.async.wait_group orders them), so no barrier
+      auto stage_group = [&](u32 gb, u32 m0, u32 n0, u32 kt) {
 #pragma unroll
-        for (u32 i = 0; i < 4; ++i) sbn[i] = bf_scales2<SLB>(sb, cc.n0 + lane + 32u * i, (u32)n, cc.kt, kbs);
-#pragma unroll
-        for (u32 i = 0; i < 8; ++i) san[i] = bf_scales2<SLA>(sa, cc.m0 + lane + 32u * i, (u32)m, cc.kt, kbs);
+        for (u32 i = 0; i < 6; ++i) {
+          const u32 u = ct + 96u * (i % 3u);
+          if (u >= 256u) continue;
+          const bool is_a = i < 3u;
+          const u32 row = is_a ? m0 + u : n0 + (u & 127u), rows = is_a ? (u32)m : (u32)n;
+          u64* dst = gbuf + (gb * 6u + i) * 96u + ct;
+          if (words && row < rows) {
+            const u8* src = (is_a ? sa : sb) + (u64)row * kbs + 2u * kt;
+            asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(smem_addr(dst)), "l"(src) : "memory");
+          } else {
+            *dst = is_a ? bf_group<SLA>(sa, row, rows, kt, kbs, false) : bf_group<SLB>(sb, row, rows, kt, kbs, false);
+          }
+        }
+        asm volatile("cp.async.commit_group;" ::: "memory");
       };
-      if (w < total) load_scales(c);
-      for (u32 g = w; g < total; g += 3u) {
+      // the cursor of the next group to stage (kt a multiple of 4: the next 4 stages of this tile, or the next tile)
+      BfCursor lc = c;
+      auto next_group = [&]() {
+        if (lc.kt + 4u < nkt) {
+          lc.kt += 4u;
+        } else {
+          lc.kt = 0u;
+          lc.tile += grid;
+          if (lc.tile < ntiles) bf_tile(lc.tile, tiles_m, tiles_n, lc.m0, lc.n0);
+        }
+      };
+      u32 buf = 0;
+      if (total > 0u) stage_group(0u, lc.m0, lc.n0, lc.kt);
+      for (u32 g = 0; g < total; ++g, bf_next(c, nkt, grid, ntiles, tiles_m, tiles_n)) {
         PROF_SKIP();
         const u32 slot = g % RING;
-        u32 sbv[4], sav[8];
-#pragma unroll
-        for (u32 i = 0; i < 4; ++i) sbv[i] = sbn[i];
-#pragma unroll
-        for (u32 i = 0; i < 8; ++i) sav[i] = san[i];
-        PROF_MARK(11);
-#pragma unroll
-        for (u32 d = 0; d < 3; ++d) bf_next(c, nkt, grid, ntiles, tiles_m, tiles_n);
-        if (g + 3u < total) load_scales(c);
+        if ((c.kt & 3u) == 0u) {  // a new group: its words landed; stage the next group's into the other buffer
+          asm volatile("cp.async.wait_group 0;" ::: "memory");
+          if (g > 0u) buf ^= 1u;
+          next_group();
+          if (lc.tile < ntiles) stage_group(buf ^ 1u, lc.m0, lc.n0, lc.kt);
+        }
         PROF_MARK(12);
         mbar_wait(full0 + 8 * slot, (g / RING) & 1u);  // TMA landed (and the slot's previous readers are done)
         PROF_MARK(3);
@@ -284,39 +310,50 @@ extern "C" __global__ void __launch_bounds__(BF_THREADS, 1)
           mbar_arrive(conv0 + 8 * slot);
           continue;
         }
+        const u32 sh = 16u * (c.kt & 3u);  // this stage's two bytes in the group words
+        const u64* gw = gbuf + buf * 6u * 96u + ct;
         u32* ms = mult_s + slot * (BF_BM * 2);
 #pragma unroll
-        for (u32 i = 0; i < 8; ++i) {
-          const u32 v = sav[i];
-          uint2 mm;
-          mm.x = bf_mult<BF_BIAS_A>(v & 255u, (v >> 16) & 1u);
-          mm.y = bf_mult<BF_BIAS_A>((v >> 8) & 255u, (v >> 17) & 1u);
-          *reinterpret_cast<uint2*>(ms + 2u * (lane + 32u * i)) = mm;
+        for (u32 i = 0; i < 3; ++i) {
+          const u32 r = ct + 96u * i;
+          if (r < 256u) {
+            const u32 v = (u32)(gw[96u * i] >> sh);
+            uint2 mm;
+            mm.x = bf_mult<BF_BIAS_A>(v & 255u, c.m0 + r < (u32)m);
+            mm.y = bf_mult<BF_BIAS_A>((v >> 8) & 255u, c.m0 + r < (u32)m);
+            *reinterpret_cast<uint2*>(ms + 2u * r) = mm;
+          }
         }
         const u8* bt = tile_b + slot * BF_TILE_B;
         u8* wt = tile_w + slot * BF_TILE_W;
 #pragma unroll
-        for (u32 i = 0; i < 4; ++i) {
-          const u32 r = lane + 32u * i;
-#pragma unroll
-          for (u32 j = 0; j < 2; ++j) {
-            const u32 v = sbv[i];
-            const u32 mb = bf_mult<BF_BIAS_B>((v >> (8u * j)) & 255u, (v >> (16u + j)) & 1u);
+        for (u32 i = 0; i < 3; ++i) {
+          const u32 u = ct + 96u * i;
+          if (u < 256u) {
+            const u32 r = u & 127u, j = u >> 7;
+            const u32 mb = bf_mult<BF_BIAS_B>((u32)(gw[96u * (3u + i)] >> (sh + 8u * j)) & 255u, c.n0 + r < (u32)n);
             // the block's 32 codes: logical 16-byte chunks 2j, 2j + 1 of the 64-byte row (64B swizzle)
             const uint4 c0 = *reinterpret_cast<const uint4*>(bt + r * 64u + 16u * ((2u * j) ^ ((r >> 1) & 3u)));
             const uint4 c1 = *reinterpret_cast<const uint4*>(bt + r * 64u + 16u * ((2u * j + 1u) ^ ((r >> 1) & 3u)));
-            const u32 wv[8] = {c0.x, c0.y, c0.z, c0.w, c1.x, c1.y, c1.z, c1.w};
-            u32 lo[8], hi[8];
-#pragma unroll
-            for (u32 q = 0; q < 8; ++q) bf_cvt4<BF_SH_B>(wv[q], mb, lo[q], hi[q]);
             // k16 step 2j: chunk 4j = lo(W0, W2, W4, W6), chunk 4j+1 = hi(...); step 2j+1: lo / hi of W1, W3, ...
-            // (the K order the consumers' register fragments of A use), 128B swizzle: chunk c at c ^ (r & 7)
+            // (the K order the consumers' register fragments of A use), 128B swizzle: chunk c at c ^ (r & 7).
+            // One step at a time (8 live results: the producer's 88 registers)
             u8* row = wt + r * 128u;
             const u32 x = r & 7u;
-            *reinterpret_cast<uint4*>(row + 16u * ((4u * j) ^ x)) = make_uint4(lo[0], lo[2], lo[4], lo[6]);
-            *reinterpret_cast<uint4*>(row + 16u * ((4u * j + 1u) ^ x)) = make_uint4(hi[0], hi[2], hi[4], hi[6]);
-            *reinterpret_cast<uint4*>(row + 16u * ((4u * j + 2u) ^ x)) = make_uint4(lo[1], lo[3], lo[5], lo[7]);
-            *reinterpret_cast<uint4*>(row + 16u * ((4u * j + 3u) ^ x)) = make_uint4(hi[1], hi[3], hi[5], hi[7]);
+            const u32 we[4] = {c0.x, c0.z, c1.x, c1.z}, wo[4] = {c0.y, c0.w, c1.y, c1.w};
+            uint4 l, h;
+            bf_cvt4<BF_SH_B>(we[0], mb, l.x, h.x);
+            bf_cvt4<BF_SH_B>(we[1], mb, l.y, h.y);
+            bf_cvt4<BF_SH_B>(we[2], mb, l.z, h.z);
+            bf_cvt4<BF_SH_B>(we[3], mb, l.w, h.w);
+            *reinterpret_cast<uint4*>(row + 16u * ((4u * j) ^ x)) = l;
+            *reinterpret_cast<uint4*>(row + 16u * ((4u * j + 1u) ^ x)) = h;
+            bf_cvt4<BF_SH_B>(wo[0], mb, l.x, h.x);
+            bf_cvt4<BF_SH_B>(wo[1], mb, l.y, h.y);
+            bf_cvt4<BF_SH_B>(wo[2], mb, l.z, h.z);
+            bf_cvt4<BF_SH_B>(wo[3], mb, l.w, h.w);
+            *reinterpret_cast<uint4*>(row + 16u * ((4u * j + 2u) ^ x)) = l;
+            *reinterpret_cast<uint4*>(row + 16u * ((4u * j + 3u) ^ x)) = h;
           }
         }
         // the bf16 tile is read by wgmma (the async proxy): order this thread's generic stores before it
@@ -324,8 +361,8 @@ extern "C" __global__ void __launch_bounds__(BF_THREADS, 1)
         mbar_arrive(conv0 + 8 * slot);
         PROF_MARK(4);
       }
-      PROF_END(5, 3, 5, lane == 0 && w == 0);
-      PROF_END(5, 11, 12, lane == 0 && w == 0);
+      PROF_END(5, 3, 5, ct == 0u);
+      PROF_END(5, 12, 12, ct == 0u);
     }
   } else {
     // ---------------- consumer warpgroups 0, 1: rows 128 cw .. 128 cw + 127 as two m64 halves ----------------

@@ -313,47 +313,59 @@ extern "C" __global__ void __launch_bounds__(BF_THREADS, 1)
         const u32 sh = 16u * (c.kt & 3u);  // this stage's two bytes in the group words
         const u64* gw = gbuf + buf * 6u * 96u + ct;
         u32* ms = mult_s + slot * (BF_BM * 2);
+        const u8* bt = tile_b + slot * BF_TILE_B;
+        u8* wt = tile_w + slot * BF_TILE_W;
+        // every shared-memory load of the stage first (scale words, the units' codes), then the conversions and
+        // stores: the compiler may not move a load across a possibly aliasing store, and one unit at a time left
+        // the converters waiting on their own dependency chains (ncu call 7: 'wait' + 'short scoreboard')
+        const bool has3 = ct + 192u < 256u;
+        u64 wsa[3], wsb[3];
+        uint4 cd[3][2];
+#pragma unroll
+        for (u32 i = 0; i < 3; ++i) {
+          if (i < 2u || has3) {
+            const u32 u = ct + 96u * i, r = u & 127u, j = u >> 7;
+            wsa[i] = gw[96u * i];
+            wsb[i] = gw[96u * (3u + i)];
+            cd[i][0] = *reinterpret_cast<const uint4*>(bt + r * 64u + 16u * ((2u * j) ^ ((r >> 1) & 3u)));
+            cd[i][1] = *reinterpret_cast<const uint4*>(bt + r * 64u + 16u * ((2u * j + 1u) ^ ((r >> 1) & 3u)));
+          }
+        }
 #pragma unroll
         for (u32 i = 0; i < 3; ++i) {
           const u32 r = ct + 96u * i;
-          if (r < 256u) {
-            const u32 v = (u32)(gw[96u * i] >> sh);
+          if (i < 2u || has3) {
+            const u32 v = (u32)(wsa[i] >> sh);
             uint2 mm;
             mm.x = bf_mult<BF_BIAS_A>(v & 255u, c.m0 + r < (u32)m);
             mm.y = bf_mult<BF_BIAS_A>((v >> 8) & 255u, c.m0 + r < (u32)m);
             *reinterpret_cast<uint2*>(ms + 2u * r) = mm;
           }
         }
-        const u8* bt = tile_b + slot * BF_TILE_B;
-        u8* wt = tile_w + slot * BF_TILE_W;
 #pragma unroll
         for (u32 i = 0; i < 3; ++i) {
-          const u32 u = ct + 96u * i;
-          if (u < 256u) {
-            const u32 r = u & 127u, j = u >> 7;
-            const u32 mb = bf_mult<BF_BIAS_B>((u32)(gw[96u * (3u + i)] >> (sh + 8u * j)) & 255u, c.n0 + r < (u32)n);
-            // the block's 32 codes: logical 16-byte chunks 2j, 2j + 1 of the 64-byte row (64B swizzle)
-            const uint4 c0 = *reinterpret_cast<const uint4*>(bt + r * 64u + 16u * ((2u * j) ^ ((r >> 1) & 3u)));
-            const uint4 c1 = *reinterpret_cast<const uint4*>(bt + r * 64u + 16u * ((2u * j + 1u) ^ ((r >> 1) & 3u)));
-            // k16 step 2j: chunk 4j = lo(W0, W2, W4, W6), chunk 4j+1 = hi(...); step 2j+1: lo / hi of W1, W3, ...
-            // (the K order the consumers' register fragments of A use), 128B swizzle: chunk c at c ^ (r & 7).
-            // One step at a time (8 live results: the producer's 88 registers)
+          if (i < 2u || has3) {
+            const u32 u = ct + 96u * i, r = u & 127u, j = u >> 7;
+            const u32 mb = bf_mult<BF_BIAS_B>((u32)(wsb[i] >> (sh + 8u * j)) & 255u, c.n0 + r < (u32)n);
+            // the block's 32 codes (logical 16-byte chunks 2j, 2j + 1 of the 64-byte row): k16 step 2j gets chunk
+            // 4j = lo(W0, W2, W4, W6) and 4j+1 = hi(...), step 2j+1 lo / hi of W1, W3, ... (the K order of the
+            // consumers' register fragments of A); 128B swizzle: chunk c at c ^ (r & 7)
+            const uint4 c0 = cd[i][0], c1 = cd[i][1];
             u8* row = wt + r * 128u;
             const u32 x = r & 7u;
-            const u32 we[4] = {c0.x, c0.z, c1.x, c1.z}, wo[4] = {c0.y, c0.w, c1.y, c1.w};
-            uint4 l, h;
-            bf_cvt4<BF_SH_B>(we[0], mb, l.x, h.x);
-            bf_cvt4<BF_SH_B>(we[1], mb, l.y, h.y);
-            bf_cvt4<BF_SH_B>(we[2], mb, l.z, h.z);
-            bf_cvt4<BF_SH_B>(we[3], mb, l.w, h.w);
-            *reinterpret_cast<uint4*>(row + 16u * ((4u * j) ^ x)) = l;
-            *reinterpret_cast<uint4*>(row + 16u * ((4u * j + 1u) ^ x)) = h;
-            bf_cvt4<BF_SH_B>(wo[0], mb, l.x, h.x);
-            bf_cvt4<BF_SH_B>(wo[1], mb, l.y, h.y);
-            bf_cvt4<BF_SH_B>(wo[2], mb, l.z, h.z);
-            bf_cvt4<BF_SH_B>(wo[3], mb, l.w, h.w);
-            *reinterpret_cast<uint4*>(row + 16u * ((4u * j + 2u) ^ x)) = l;
-            *reinterpret_cast<uint4*>(row + 16u * ((4u * j + 3u) ^ x)) = h;
+            uint4 l0, h0, l1, h1;
+            bf_cvt4<BF_SH_B>(c0.x, mb, l0.x, h0.x);
+            bf_cvt4<BF_SH_B>(c0.z, mb, l0.y, h0.y);
+            bf_cvt4<BF_SH_B>(c1.x, mb, l0.z, h0.z);
+            bf_cvt4<BF_SH_B>(c1.z, mb, l0.w, h0.w);
+            bf_cvt4<BF_SH_B>(c0.y, mb, l1.x, h1.x);
+            bf_cvt4<BF_SH_B>(c0.w, mb, l1.y, h1.y);
+            bf_cvt4<BF_SH_B>(c1.y, mb, l1.z, h1.z);
+            bf_cvt4<BF_SH_B>(c1.w, mb, l1.w, h1.w);
+            *reinterpret_cast<uint4*>(row + 16u * ((4u * j) ^ x)) = l0;
+            *reinterpret_cast<uint4*>(row + 16u * ((4u * j + 1u) ^ x)) = h0;
+            *reinterpret_cast<uint4*>(row + 16u * ((4u * j + 2u) ^ x)) = l1;
+            *reinterpret_cast<uint4*>(row + 16u * ((4u * j + 3u) ^ x)) = h1;
           }
         }
         // the bf16 tile is read by wgmma (the async proxy): order this thread's generic stores before it

@@ -297,16 +297,13 @@ extern "C" __global__ void __launch_bounds__(BF_THREADS, 1)
         }
         asm volatile("cp.async.commit_group;" ::: "memory");
       };
-      // the 16 bits of this stage (shift sh) of slot i: funnel-shifted across the slot's two words for a row-major
-      // operand whose 8 bytes straddle them
-      auto stage_bits = [&](const u64* gw, u32 i, bool al, u32 row, u32 kt0, u32 sh) -> u32 {
+      // slot i's 8 bytes of the group as one word, funnel-shifted across its two staged words for a row-major
+      // operand whose bytes straddle them (once per group: per stage only a 16-bit extract remains)
+      auto group_word = [&](const u64* gw, u32 i, bool al, u32 row, u32 kt0) -> u64 {
         const u32 off = al ? (u32)(((u64)row * kbs + 2u * kt0) & 7u) * 8u : 0u;
-        const u32 t = off + sh;
         const u64 w0 = gw[2u * 96u * i];
-        if (t == 0u) return (u32)w0 & 0xFFFFu;
-        const u64 w1 = off != 0u ? gw[2u * 96u * i + 96u] : 0u;
-        const u64 v = t < 64u ? (w0 >> t) | (w1 << (64u - t)) : w1 >> (t - 64u);
-        return (u32)v & 0xFFFFu;
+        if (off == 0u) return w0;
+        return (w0 >> off) | (gw[2u * 96u * i + 96u] << (64u - off));
       };
       // the cursor of the next group to stage (kt a multiple of 4: the next 4 stages of this tile, or the next tile)
       BfCursor lc = c;
@@ -320,6 +317,7 @@ extern "C" __global__ void __launch_bounds__(BF_THREADS, 1)
         }
       };
       u32 buf = 0;
+      u64 gwa[3] = {0u, 0u, 0u}, gwb[3] = {0u, 0u, 0u};  // this group's words (A rows, B unit rows)
       if (total > 0u) stage_group(0u, lc.m0, lc.n0, lc.kt);
       for (u32 g = 0; g < total; ++g, bf_next(c, nkt, grid, ntiles, tiles_m, tiles_n)) {
         PROF_SKIP();
@@ -327,6 +325,15 @@ extern "C" __global__ void __launch_bounds__(BF_THREADS, 1)
         if ((c.kt & 3u) == 0u) {  // a new group: its words landed; stage the next group's into the other buffer
           asm volatile("cp.async.wait_group 0;" ::: "memory");
           if (g > 0u) buf ^= 1u;
+          const u64* gw = gbuf + buf * 12u * 96u + ct;
+#pragma unroll
+          for (u32 i = 0; i < 3; ++i) {
+            const u32 u = ct + 96u * i;
+            if (u < 256u) {
+              gwa[i] = group_word(gw, i, al_a, c.m0 + u, c.kt);
+              gwb[i] = group_word(gw, 3u + i, al_b, c.n0 + (u & 127u), c.kt);
+            }
+          }
           next_group();
           if (lc.tile < ntiles) stage_group(buf ^ 1u, lc.m0, lc.n0, lc.kt);
         }
@@ -338,43 +345,38 @@ extern "C" __global__ void __launch_bounds__(BF_THREADS, 1)
           continue;
         }
         const u32 sh = 16u * (c.kt & 3u);  // this stage's two bytes in the group words
-        const u64* gw = gbuf + buf * 12u * 96u + ct;
-        const u32 kt0 = c.kt & ~3u;
         u32* ms = mult_s + slot * (BF_BM * 2);
         const u8* bt = tile_b + slot * BF_TILE_B;
         u8* wt = tile_w + slot * BF_TILE_W;
-        // the stage's loads before its conversions and stores: the compiler may not move a load across a possibly
-        // aliasing store, and one unit at a time left the converters waiting on their own dependency chains (ncu
-        // call 7: 'wait' + 'short scoreboard')
+        // every shared-memory load of the stage first (the units' codes), then the conversions and stores: the
+        // compiler may not move a load across a possibly aliasing store, and one unit at a time left the converters
+        // waiting on their own dependency chains (ncu call 7: 'wait' + 'short scoreboard')
         const bool has3 = ct + 192u < 256u;
-        // A multipliers first (their scale words only), then every load of the B units before any conversion
-#pragma unroll
-        for (u32 i = 0; i < 3; ++i) {
-          const u32 r = ct + 96u * i;
-          if (i < 2u || has3) {
-            const u32 v = stage_bits(gw, i, al_a, c.m0 + r, kt0, sh);
-            uint2 mm;
-            mm.x = bf_mult<BF_BIAS_A>(v & 255u, c.m0 + r < (u32)m);
-            mm.y = bf_mult<BF_BIAS_A>((v >> 8) & 255u, c.m0 + r < (u32)m);
-            *reinterpret_cast<uint2*>(ms + 2u * r) = mm;
-          }
-        }
-        u32 wsb[3];
         uint4 cd[3][2];
 #pragma unroll
         for (u32 i = 0; i < 3; ++i) {
           if (i < 2u || has3) {
             const u32 u = ct + 96u * i, r = u & 127u, j = u >> 7;
-            wsb[i] = stage_bits(gw, 3u + i, al_b, c.n0 + r, kt0, sh);
             cd[i][0] = *reinterpret_cast<const uint4*>(bt + r * 64u + 16u * ((2u * j) ^ ((r >> 1) & 3u)));
             cd[i][1] = *reinterpret_cast<const uint4*>(bt + r * 64u + 16u * ((2u * j + 1u) ^ ((r >> 1) & 3u)));
           }
         }
 #pragma unroll
         for (u32 i = 0; i < 3; ++i) {
+          const u32 r = ct + 96u * i;
+          if (i < 2u || has3) {
+            const u32 v = (u32)(gwa[i] >> sh);
+            uint2 mm;
+            mm.x = bf_mult<BF_BIAS_A>(v & 255u, c.m0 + r < (u32)m);
+            mm.y = bf_mult<BF_BIAS_A>((v >> 8) & 255u, c.m0 + r < (u32)m);
+            *reinterpret_cast<uint2*>(ms + 2u * r) = mm;
+          }
+        }
+#pragma unroll
+        for (u32 i = 0; i < 3; ++i) {
           if (i < 2u || has3) {
             const u32 u = ct + 96u * i, r = u & 127u, j = u >> 7;
-            const u32 mb = bf_mult<BF_BIAS_B>((wsb[i] >> (8u * j)) & 255u, c.n0 + r < (u32)n);
+            const u32 mb = bf_mult<BF_BIAS_B>((u32)(gwb[i] >> (sh + 8u * j)) & 255u, c.n0 + r < (u32)n);
             // the block's 32 codes (logical 16-byte chunks 2j, 2j + 1 of the 64-byte row): k16 step 2j gets chunk
             // 4j = lo(W0, W2, W4, W6) and 4j+1 = hi(...), step 2j+1 lo / hi of W1, W3, ... (the K order of the
             // consumers' register fragments of A); 128B swizzle: chunk c at c ^ (r & 7)

@@ -37,7 +37,7 @@ NP_OUT = {"float32": np.float32, "bfloat16": ml_dtypes.bfloat16, "float16": np.f
 CP_OUT = {"float32": cupy.float32, "bfloat16": cupy.uint16, "float16": cupy.float16}
 LOG: dict = {"device": bench_core.device_name(), "check": [], "time": []}
 WINDOW = {"e4m3": (10, 134), "e5m2": (17, 142)}
-REGS = (104, 88)
+REGS = (88, 72)
 DIAGS: tuple[int, ...] = ()
 
 
@@ -231,7 +231,7 @@ def main() -> int:
     ap.add_argument("--json")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--rings", default="4")
-    ap.add_argument("--regs", default="104,88")
+    ap.add_argument("--regs", default="88,72")
     ap.add_argument("--diags", default="", help="timing diagnostics BF_DIAG to time beside (e.g. 1,2,3)")
     args = ap.parse_args()
     rings = tuple(int(s) for s in args.rings.split(","))

@@ -19,7 +19,7 @@ step "device"
 step "prebuild"
 timeout "$(cap 100)" python3 benchmarks/prebuild.py gemm_mx_sm90_bf16 gemm_mx_sm90_ws --jobs 16 2>&1 | tail -3
 step "(a) check + time"
-timeout "$(cap 300)" python3 benchmarks/gemm_sm90_bf16_dev.py --sections ${SECTIONS:-check,time} --rings ${RINGS:-4} --regs ${REGS:-104,88} --diags "${DIAGS:-}" ${QUICK:-} \
+timeout "$(cap 300)" python3 benchmarks/gemm_sm90_bf16_dev.py --sections ${SECTIONS:-check,time} --rings ${RINGS:-4} --regs ${REGS:-88,72} --diags "${DIAGS:-}" ${QUICK:-} \
   --json "$OUT/bf16_dev.json" > "$OUT/bf16_dev.txt" 2>&1
 echo "rc=$?"; grep -E "check: |pass': False|Error|error" "$OUT/bf16_dev.txt" | head -20; sed -n '/== summary ==/,$p' "$OUT/bf16_dev.txt"
 step "(b) ncu"

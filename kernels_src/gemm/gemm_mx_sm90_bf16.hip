@@ -29,7 +29,7 @@
 
 #if defined(MXRT_CUDA)
 
-MXRT_STATIC_ASSERT(RING >= 3 && RING <= 4, "RING: 3..4 stages of 42 KB (+ 18 KB of scale words)");
+MXRT_STATIC_ASSERT(RING >= 3 && RING <= 5, "RING: 3..5 stages of 42 KB");
 MXRT_STATIC_ASSERT(ATOMIC == 0, "gemm_mx_sm90_bf16 stores (ATOMIC 0)");
 // BF_DIAG (timing diagnostics, inexact): 1 the converter warps only wait for the TMA and arrive (no B tile, no
 // multipliers); 2 the consumers skip the A conversion (raw code words as fragments); 3 both
@@ -60,14 +60,14 @@ MXRT_STATIC_ASSERT(ATOMIC == 0, "gemm_mx_sm90_bf16 stores (ATOMIC 0)");
 #define PROF_SKIP() do { } while (0)
 #define PROF_END(I, FIRST, LAST, ON) do { } while (0)
 #endif
-MXRT_STATIC_ASSERT(PRODUCER_REGS == 56 || PRODUCER_REGS == 72 || PRODUCER_REGS == 88 || PRODUCER_REGS == 104,
-                   "PRODUCER_REGS: 56 / 72 / 88 / 104 (consumers 224 / 216 / 208 / 200: <= 384 x 168 in all)");
+MXRT_STATIC_ASSERT(PRODUCER_REGS == 56 || PRODUCER_REGS == 72 || PRODUCER_REGS == 88,
+                   "PRODUCER_REGS: 56 / 72 / 88 (consumers 224 / 216 / 208: 384 x 168 in all)");
 
 #define BF_THREADS 384
 // 2 x 128 x 216 + 128 x 72 = 384 x 168, the launch's registers: the converter warps need room for their
 // conversions to overlap (at 56 they ran latency-bound, ~10 cycles per instruction: device call 1)
 #define BF_PRODUCER_REGS PRODUCER_REGS
-#define BF_CONSUMER_REGS (224 - ((PRODUCER_REGS - 56) / 16) * 8)
+#define BF_CONSUMER_REGS (224 - ((PRODUCER_REGS - 56) / 2))
 #define BF_BM 256
 #define BF_BN 128
 #define BF_BK 64                        // K elements (fp8 bytes) per stage: two MX blocks
@@ -75,7 +75,7 @@ MXRT_STATIC_ASSERT(PRODUCER_REGS == 56 || PRODUCER_REGS == 72 || PRODUCER_REGS =
 #define BF_TILE_B (BF_BN * BF_BK)       // 8 KB fp8
 #define BF_TILE_W (BF_BN * BF_BK * 2)   // 16 KB bf16 B, 128-byte rows, SWIZZLE_128B (the wgmma operand)
 #define BF_MULT (BF_BM * 8)             // 2 KB: per A row the two blocks' bf16x2 multipliers
-#define BF_GROUPS (2 * 6 * 2 * 96 * 8)  // 18 KB: the converters' scale words, [2 groups][6 slots][2 words][96 lanes]
+#define BF_GROUPS (2 * 6 * 96 * 8)      // 9 KB: the converters' scale words, [2 groups][6 slots][96 lanes] u64
 // bf16 bits of a code with the sign byte kept and the magnitude shifted into the exponent / mantissa fields: the
 // element times 2^-120 (e4m3, shift 4) or 2^-112 (e5m2, shift 3), normal or subnormal alike; the multiplier
 // 2^(s - 127 + 120 / 112) restores it with one bf16 multiply (exact while the result is a normal bf16)
@@ -261,12 +261,9 @@ extern "C" __global__ void __launch_bounds__(BF_THREADS, 1)
       // group ahead: per-stage byte loads from every row stalled the converters ~5 k cycles per stage (call 5).
       const u32 ct = tid - 288u;
       BfCursor c = bf_start(bid, tiles_m, tiles_n);
+      const bool words = SLA == MXRT_SCALE_LAYOUT_NONE && SLB == MXRT_SCALE_LAYOUT_NONE && kbs % 8u == 0u;
       // group words staged in shared memory, one group ahead: slot i < 3 A row ct + 96 i, 3 + i the B row of
-      // unit i; each lane reads back only its own copies (cp.async.wait_group orders them), so no barrier. A
-      // row-major operand (scale base 8-byte aligned) takes the two aligned 8-byte words around its 8 bytes (one
-      // when they are aligned: kbs % 8 == 0), funnel-shifted at the read; a preshuffled one byte loads (slow).
-      const bool al_a = SLA == MXRT_SCALE_LAYOUT_NONE && (reinterpret_cast<u64>(sa) & 7u) == 0u;
-      const bool al_b = SLB == MXRT_SCALE_LAYOUT_NONE && (reinterpret_cast<u64>(sb) & 7u) == 0u;
+      // unit i; each lane reads back only its own copies (cp.async.wait_group orders them), so no barrier
       auto stage_group = [&](u32 gb, u32 m0, u32 n0, u32 kt) {
 #pragma unroll
         for (u32 i = 0; i < 6; ++i) {
@@ -274,36 +271,15 @@ extern "C" __global__ void __launch_bounds__(BF_THREADS, 1)
           if (u >= 256u) continue;
           const bool is_a = i < 3u;
           const u32 row = is_a ? m0 + u : n0 + (u & 127u), rows = is_a ? (u32)m : (u32)n;
-          u64* dst = gbuf + ((gb * 6u + i) * 2u) * 96u + ct;
-          if ((is_a ? al_a : al_b) && row < rows) {
-            const u64 start = (u64)row * kbs + 2u * kt, base = start & ~(u64)7u, total_b = (u64)rows * kbs;
-            const u8* src = is_a ? sa : sb;
-            // an aligned word by cp.async, or by byte loads where it would read past the scale buffer
-            auto word = [&](u64 at, u64* d) {
-              if (at + 8u <= total_b) {
-                asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(smem_addr(d)), "l"(src + at) : "memory");
-              } else {
-                u64 v = 0u;
-                for (u32 b = 0; b < 8u; ++b)
-                  if (at + b < total_b) v |= (u64)__ldg(src + at + b) << (8u * b);
-                *d = v;
-              }
-            };
-            word(base, dst);
-            if ((start & 7u) != 0u) word(base + 8u, dst + 96);
+          u64* dst = gbuf + (gb * 6u + i) * 96u + ct;
+          if (words && row < rows) {
+            const u8* src = (is_a ? sa : sb) + (u64)row * kbs + 2u * kt;
+            asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(smem_addr(dst)), "l"(src) : "memory");
           } else {
             *dst = is_a ? bf_group<SLA>(sa, row, rows, kt, kbs, false) : bf_group<SLB>(sb, row, rows, kt, kbs, false);
           }
         }
         asm volatile("cp.async.commit_group;" ::: "memory");
-      };
-      // slot i's 8 bytes of the group as one word, funnel-shifted across its two staged words for a row-major
-      // operand whose bytes straddle them (once per group: per stage only a 16-bit extract remains)
-      auto group_word = [&](const u64* gw, u32 i, bool al, u32 row, u32 kt0) -> u64 {
-        const u32 off = al ? (u32)(((u64)row * kbs + 2u * kt0) & 7u) * 8u : 0u;
-        const u64 w0 = gw[2u * 96u * i];
-        if (off == 0u) return w0;
-        return (w0 >> off) | (gw[2u * 96u * i + 96u] << (64u - off));
       };
       // the cursor of the next group to stage (kt a multiple of 4: the next 4 stages of this tile, or the next tile)
       BfCursor lc = c;
@@ -317,7 +293,6 @@ extern "C" __global__ void __launch_bounds__(BF_THREADS, 1)
         }
       };
       u32 buf = 0;
-      u64 gwa[3] = {0u, 0u, 0u}, gwb[3] = {0u, 0u, 0u};  // this group's words (A rows, B unit rows)
       if (total > 0u) stage_group(0u, lc.m0, lc.n0, lc.kt);
       for (u32 g = 0; g < total; ++g, bf_next(c, nkt, grid, ntiles, tiles_m, tiles_n)) {
         PROF_SKIP();
@@ -325,15 +300,6 @@ extern "C" __global__ void __launch_bounds__(BF_THREADS, 1)
         if ((c.kt & 3u) == 0u) {  // a new group: its words landed; stage the next group's into the other buffer
           asm volatile("cp.async.wait_group 0;" ::: "memory");
           if (g > 0u) buf ^= 1u;
-          const u64* gw = gbuf + buf * 12u * 96u + ct;
-#pragma unroll
-          for (u32 i = 0; i < 3; ++i) {
-            const u32 u = ct + 96u * i;
-            if (u < 256u) {
-              gwa[i] = group_word(gw, i, al_a, c.m0 + u, c.kt);
-              gwb[i] = group_word(gw, 3u + i, al_b, c.n0 + (u & 127u), c.kt);
-            }
-          }
           next_group();
           if (lc.tile < ntiles) stage_group(buf ^ 1u, lc.m0, lc.n0, lc.kt);
         }
@@ -345,18 +311,22 @@ extern "C" __global__ void __launch_bounds__(BF_THREADS, 1)
           continue;
         }
         const u32 sh = 16u * (c.kt & 3u);  // this stage's two bytes in the group words
+        const u64* gw = gbuf + buf * 6u * 96u + ct;
         u32* ms = mult_s + slot * (BF_BM * 2);
         const u8* bt = tile_b + slot * BF_TILE_B;
         u8* wt = tile_w + slot * BF_TILE_W;
-        // every shared-memory load of the stage first (the units' codes), then the conversions and stores: the
-        // compiler may not move a load across a possibly aliasing store, and one unit at a time left the converters
-        // waiting on their own dependency chains (ncu call 7: 'wait' + 'short scoreboard')
+        // every shared-memory load of the stage first (scale words, the units' codes), then the conversions and
+        // stores: the compiler may not move a load across a possibly aliasing store, and one unit at a time left
+        // the converters waiting on their own dependency chains (ncu call 7: 'wait' + 'short scoreboard')
         const bool has3 = ct + 192u < 256u;
+        u64 wsa[3], wsb[3];
         uint4 cd[3][2];
 #pragma unroll
         for (u32 i = 0; i < 3; ++i) {
           if (i < 2u || has3) {
             const u32 u = ct + 96u * i, r = u & 127u, j = u >> 7;
+            wsa[i] = gw[96u * i];
+            wsb[i] = gw[96u * (3u + i)];
             cd[i][0] = *reinterpret_cast<const uint4*>(bt + r * 64u + 16u * ((2u * j) ^ ((r >> 1) & 3u)));
             cd[i][1] = *reinterpret_cast<const uint4*>(bt + r * 64u + 16u * ((2u * j + 1u) ^ ((r >> 1) & 3u)));
           }
@@ -365,7 +335,7 @@ extern "C" __global__ void __launch_bounds__(BF_THREADS, 1)
         for (u32 i = 0; i < 3; ++i) {
           const u32 r = ct + 96u * i;
           if (i < 2u || has3) {
-            const u32 v = (u32)(gwa[i] >> sh);
+            const u32 v = (u32)(wsa[i] >> sh);
             uint2 mm;
             mm.x = bf_mult<BF_BIAS_A>(v & 255u, c.m0 + r < (u32)m);
             mm.y = bf_mult<BF_BIAS_A>((v >> 8) & 255u, c.m0 + r < (u32)m);
@@ -376,7 +346,7 @@ extern "C" __global__ void __launch_bounds__(BF_THREADS, 1)
         for (u32 i = 0; i < 3; ++i) {
           if (i < 2u || has3) {
             const u32 u = ct + 96u * i, r = u & 127u, j = u >> 7;
-            const u32 mb = bf_mult<BF_BIAS_B>((u32)(gwb[i] >> (sh + 8u * j)) & 255u, c.n0 + r < (u32)n);
+            const u32 mb = bf_mult<BF_BIAS_B>((u32)(wsb[i] >> (sh + 8u * j)) & 255u, c.n0 + r < (u32)n);
             // the block's 32 codes (logical 16-byte chunks 2j, 2j + 1 of the 64-byte row): k16 step 2j gets chunk
             // 4j = lo(W0, W2, W4, W6) and 4j+1 = hi(...), step 2j+1 lo / hi of W1, W3, ... (the K order of the
             // consumers' register fragments of A); 128B swizzle: chunk c at c ^ (r & 7)

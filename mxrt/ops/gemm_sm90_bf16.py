@@ -55,7 +55,7 @@ AUTO_MIN_M = 65
 
 def smem_bytes(ring: int) -> int:
     """RING x (A 16 KB + B 8 KB fp8 codes, B 16 KB bf16, A multipliers 2 KB), 3 x RING mbarriers, 1 KB alignment."""
-    return ring * (BM * BK + BN * BK + 2 * BN * BK + BM * 8) + 2 * 6 * 2 * 96 * 8 + 24 * ring + 1024
+    return ring * (BM * BK + BN * BK + 2 * BN * BK + BM * 8) + 2 * 6 * 96 * 8 + 24 * ring + 1024
 
 
 def cannot(dg: DeviceGemm) -> str | None:

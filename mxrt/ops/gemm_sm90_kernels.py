@@ -216,11 +216,12 @@ GEMM_MX_SM90_WS = KernelSpec(
     expect_mma=(("sm_90a", ("wgmma.mma_async",)),),
 )
 
-#: pipeline stages of gemm_mx_sm90_bf16 (42 KB each, + 18 KB of staged scale words: 4 at most)
+#: pipeline stages of gemm_mx_sm90_bf16 (42 KB each, + 9 KB of staged scale words): 4 by default (5 was 1-5% faster
+#: on three of the four benchmark shapes and slower on the fourth, session 9 call 8)
 BF16_RING = 4
-#: setmaxnreg of gemm_mx_sm90_bf16's producer warpgroup (its consumers get 200 of the 384 x 168): 88 beat 72 by
-#: 4-13% on an H200 (session 9 call 6); 104 keeps the staged, funnel-shifted scale words free of spills
-BF16_PRODUCER_REGS = 104
+#: setmaxnreg of gemm_mx_sm90_bf16's producer warpgroup (its consumers get the rest of 384 x 168): 88 beat 72 by
+#: 4-13% on an H200 (session 9 call 6)
+BF16_PRODUCER_REGS = 88
 #: the header's tile constants for gemm_mx_sm90_bf16 (fixed: only its primitives are used)
 _BF16_FIXED = dict(ATOMIC=0, BM=256, BN=128, DBUF=0, DIAG=0, STAGES=3)
 

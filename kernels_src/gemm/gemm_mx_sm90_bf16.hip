@@ -117,21 +117,16 @@ MXRT_DEVICE void bf_cvt4(u32 w, u32 mult, u32& lo, u32& hi) {
 // MX blocks 8 q .. 8 q + 7 (q = kt / 4: the stages kt .. kt + 3 of a 4-aligned kt) of matrix row `row` in layout L,
 // block 8 q + b in byte b; 0 for a row outside the matrix and for blocks past kbs (a finite multiplier: TMA
 // brought zero codes there). words: row-major with kbs % 8 == 0, one aligned 8-byte load
-// (the byte path is not inlined: cold code kept out of the converter loop's instruction footprint)
 template <int L>
-__device__ __noinline__ u64 bf_group_bytes(const u8* s, u32 row, u32 rows, u32 kt, u32 kbs) {
+MXRT_DEVICE u64 bf_group(const u8* s, u32 row, u32 rows, u32 kt, u32 kbs, bool words) {
+  if (row >= rows) return 0u;
   const u32 c0 = 2u * kt;
+  if (words) return __ldg(reinterpret_cast<const unsigned long long*>(s + (u64)row * kbs + c0));
   u64 v = 0u;
 #pragma unroll
   for (u32 b = 0; b < 8; ++b)
     if (c0 + b < kbs) v |= (u64)__ldg(s + sm90_scale_offset<L>(row, c0 + b, rows, kbs)) << (8u * b);
   return v;
-}
-template <int L>
-MXRT_DEVICE u64 bf_group(const u8* s, u32 row, u32 rows, u32 kt, u32 kbs, bool words) {
-  if (row >= rows) return 0u;
-  if (words) return __ldg(reinterpret_cast<const unsigned long long*>(s + (u64)row * kbs + 2u * kt));
-  return bf_group_bytes<L>(s, row, rows, kt, kbs);
 }
 
 // tile t of the persistent walk -> its first row / column (GROUP_M row tiles sweep the column tiles together)
@@ -170,8 +165,7 @@ MXRT_DEVICE void wgmma_bf16_rs(float (&d)[64], const u32 (&a)[4], u64 db) {
 // in A or B): every thread of the CTA computes whole outputs of its tiles in fp32 SIMT, per MX block the partial
 // sum of decoded products (mx_gemm.h mxrt_decode) applied with the two-step factors of mxrt_scale_steps, as the
 // generic kernel does; NaN scales give NaN. Slow (pathological inputs only) and exact.
-// (not inlined: cold code kept out of the hot loops' instruction footprint)
-__device__ __noinline__ void bf_exact_tiles(const u8* ca, const u8* cb, const u8* sa, const u8* sb, void* out, int m, int n,
+MXRT_DEVICE void bf_exact_tiles(const u8* ca, const u8* cb, const u8* sa, const u8* sb, void* out, int m, int n,
                                 int k, u32 tiles_m, u32 tiles_n, u32 ntiles) {
   const u32 kbs = ((u32)k + 31u) / 32u;
   for (u32 t = MXRT_BID_X; t < ntiles; t += (u32)gridDim.x) {

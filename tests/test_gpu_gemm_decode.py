@@ -3,8 +3,8 @@ shape inside its envelope runs it (never a skip), against the float64 reference 
 fp16 calc_diff <= 1e-5; fp32 relative <= 1e-5 for e2m1 x e2m1) and the unquantized inputs; format pairs, token
 tiles, K-warp / unroll configurations, split-K modes, extreme and NaN scale pairs, tails in m and n, bitwise reruns,
 CUDA-graph capture, and the auto dispatch (m <= 64 here, m = 65 on sm90_wgmma). Preshuffled scale layouts read in
-place (every layout, on the weights, the tokens or both): the same references, and bitwise the row-major run of the
-same build. Outputs start poisoned.
+place (every layout, on the weights, the tokens or both): the same references, and bitwise the row-major run.
+Outputs start poisoned.
 
 Marker ``gpu``: skips without cupy, a device, or an sm_90a target.
 """

@@ -172,8 +172,8 @@ MXRT_DEVICE void dec_body(const DecArgs& P) {
   constexpr int XFMT = A_FMT == MXRT_FMT_E2M1 ? MXRT_FMT_E4M3 : A_FMT;
   constexpr u32 WROW = DEC_WROW, XROW = DEC_XROW, CODE = DEC_CODE_STAGE, SCALE = DEC_SCALE_STAGE;
   constexpr u32 ROWS = DEC_ROWS, X_OFF = ROWS * WROW, TX_BYTES = MOE ? ROWS * WROW : ROWS * WROW + 8u * MT * XROW;
-  // staged scale words per weight row / token row and stage; the token words' offset in a scale stage
-  constexpr u32 WB = DEC_SWORDS(SLB), WA = DEC_SWORDS(SLA), X_SOFF = 4u * ROWS * WB;
+  // staged scale words per weight row and stage; the token words' offset in a scale stage
+  constexpr u32 WB = DEC_SWORDS(SLB), X_SOFF = 4u * ROWS * WB;
   MXRT_STATIC_ASSERT(!MOE || (SLA == MXRT_SCALE_LAYOUT_NONE && SLB == MXRT_SCALE_LAYOUT_NONE),
                      "the MoE kernel reads row-major scales");
   extern __shared__ u8 smem_raw[];
@@ -191,6 +191,7 @@ MXRT_DEVICE void dec_body(const DecArgs& P) {
   // same SASS, checked offline; discarded `if constexpr` branches still moved two instructions).
 #if SLA != MXRT_SCALE_LAYOUT_NONE
   const DecScales<SLA> lay_a(sa, m, kbt);
+  constexpr u32 WA = DEC_SWORDS(SLA);  // staged scale words per token row and stage
 #endif
 #if SLB != MXRT_SCALE_LAYOUT_NONE
   const DecScales<SLB> lay_b(sb, n, kbt);

@@ -1,20 +1,23 @@
 """Shape-only checks of the decode paths' host guards (CPU, no GPU): the 2^31 limits, the envelope, alignment,
-and the path's own K split, on stand-in problems (no buffers are allocated)."""
+the scale layouts read in place, and the path's own K split, on stand-in problems (no buffers are allocated)."""
 
 from __future__ import annotations
 
 from types import SimpleNamespace as NS
 
+import numpy as np
 import pytest
 
+import mxrt
 from mxrt.ops import gemm_decode, moe_gemm
+from mxrt.ops import gemm_decode_kernels as K
 from mxrt.runtime.arch import Arch
 
 H100 = Arch(vendor="nvidia", target="sm_90a", name="H100", wave_size=32, num_cus=132, smem_per_block=232448)
 
 
-def buf(ptr=0x10000):
-    return NS(data=NS(ptr=ptr))
+def buf(ptr=0x10000, dtype=np.uint8):
+    return NS(data=NS(ptr=ptr), dtype=np.dtype(dtype))
 
 
 def dense(m=1, n=7168, k=4096, **kw):
@@ -32,7 +35,6 @@ def dense(m=1, n=7168, k=4096, **kw):
         (dict(n=2**31), "2^31"),
         (dict(n=2**24, k=2**13 * 32), "2^31"),  # n * k / 32 scale bytes
         (dict(out_dtype="float32"), "float32 output"),
-        (dict(a_scale_layout="aiter32x8"), "preshuffled"),
         (dict(split_k=70000), "split_k"),
     ],
 )
@@ -49,6 +51,61 @@ def test_dense_alignment_and_the_envelope():
     dg = dense()
     dg.a_scales = buf(0x10002)
     assert "4-byte aligned" in gemm_decode.supports(dg)
+
+
+#: every scale form the decode path reads in place: (layout, storage dtype) -> define SLA / SLB
+FORMS = {
+    ("aiter32x8", np.uint8): 1,
+    ("turbo16x4", np.uint8): 2,
+    ("turbo16x4", np.uint32): 5,
+    ("cublas128x4", np.uint8): 3,
+    ("deepgemm_ue8m0", np.int32): 4,
+}
+
+
+@pytest.mark.parametrize("side", ["a", "b", "both"])
+@pytest.mark.parametrize("form", list(FORMS), ids=lambda f: f"{f[0]}-{np.dtype(f[1]).name}")
+def test_preshuffled_scale_layouts_are_read_in_place(form, side):
+    """Each layout on the tokens, the weights or both stays on the decode path, with its build's define."""
+    layout, dtype = form
+    assert {name for name, _ in FORMS} == set(mxrt.SCALE_LAYOUTS)  # every layout mxrt knows
+    kw = {f"{x}_scale_layout": layout for x in ("a", "b") if side in (x, "both")}
+    for m in (1, 8, 64):
+        dg = dense(m=m, **kw)
+        dg.a_scales, dg.b_scales = buf(dtype=dtype), buf(dtype=dtype)
+        assert gemm_decode.supports(dg) is None
+        code = FORMS[form]
+        assert gemm_decode._layouts(dg) == (code if side != "b" else 0, code if side != "a" else 0)
+
+
+def test_layout_declines_name_the_layout_and_the_reason():
+    dg = dense(b_scale_layout="nvfp4_swizzle")  # a layout name this kernel has no index map for
+    why = gemm_decode.supports(dg)
+    assert "b_scale_layout='nvfp4_swizzle' is not read by this kernel" in why
+    assert all(name in why for name in mxrt.SCALE_LAYOUTS) and "row-major" in why
+    # aiter32x8 pads rows to 256 and K blocks to 8: its storage passes 2^31 bytes where row-major scales do not
+    n, k = 2**24 + 1, 31 * 128
+    assert n * (k // 32) < 2**31
+    assert gemm_decode.supports(dense(n=n, k=k)) is None
+    why = gemm_decode.supports(dense(n=n, k=k, b_scale_layout="aiter32x8"))
+    assert why == "a aiter32x8 scale storage of 2^31 elements or more (32-bit scale offsets)"
+    # the other checks keep their order and reasons with a layout
+    assert "decode envelope" in gemm_decode.supports(dense(m=65, a_scale_layout="cublas128x4"))
+    assert "multiple of 128" in gemm_decode.supports(dense(k=4096 + 32, b_scale_layout="cublas128x4"))
+    dg = dense(b_scale_layout="cublas128x4")
+    dg.b_scales = buf(0x10002)
+    assert "4-byte aligned" in gemm_decode.supports(dg)
+
+
+@pytest.mark.parametrize("layouts", [(0, 0), (0, 3), (5, 0), (1, 5), (5, 5)], ids=str)
+def test_plans_fit_shared_memory_with_the_layouts_staged_words(layouts):
+    """The scattered layouts stage 4 words per row: every envelope plan keeps its rings in shared memory."""
+    for m in (1, 2, 8, 9, 16, 33, 64):
+        for n, k in ((1280, 8192), (7168, 4096), (4096, 512), (18432, 7168)):
+            c, split = gemm_decode.plan(m, n, k, 1, 132, layouts=layouts)
+            assert K.smem_bytes(K.E4M3, K.E4M3, c.mt, c.kw, c.stages, c.rt, *layouts) <= K.DECODE_SMEM_MAX
+            rm, rm_split = gemm_decode.plan(m, n, k, 1, 132)
+            assert split == rm_split and (c.mt, c.stages, c.rt) == (rm.mt, rm.stages, rm.rt) and c.kw <= rm.kw
 
 
 def test_plan_splits_small_grids_only():

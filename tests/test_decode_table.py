@@ -112,6 +112,22 @@ def registry(monkeypatch: pytest.MonkeyPatch):
     return state
 
 
+def test_an_entry_whose_rings_outgrow_a_layouts_staged_words_runs_the_defaults(user_table: Path):
+    """A scattered scale layout stages 4 words per row: an entry that fits shared memory only with row-major
+    scales (kw 4, 6 stages, RT 4 at M = 1: 229,312 B) gives way to the envelope defaults for those calls."""
+    write(user_table, {"7168x4096": {"1": {"path": "sm90_decode", "kw": 4, "stages": 6, "rt": 4, "split": 1}}})
+    c, split = gemm_decode.plan(1, 7168, 4096, 1, 132, "sm_90a", DEV)
+    assert (c.kw, c.stages, c.rt, split) == (4, 6, 4, 1)
+    for layouts in ((0, 5), (0, 1), (2, 2)):  # weights in turbo16x4 words / aiter32x8, both in turbo16x4 bytes
+        assert gemm_decode.plan(1, 7168, 4096, 1, 132, "sm_90a", DEV, layouts) == gemm_decode.plan(
+            1, 7168, 4096, 1, 132, layouts=layouts
+        )
+    # cublas128x4 / deepgemm_ue8m0 stage one word per row, as row-major does, and 8 scattered token rows add only
+    # 96 B per stage (231,616 B): the entry runs
+    assert gemm_decode.plan(1, 7168, 4096, 1, 132, "sm_90a", DEV, (3, 4)) == (c, split)
+    assert gemm_decode.plan(1, 7168, 4096, 1, 132, "sm_90a", DEV, (1, 0)) == (c, split)
+
+
 def test_path_entry_routes_to_the_other_path(user_table: Path, registry: dict, monkeypatch: pytest.MonkeyPatch):
     assert gemm_decode.supports(dense()) is None
     assert select_gemm_path(dense()).name == "sm90_decode"

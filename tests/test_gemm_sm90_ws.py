@@ -118,7 +118,8 @@ def test_forced_path_skips_the_auto_rule(monkeypatch: pytest.MonkeyPatch, kw: di
         ({"m": 4096, "layouts": ("aiter32x8", "turbo16x4")}, "sm90_ws"),
         ({"m": 1, "n": 7168, "k": 4096}, "sm90_decode"),
         ({"m": 64, "n": 7168, "k": 4096}, "sm90_decode"),
-        ({"m": 64, "n": 32768, "k": 4096, "layouts": ("cublas128x4", None)}, "sm90_wgmma"),
+        ({"m": 64, "n": 32768, "k": 4096, "layouts": ("cublas128x4", None)}, "sm90_decode"),
+        ({"m": 64, "n": 32768, "k": 4160, "layouts": ("cublas128x4", None)}, "sm90_wgmma"),
         ({"m": 256, "n": 256, "k": 512}, "sm90_ws"),
         ({"m": 1024, "n": 2048, "k": 7168}, "sm90_ws"),
         ({"m": 4096, "split_k": 2}, "sm90_wgmma"),
@@ -128,13 +129,15 @@ def test_forced_path_skips_the_auto_rule(monkeypatch: pytest.MonkeyPatch, kw: di
     ],
     ids=[
         "8192^3", "moe_4096x7168", "moe_7168x2048", "moe_5760x2880", "fp4", "fp4_fp32", "layouts", "decode_m1",
-        "decode_m64", "m64_layouts", "small_grid", "below_one_wave", "split_k", "k_tail", "fp32_fp8", "fp32_fp8_sk2",
+        "decode_m64", "m64_layouts", "m64_layouts_k_tail", "small_grid", "below_one_wave", "split_k", "k_tail",
+        "fp32_fp8", "fp32_fp8_sk2",
     ],
 )  # fmt: skip
 def test_auto_policy(auto: None, kw: dict, path: str) -> None:
     """Which sm_90a path ``gemm_mx`` runs (an H100 with 132 SMs): the engine for grids of a wave or more, the
-    decode kernel inside its envelope, sm90_wgmma for small grids, 64-row problems it declines, and split-K;
-    fp32 out with fp8 operands on the bf16 route (generic with split-K)."""
+    decode kernel inside its envelope (preshuffled scales too), sm90_wgmma for small grids, 64-row problems the
+    decode kernel declines (k % 128 != 0), and split-K; fp32 out with fp8 operands on the bf16 route (generic with
+    split-K)."""
     assert gemm_paths.select_gemm_path(_dg(**kw)).name == path
 
 

@@ -2,7 +2,9 @@
 shape inside its envelope runs it (never a skip), against the float64 reference of the dequantized inputs (bf16 /
 fp16 calc_diff <= 1e-5; fp32 relative <= 1e-5 for e2m1 x e2m1) and the unquantized inputs; format pairs, token
 tiles, K-warp / unroll configurations, split-K modes, extreme and NaN scale pairs, tails in m and n, bitwise reruns,
-CUDA-graph capture, and the auto dispatch (m <= 64 here, m = 65 on sm90_wgmma). Outputs start poisoned.
+CUDA-graph capture, and the auto dispatch (m <= 64 here, m = 65 on sm90_wgmma). Preshuffled scale layouts read in
+place (every layout, on the weights, the tokens or both): the same references, and bitwise the row-major run.
+Outputs start poisoned.
 
 Marker ``gpu``: skips without cupy, a device, or an sm_90a target.
 """
@@ -204,3 +206,135 @@ def test_cuda_graph_capture():
                 stream.synchronize()
                 rounded = kw["split_k"] if kw.get("deterministic") is False else 1
                 assert not check_result(out, qa, qb, "bfloat16", splits_rounded=rounded), kw
+
+
+# ---- preshuffled scale layouts read in place (defines SLA / SLB) --------------------------------------------------
+#: every scale form the path reads: test id -> (layout, storage dtype of mxrt.preshuffle_scales)
+LAYOUT_FORMS = {
+    "aiter32x8": ("aiter32x8", None),
+    "turbo16x4": ("turbo16x4", None),
+    "turbo16x4_u32": ("turbo16x4", np.uint32),
+    "cublas128x4": ("cublas128x4", None),
+    "deepgemm_ue8m0": ("deepgemm_ue8m0", None),
+}
+LAYOUT_PAIRS = [("e4m3", "e4m3"), ("e2m1", "e2m1"), ("e4m3", "e2m1")]  # MXFP8, MXFP4, mixed e4m3 x e2m1
+
+
+def in_layout(codes, s, fmt, k, form):
+    """A device operand (codes, scales, fmt, k) whose row-major host scales ``s`` are preshuffled on the GPU into
+    ``form`` (None: row-major), and its ``*_scale_layout`` argument."""
+    s = cupy.asarray(s)
+    if form is None:
+        return (cupy.asarray(codes), s, fmt, k), None
+    layout, dtype = LAYOUT_FORMS[form]
+    return (cupy.asarray(codes), mxrt.preshuffle_scales(s, layout, dtype=dtype), fmt, k), layout
+
+
+def decode_in_layouts(qa, qb, k, la, lb, **kw):
+    """gemm_mx on the decode path with the tokens' scales in form ``la`` and the weights' in ``lb``."""
+    a, a_layout = in_layout(qa.data, qa.scales, qa.fmt, k, la)
+    b, b_layout = in_layout(qb.data, qb.scales, qb.fmt, k, lb)
+    dg = gemm_op.device_gemm(gemm_problem(a, b, a_scale_layout=a_layout, b_scale_layout=b_layout, **kw))
+    assert gemm_decode._layouts(dg) != (0, 0) or la is lb is None
+    return decode(a, b, a_scale_layout=a_layout, b_scale_layout=b_layout, **kw)
+
+
+@pytest.mark.parametrize("out_dtype", ["bfloat16", "float32"])
+@pytest.mark.parametrize("m", [1, 8, 64])
+@pytest.mark.parametrize("pair", LAYOUT_PAIRS, ids="x".join)
+@pytest.mark.parametrize("form", list(LAYOUT_FORMS))
+def test_weight_scale_layouts(form, pair, m, out_dtype):
+    """Weights' scales in each layout (the decode case: a preshuffled checkpoint), tokens row-major. n = 300: past
+    cublas128x4's 128-row and short of aiter32x8's 256-row tiles, a tail of every CTA's 16 * RT rows; k = 2048:
+    the path splits K 4 ways (16 groups of 4 blocks). Against the float64 reference of the dequantized inputs and
+    the unquantized product, and bitwise the row-major run (same build but SLB, same plan)."""
+    n, k = 300, 2048
+    x, w, qa, qb = operands(m, n, k, *pair, seed=m + n)
+    if out_dtype == "float32" and pair != ("e2m1", "e2m1"):
+        b, layout = in_layout(qb.data, qb.scales, pair[1], k, form)
+        dg = gemm_op.device_gemm(gemm_problem(to_device(qa), b, b_scale_layout=layout, out_dtype=out_dtype))
+        assert "float32 output" in gemm_decode.supports(dg)
+        return
+    got = decode_in_layouts(qa, qb, k, None, form, out_dtype=out_dtype)
+    assert not check_result(got, qa, qb, out_dtype, x=x, w=w)
+    row_major = decode(to_device(qa), to_device(qb), out_dtype=out_dtype)
+    np.testing.assert_array_equal(got.get(), row_major.get())
+
+
+@pytest.mark.parametrize("form", list(LAYOUT_FORMS))
+def test_token_and_weight_scale_layouts(form):
+    """Both operands' scales in the layout (quantize_mx(..., scale_layout=...) on the activations too): m = 8, one
+    token tile; n = 136, k = 384 (aiter32x8 pads 12 K blocks to 16; no K split: 3 groups), mixed e4m3 x e2m1."""
+    m, n, k = 8, 136, 384
+    x, w, qa, qb = operands(m, n, k, "e4m3", "e2m1", seed=41)
+    got = decode_in_layouts(qa, qb, k, form, form, out_dtype="bfloat16")
+    assert not check_result(got, qa, qb, "bfloat16", x=x, w=w)
+    np.testing.assert_array_equal(got.get(), decode(to_device(qa), to_device(qb), out_dtype="bfloat16").get())
+
+
+@pytest.mark.parametrize(
+    "la,lb",
+    [("deepgemm_ue8m0", "turbo16x4_u32"), ("aiter32x8", "cublas128x4"), ("cublas128x4", "turbo16x4")],
+    ids=lambda f: f,
+)
+def test_mixed_scale_layouts(la, lb):
+    """Different layouts on the two operands (one and four staged words per row), m = 64 (8 token tiles)."""
+    m, n, k = 64, 200, 1024
+    x, w, qa, qb = operands(m, n, k, "e4m3", "e4m3", seed=43)
+    got = decode_in_layouts(qa, qb, k, la, lb, out_dtype="bfloat16")
+    assert not check_result(got, qa, qb, "bfloat16", x=x, w=w)
+    np.testing.assert_array_equal(got.get(), decode(to_device(qa), to_device(qb), out_dtype="bfloat16").get())
+
+
+@pytest.mark.parametrize("form", list(LAYOUT_FORMS))
+def test_scale_layouts_extreme_and_nan_scales(form):
+    """Extreme scale pairs over the whole E8M0 range (the wide promotion), 2^254 factors on zero codes, and NaN
+    scale bytes, both operands in the layout: the reference's NaN rows and columns exactly, the rest in the bar."""
+    m, n, k = 8, 72, 384
+    rng = np.random.default_rng(5)
+    _, _, qa, qb = operands(m, n, k, "e4m3", "e2m1", seed=5)
+    kb = k // 32
+    base = np.linspace(0, 254, kb).astype(np.int64)
+    sa = np.clip(base + rng.integers(-6, 7, (m, kb)), 0, 254).astype(np.uint8)
+    sb = np.clip(254 - base + rng.integers(-6, 7, (n, kb)), 0, 254).astype(np.uint8)
+    sa[:, 0], sb[:, 0] = 0, 254
+    sa[:, -1], sb[:, -1] = 254, 0
+    a_codes = qa.data.copy()
+    sa[:, 4], sb[:, 4] = 254, 254
+    a_codes[:, 4 * 32 : 5 * 32] = 0
+    sa[6, 2], sb[40, 7] = 255, 255
+    want = mxrt.reference.gemm_mx((a_codes, sa, "e4m3", k), (qb.data, sb, "e2m1", k), out_dtype="float64")
+    a, a_layout = in_layout(a_codes, sa, "e4m3", k, form)
+    b, b_layout = in_layout(qb.data, sb, "e2m1", k, form)
+    got = host_result(decode(a, b, a_scale_layout=a_layout, b_scale_layout=b_layout), "bfloat16")
+    nan = np.isnan(want)
+    assert nan[6].all() and nan[:, 40].all() and nan.sum() == m + n - 1
+    np.testing.assert_array_equal(np.isnan(got), nan)
+    ok = ~nan
+    assert np.isfinite(got[ok]).all() and mxrt.reference.calc_diff(got[ok], want[ok]) <= 1e-5
+
+
+@pytest.mark.parametrize("deterministic", [True, False], ids=["det", "atomic"])
+@pytest.mark.parametrize("form", list(LAYOUT_FORMS))
+def test_scale_layouts_split_k(form, deterministic):
+    """An explicit split_k = 3 (8 groups of 4 MX blocks split 2 / 3 / 3: each split starts its layout reads at
+    its own group) in both modes, weights' scales in the layout, fp16 out."""
+    m, n, k, split_k = 5, 96, 1024, 3
+    x, w, qa, qb = operands(m, n, k, "e4m3", "e4m3", seed=47)
+    got = decode_in_layouts(qa, qb, k, None, form, out_dtype="float16", split_k=split_k, deterministic=deterministic)
+    rounded = 1 if deterministic else split_k
+    assert not check_result(got, qa, qb, "float16", x=x, w=w, splits_rounded=rounded)
+
+
+@pytest.mark.parametrize("layout", mxrt.SCALE_LAYOUTS)
+def test_quantize_mx_with_scale_layout_feeds_the_decode_path(layout):
+    """The GPU quantizer emits the weights' scales preshuffled (MXArray.scale_layout); the decode path reads them
+    as they are."""
+    rng = np.random.default_rng(7)
+    x, w = rng.standard_normal((4, 384)).astype(np.float32), rng.standard_normal((136, 384)).astype(np.float32)
+    qa = mxrt.quantize_mx(cupy.asarray(x), "e4m3")
+    qb = mxrt.quantize_mx(cupy.asarray(w), "e4m3", scale_layout=layout)
+    assert qb.scale_layout == layout
+    got = decode(qa, qb)
+    ha, hb = (mxrt.quantize_mx(v, "e4m3", backend="numpy") for v in (x, w))
+    assert not check_result(got, ha, hb, "bfloat16", x=x, w=w)

@@ -129,6 +129,57 @@ def test_e2m1_and_atomic_split_stay_on_the_path_run(dev):
     assert len(runners) == 2 and runners[1] is None  # atomic split-K: no prepared form
 
 
+#: the decode path's scale forms: (layout, storage dtype) -> define SLA / SLB
+LAYOUT_FORMS = {
+    ("aiter32x8", None): 1,
+    ("turbo16x4", None): 2,
+    ("turbo16x4", np.uint32): 5,
+    ("cublas128x4", None): 3,
+    ("deepgemm_ue8m0", None): 4,
+}
+
+
+def _in_layout(q, layout, dtype):
+    """q with its scales preshuffled on the host, as a stand-in device array over the layout's whole storage (for
+    deepgemm_ue8m0 the MN-major int32 storage behind the [rows, sn/4] view, as the GPU preshuffle returns it)."""
+    p = mxrt.preshuffle_scales(np.asarray(q.scales), layout, dtype=dtype, backend="numpy")
+    if layout != "deepgemm_ue8m0":
+        return _cp().asarray(p)
+    sm = p.strides[1] // 4
+    full = _cp().asarray(np.lib.stride_tricks.as_strided(p, (p.shape[1], sm), (4 * sm, 4)))
+    return full.T[: p.shape[0]]
+
+
+@pytest.mark.parametrize("side", ["b", "both"])
+@pytest.mark.parametrize("form", list(LAYOUT_FORMS), ids=lambda f: f"{f[0]}{'_u32' if f[1] else ''}")
+def test_preshuffled_scales_run_the_decode_kernel_in_place(dev, monkeypatch, form, side):
+    """Device scales in a preshuffled layout stay on sm90_decode: the build carries SLA / SLB = the layout codes,
+    the kernel gets the storage pointers as given (nothing unshuffled on the way), shared memory grows by the
+    staged scale words, and the planned call launches what the unplanned one does."""
+    from mxrt.ops import gemm_decode_kernels as K
+
+    layout, dtype = form
+    qa, qb = _operands(8, 300, 2048)
+    qb = dataclasses.replace(qb, scales=_in_layout(qb, layout, dtype), scale_layout=layout)
+    if side == "both":
+        qa = dataclasses.replace(qa, scales=_in_layout(qa, layout, dtype), scale_layout=layout)
+    routes, _ = _gemm_calls(dev, monkeypatch, qa, qb)
+    assert routes[0] and all(r == routes[0] for r in routes[1:]), routes
+    assert next(iter(api_gemm._PLANS.values())).runner is not None  # the planned (prepared) form ran
+    (name, grid, _, smem, vals), reduce = routes[0]  # the path's own 4-way K split: fp32 slices, then the reduce
+    assert name == "gemm_mx_decode_sm90" and reduce[0] == "gemm_mx_splitk_reduce"
+    assert vals[2:4] == ("op0.scales", "op1.scales") and grid[2] == 4
+    code = LAYOUT_FORMS[form]
+    (build,) = [x for x in dev["builds"] if x.name == "gemm_mx_decode_sm90"]
+    d = build.defines
+    assert (d["SLA"], d["SLB"]) == ((code if side == "both" else 0), code)
+    assert smem == K.smem_bytes(0, 0, d["MT"], d["KW"], d["STAGES"], d["RT"], d["SLA"], d["SLB"])
+    words = K.scale_words(code)
+    assert smem - K.smem_bytes(0, 0, d["MT"], d["KW"], d["STAGES"], d["RT"]) == d["KW"] * d["STAGES"] * (
+        (16 * d["RT"] + (8 * d["MT"] if side == "both" else 0)) * 4 * (words - 1)
+    )
+
+
 def _new_plan_count(qa, qb, **kw):
     before = dict(api_gemm._PLANS)
     mxrt.gemm_mx(qa, qb, **kw)

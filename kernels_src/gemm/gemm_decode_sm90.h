@@ -3,6 +3,7 @@
 // MX block, exact promotion, K-warp reduction and the stores. The launch contracts are in the two kernel files.
 #pragma once
 #include "../common/mx_gemm.h"
+#include "gemm_decode_sm90_scales.h"
 
 #if !defined(A_FMT) || !defined(B_FMT) || !defined(OUT_DTYPE) || !defined(ATOMIC) || !defined(MT) || \
     !defined(KW) || !defined(STAGES) || !defined(RT)
@@ -19,6 +20,17 @@ MXRT_STATIC_ASSERT(A_FMT == MXRT_FMT_E4M3 || A_FMT == MXRT_FMT_E5M2 || A_FMT == 
                    "A_FMT: e4m3, e5m2 or e2m1");
 MXRT_STATIC_ASSERT(B_FMT == MXRT_FMT_E4M3 || B_FMT == MXRT_FMT_E5M2 || B_FMT == MXRT_FMT_E2M1,
                    "B_FMT: e4m3, e5m2 or e2m1");
+// scale layouts of the tokens (SLA) and the weights (SLB): MXRT_SCALE_LAYOUT_* 0..4, 5 = turbo16x4 as uint32 words,
+// read in place (gemm_decode_sm90_scales.h). Row-major (0) when not defined: the MoE kernel, which reads row-major.
+#ifndef SLA
+#define SLA MXRT_SCALE_LAYOUT_NONE
+#endif
+#ifndef SLB
+#define SLB MXRT_SCALE_LAYOUT_NONE
+#endif
+MXRT_STATIC_ASSERT(SLA >= MXRT_SCALE_LAYOUT_NONE && SLA <= MXRT_SCALE_LAYOUT_TURBO16X4_U32 &&
+                       SLB >= MXRT_SCALE_LAYOUT_NONE && SLB <= MXRT_SCALE_LAYOUT_TURBO16X4_U32,
+                   "SLA, SLB: MXRT_SCALE_LAYOUT_* 0..5");
 
 #define DEC_THREADS (32 * KW)
 // bytes of one row's 4 blocks: 128 (fp8) or 64 (e2m1); a stage = 16*RT weight rows + 8*MT token rows + their
@@ -29,7 +41,8 @@ MXRT_STATIC_ASSERT(B_FMT == MXRT_FMT_E4M3 || B_FMT == MXRT_FMT_E5M2 || B_FMT == 
 #define DEC_ROWS (16 * RT)
 // code stage: the weight tile then the token tile, padded to 1024 bytes (the 128-byte swizzle's alignment)
 #define DEC_CODE_STAGE (((DEC_ROWS * DEC_WROW + 8 * MT * DEC_XROW) + 1023) / 1024 * 1024)
-#define DEC_SCALE_STAGE (DEC_ROWS * 4 + 8 * MT * 4)
+// scale stage: DEC_SWORDS(SLB) words per weight row, then DEC_SWORDS(SLA) words per token row (1 each row-major)
+#define DEC_SCALE_STAGE (DEC_ROWS * 4 * DEC_SWORDS(SLB) + 8 * MT * 4 * DEC_SWORDS(SLA))
 // the [KW][16*RT][8*MT] fp32 partials of the epilogue reuse the code rings
 MXRT_STATIC_ASSERT(DEC_ROWS * 8 * MT * 4 <= STAGES * DEC_CODE_STAGE, "epilogue partials exceed a warp's code ring");
 
@@ -159,6 +172,10 @@ MXRT_DEVICE void dec_body(const DecArgs& P) {
   constexpr int XFMT = A_FMT == MXRT_FMT_E2M1 ? MXRT_FMT_E4M3 : A_FMT;
   constexpr u32 WROW = DEC_WROW, XROW = DEC_XROW, CODE = DEC_CODE_STAGE, SCALE = DEC_SCALE_STAGE;
   constexpr u32 ROWS = DEC_ROWS, X_OFF = ROWS * WROW, TX_BYTES = MOE ? ROWS * WROW : ROWS * WROW + 8u * MT * XROW;
+  // staged scale words per weight row and stage; the token words' offset in a scale stage
+  constexpr u32 WB = DEC_SWORDS(SLB), X_SOFF = 4u * ROWS * WB;
+  MXRT_STATIC_ASSERT(!MOE || (SLA == MXRT_SCALE_LAYOUT_NONE && SLB == MXRT_SCALE_LAYOUT_NONE),
+                     "the MoE kernel reads row-major scales");
   extern __shared__ u8 smem_raw[];
   // [KW][STAGES] code stages (1024-aligned) | [KW][STAGES] scale stages | [KW][STAGES] mbarriers
   u8* dsm = smem_raw + ((1024u - (dec_smem_addr(smem_raw) & 1023u)) & 1023u);
@@ -169,6 +186,16 @@ MXRT_DEVICE void dec_body(const DecArgs& P) {
   const u8* __restrict__ sa = P.sa;
   const u8* __restrict__ sb = P.sb;
   const u32 kbt = k / 32u, groups = k / 128u;
+  // A preshuffled scale storage (SLA / SLB > 0) is read through its index map. The layout code is selected by the
+  // preprocessor, not `if constexpr`: a row-major build compiles exactly the source it had before the layouts (the
+  // same SASS, checked offline; discarded `if constexpr` branches still moved two instructions).
+#if SLA != MXRT_SCALE_LAYOUT_NONE
+  const DecScales<SLA> lay_a(sa, m, kbt);
+  constexpr u32 WA = DEC_SWORDS(SLA);  // staged scale words per token row and stage
+#endif
+#if SLB != MXRT_SCALE_LAYOUT_NONE
+  const DecScales<SLB> lay_b(sb, n, kbt);
+#endif
   const u32 z = MOE ? 0u : MXRT_BID_Z;
   // MoE: this CTA's block b of sorted slots (expert e), token chunk MXRT_BID_Z of 8 * MT slots; ids_s[r] is the
   // slot id of chunk row r or -1 (padding, past the block); the CTA leaves when the block is past
@@ -216,7 +243,8 @@ MXRT_DEVICE void dec_body(const DecArgs& P) {
 
   // Group gi into ring slot `slot`: lane 0 arms the slot's barrier and issues the two TMA tiles (rows past n / m
   // arrive as zeros and count in the bytes); lanes copy 4 scale bytes per row (the row's 4 blocks of the group,
-  // 4-byte aligned as k % 128 == 0; rows past n / m are not copied and read as 127 later).
+  // 4-byte aligned as k % 128 == 0; rows past n / m are not copied and read as 127 later). A preshuffled layout:
+  // lanes walk the (row, word) pairs, word j of row r staged at word r * W + j of the stage.
   auto issue = [&](u32 gi, u32 slot) {
     if (lane == 0) {
       asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // this slot's generic reads before the refill
@@ -226,11 +254,19 @@ MXRT_DEVICE void dec_body(const DecArgs& P) {
       if constexpr (!MOE) dec_tma_2d(dst + X_OFF, P.tmx, bar, (i32)(gi * XROW), 0);
     }
     const u32 sbase = scales_s + slot * SCALE;
+#if SLB == MXRT_SCALE_LAYOUT_NONE
 #pragma unroll
     for (u32 i = 0; i < (ROWS + 31u) / 32u; ++i) {
       const u32 r = i * 32u + lane;
       if (r < ROWS && row0 + r < n) dec_cp4(sbase + 4u * r, sb + (wrow + r) * kbt + 4u * gi, 4u);
     }
+#else
+#pragma unroll
+    for (u32 i = 0; i < (ROWS * WB + 31u) / 32u; ++i) {
+      const u32 c = i * 32u + lane, r = c / WB;
+      if (r < ROWS && row0 + r < n) dec_cp4(sbase + 4u * c, lay_b.word(row0 + r, gi, c % WB), 4u);
+    }
+#endif
     if constexpr (MOE) {  // gathered token rows x[id / a_div] (zero rows for padding), their scale words
       constexpr u32 XCH = XROW / 16u;
       const u64 xrow_bytes = (u64)kbt * (XROW / 4u);
@@ -242,14 +278,22 @@ MXRT_DEVICE void dec_body(const DecArgs& P) {
       }
       for (u32 r = lane; r < 8u * tiles; r += 32u) {
         const i32 id = ids_s[r];
-        if (id >= 0) dec_cp4(sbase + 4u * ROWS + 4u * r, sa + (u64)((u32)id / P.a_div) * kbt + 4u * gi, 4u);
+        if (id >= 0) dec_cp4(sbase + X_SOFF + 4u * r, sa + (u64)((u32)id / P.a_div) * kbt + 4u * gi, 4u);
       }
     } else {
+#if SLA == MXRT_SCALE_LAYOUT_NONE
 #pragma unroll
       for (u32 i = 0; i < (8u * MT + 31u) / 32u; ++i) {
         const u32 r = i * 32u + lane;
-        if (r < 8u * MT && r < m) dec_cp4(sbase + 4u * ROWS + 4u * r, sa + (u64)r * kbt + 4u * gi, 4u);
+        if (r < 8u * MT && r < m) dec_cp4(sbase + X_SOFF + 4u * r, sa + (u64)r * kbt + 4u * gi, 4u);
       }
+#else
+#pragma unroll
+      for (u32 i = 0; i < (8u * MT * WA + 31u) / 32u; ++i) {
+        const u32 c = i * 32u + lane, r = c / WA;
+        if (r < 8u * MT && r < m) dec_cp4(sbase + X_SOFF + 4u * c, lay_a.word(r, gi, c % WA), 4u);
+      }
+#endif
     }
   };
 
@@ -285,15 +329,26 @@ MXRT_DEVICE void dec_body(const DecArgs& P) {
 #pragma unroll
     for (int r = 0; r < RT; ++r) {
       const u32 ra = 16u * r + g, rb = ra + 8u;
+#if SLB == MXRT_SCALE_LAYOUT_NONE
       sw0[r] = row0 + ra < n ? *(const u32*)(ss + 4u * ra) : 0x7F7F7F7Fu;
       sw1[r] = row0 + rb < n ? *(const u32*)(ss + 4u * rb) : 0x7F7F7F7Fu;
+#else  // the 4 scale bytes of the group (block 4 gi + b in byte b) from the row's staged words
+      sw0[r] = row0 + ra < n ? lay_b.bytes(ss + 4u * WB * ra, row0 + ra, g0 + i) : 0x7F7F7F7Fu;
+      sw1[r] = row0 + rb < n ? lay_b.bytes(ss + 4u * WB * rb, row0 + rb, g0 + i) : 0x7F7F7F7Fu;
+#endif
       fast &= dec_fast4(sw0[r]) & dec_fast4(sw1[r]);
     }
 #pragma unroll
     for (int t = 0; t < MT; ++t) {
       const u32 j = 8u * t + 2u * q;
-      sx0[t] = (u32)t < tiles && tok_ok(j) ? *(const u32*)(ss + 4u * ROWS + 4u * j) : 0x7F7F7F7Fu;
-      sx1[t] = (u32)t < tiles && tok_ok(j + 1u) ? *(const u32*)(ss + 4u * ROWS + 4u * (j + 1u)) : 0x7F7F7F7Fu;
+#if SLA == MXRT_SCALE_LAYOUT_NONE
+      sx0[t] = (u32)t < tiles && tok_ok(j) ? *(const u32*)(ss + X_SOFF + 4u * j) : 0x7F7F7F7Fu;
+      sx1[t] = (u32)t < tiles && tok_ok(j + 1u) ? *(const u32*)(ss + X_SOFF + 4u * (j + 1u)) : 0x7F7F7F7Fu;
+#else
+      sx0[t] = (u32)t < tiles && tok_ok(j) ? lay_a.bytes(ss + X_SOFF + 4u * WA * j, j, g0 + i) : 0x7F7F7F7Fu;
+      sx1[t] = (u32)t < tiles && tok_ok(j + 1u) ? lay_a.bytes(ss + X_SOFF + 4u * WA * (j + 1u), j + 1u, g0 + i)
+                                                : 0x7F7F7F7Fu;
+#endif
       fast &= dec_fast4(sx0[t]) & dec_fast4(sx1[t]);
     }
     auto block = [&](auto ublk, auto wide) {

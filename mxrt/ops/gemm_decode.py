@@ -7,9 +7,16 @@ the K-splitting warps of a CTA in shared memory in a fixed order. e2m1 operands 
 so MXFP4 weights are read at half the bytes of MXFP8.
 
 Envelope (everything inside runs here; ``sm90_wgmma`` or ``generic`` serve the rest): ``m <= 64``; row-major
-scales; ``k % 128 == 0``; 16-byte aligned code bases and 4-byte aligned scales; bf16 / fp16 out (float32 out only
-for e2m1 x e2m1, as on ``sm90_wgmma``: the fp8 tensor cores' k32 partials carry ~2-5e-5 relative error); sizes
-below 2^31.
+scales or any preshuffled layout (``aiter32x8``, ``turbo16x4`` bytes or uint32 words, ``cublas128x4``,
+``deepgemm_ue8m0``, per operand) read in place; ``k % 128 == 0``; 16-byte aligned code bases and 4-byte aligned
+scales; bf16 / fp16 out (float32 out only for e2m1 x e2m1, as on ``sm90_wgmma``: the fp8 tensor cores' k32 partials
+carry ~2-5e-5 relative error); sizes below 2^31 (a layout's storage too: 32-bit scale offsets).
+
+Scale layouts (defines SLA / SLB, :data:`gemm_decode_kernels.DECODE_LAYOUTS`; the index maps of
+kernels_src/common/scale_layouts.h): a stage's 4 scale bytes of a row are one aligned word in row-major,
+``cublas128x4`` and ``deepgemm_ue8m0`` storage, so those copy one word per row as row-major does; ``aiter32x8`` and
+``turbo16x4`` scatter them over 4 words (one per block), staged and gathered with byte permutes. Row-major builds
+are the same code as before the layouts existed (SLA = SLB = 0 compile the layout branches out).
 
 Memory-level parallelism without registers or issue slots: each warp streams its 16 * RT rows x its share of the
 CTA's K range through a private ring of shared-memory stages of 4 MX blocks (two TMA tiles per stage issued by one
@@ -37,20 +44,22 @@ import numpy as np
 
 from .. import codes
 from .._kinds import dtype_name
+from ..codes import SCALE_LAYOUT_CODES
 from ..config import gemm_path_override
+from ..layouts import scale_layout_shape
 from ..runtime.compiler import build
-from ..runtime.kernel_spec import defines
 from ..runtime.launch import MAX_GRID_YZ, LaunchConfig, launch, prepare
 from . import decode_table
 from . import gemm_decode_kernels as K
 from .gemm_paths import DeviceGemm, GemmPath, PreparedGemm, gemm_paths, invalidate_plans, register_gemm_path
-from .gemm_sm90 import TensorMapMemo, tensor_map_arg
+from .gemm_sm90 import TensorMapMemo, scale_layout_code, tensor_map_arg
 from .gemm_splitk import prepare_split_k, run_split_k
 
 NAME = "sm90_decode"
 TARGET = "sm_90a"
 PRIORITY = 30  # above sm90_wgmma (20): inside its envelope the decode kernel is the faster one (RESULTS.md)
 _LIMIT = 2**31
+_READS = "aiter32x8, turbo16x4 (bytes or uint32 words), cublas128x4, deepgemm_ue8m0"
 
 
 def supports(dg: DeviceGemm) -> str | None:
@@ -59,8 +68,13 @@ def supports(dg: DeviceGemm) -> str | None:
         return f"m = {p.m} > {K.DECODE_MAX_M} (the decode envelope)"
     if p.split_k > MAX_GRID_YZ:
         return f"split_k = {p.split_k}, at most {MAX_GRID_YZ} (grid z)"
-    if p.a_scale_layout is not None or p.b_scale_layout is not None:
-        return "preshuffled scale layouts (this path reads row-major [rows, k/32] scales)"
+    for name, rows, layout, s in (("a", p.m, p.a_scale_layout, dg.a_scales), ("b", p.n, p.b_scale_layout, dg.b_scales)):
+        if layout is None:
+            continue
+        if layout not in SCALE_LAYOUT_CODES or scale_layout_code(layout, s) not in K.DECODE_LAYOUTS:
+            return f"{name}_scale_layout={layout!r} is not read by this kernel (row-major or {_READS})"
+        if np.prod(scale_layout_shape(layout, rows, p.k_blocks), dtype=np.int64) >= _LIMIT:
+            return f"a {layout} scale storage of 2^31 elements or more (32-bit scale offsets)"
     out = dtype_name(p.out_dtype)
     if out not in codes.GEMM_OUT_DTYPE_CODES:
         return f"out dtype {out}"
@@ -116,21 +130,29 @@ GRID_WARPS = 896
 
 @functools.lru_cache(maxsize=4096)
 def plan(
-    m: int, n: int, k: int, split_k: int, sms: int = 132, target: str | None = None, device: str = ""
+    m: int,
+    n: int,
+    k: int,
+    split_k: int,
+    sms: int = 132,
+    target: str | None = None,
+    device: str = "",
+    layouts: tuple[int, int] = (0, 0),
 ) -> tuple[DecodeConfig, int]:
     """The build and the split of one problem: the smallest token tile that holds ``m``. With ``target`` given,
-    the tuned table's decode entry for (target, device, n, k, M bucket) when it has one and ``split_k`` is 1 or the
-    entry's split. Else the envelope defaults: warps and ring depth from the sweep (RESULTS.md, session 5); with
-    ``split_k == 1`` (the default) and fewer CTAs (of 16 * RT rows) than SMs, K is split across CTAs
-    (deterministic: fp32 slices reduced in order), at most 16 ways and 4 groups of 4 MX blocks per split; then
-    more K warps per CTA while the grid holds fewer than :data:`GRID_WARPS` warps, each warp keeps at least two
-    groups and the rings fit in shared memory."""
+    the tuned table's decode entry for (target, device, n, k, M bucket) when it has one, ``split_k`` is 1 or the
+    entry's split, and its rings fit in shared memory with the scale layouts ``layouts`` (SLA, SLB). Else the
+    envelope defaults: warps and ring depth from the sweep (RESULTS.md, session 5); with ``split_k == 1`` (the
+    default) and fewer CTAs (of 16 * RT rows) than SMs, K is split across CTAs (deterministic: fp32 slices reduced
+    in order), at most 16 ways and 4 groups of 4 MX blocks per split; then more K warps per CTA while the grid holds
+    fewer than :data:`GRID_WARPS` warps, each warp keeps at least two groups and the rings fit in shared memory."""
     mt = next(t for t in K.DECODE_MT if 8 * t >= m)
     if target is not None:
         e = decode_table.lookup(target, device, n, k, m)
         if e is not None and e.path == NAME and split_k in (1, e.split):
             assert e.kw is not None and e.stages is not None and e.split is not None
-            return DecodeConfig(mt, e.kw, e.stages, e.rt or 1), e.split
+            if K.smem_bytes(K.E4M3, K.E4M3, mt, e.kw, e.stages, e.rt or 1, *layouts) <= K.DECODE_SMEM_MAX:
+                return DecodeConfig(mt, e.kw, e.stages, e.rt or 1), e.split
     kw, stages = DEFAULT[mt]
     rt = RT_DEFAULT[mt]
     ctas, groups = -(-n // (16 * rt)), max(1, k // 128)
@@ -141,14 +163,25 @@ def plan(
         ctas * split * kw < GRID_WARPS
         and kw < max(K.DECODE_KW)
         and groups // (split * kw * 2) >= 2
-        and K.smem_bytes(K.E4M3, K.E4M3, mt, 2 * kw, stages, rt) <= K.DECODE_SMEM_MAX
+        and K.smem_bytes(K.E4M3, K.E4M3, mt, 2 * kw, stages, rt, *layouts) <= K.DECODE_SMEM_MAX
     ):
         kw *= 2
     return DecodeConfig(mt, kw, stages, rt), split
 
 
 _KERNELS: dict = {}
-_LAUNCHES: dict = {}  # (sizes, formats, out code, atomic, tune, arch) -> (kernel, LaunchConfig, map boxes)
+_LAUNCHES: dict = {}  # (sizes, formats, layouts, out code, atomic, tune, arch) -> (kernel, LaunchConfig, map boxes)
+
+
+def _layouts(dg: DeviceGemm) -> tuple[int, int]:
+    """Defines SLA, SLB of a call: its scale layout codes (0 row-major, 5 turbo16x4 as uint32 words)."""
+    p = dg.p
+    return scale_layout_code(p.a_scale_layout, dg.a_scales), scale_layout_code(p.b_scale_layout, dg.b_scales)
+
+
+def _plan(dg: DeviceGemm) -> tuple[DecodeConfig, int]:
+    p, a = dg.p, dg.arch
+    return plan(p.m, p.n, p.k, p.split_k, a.num_cus, a.target, a.name, _layouts(dg))
 
 
 def _kernel(d: Any, arch: Any, smem: int) -> Any:
@@ -164,11 +197,12 @@ def _kernel(d: Any, arch: Any, smem: int) -> Any:
 
 def _launch_plan(dg: DeviceGemm, out_code: int, atomic: bool, tune: dict) -> tuple[Any, LaunchConfig, tuple]:
     p = dg.p
-    c, _ = plan(p.m, p.n, p.k, p.split_k, dg.arch.num_cus, dg.arch.target, dg.arch.name)
+    c, _ = _plan(dg)
     c = DecodeConfig(*(tune.get(f, getattr(c, f)) for f in ("mt", "kw", "stages", "rt")))
     fa, fb = codes.FMT_CODES[p.a_fmt], codes.FMT_CODES[p.b_fmt]
-    d = defines(A_FMT=fa, ATOMIC=int(atomic), B_FMT=fb, KW=c.kw, MT=c.mt, OUT_DTYPE=out_code, RT=c.rt, STAGES=c.stages)
-    smem = K.smem_bytes(fa, fb, c.mt, c.kw, c.stages, c.rt)
+    sla, slb = _layouts(dg)
+    d = K.dense_variant(fa, fb, int(atomic), c.kw, c.mt, out_code, c.stages, c.rt, sla, slb)
+    smem = K.smem_bytes(fa, fb, c.mt, c.kw, c.stages, c.rt, sla, slb)
     kernel = _kernel(d, dg.arch, smem)
     cfg = LaunchConfig((-(-p.n // (16 * c.rt)), 1, p.split_k), (c.threads, 1, 1), smem)
     return kernel, cfg, (K.row_bytes(fa), K.row_bytes(fb), c.mt, c.rt)
@@ -176,7 +210,19 @@ def _launch_plan(dg: DeviceGemm, out_code: int, atomic: bool, tune: dict) -> tup
 
 def _launch_entry(dg: DeviceGemm, out_code: int, atomic: bool, tune: dict) -> tuple[Any, LaunchConfig, tuple]:
     p = dg.p
-    key = (p.m, p.n, p.k, p.split_k, p.a_fmt, p.b_fmt, out_code, atomic, tuple(sorted(tune.items())), dg.arch)
+    key = (
+        p.m,
+        p.n,
+        p.k,
+        p.split_k,
+        p.a_fmt,
+        p.b_fmt,
+        _layouts(dg),
+        out_code,
+        atomic,
+        tuple(sorted(tune.items())),
+        dg.arch,
+    )
     hit = _LAUNCHES.get(key)
     if hit is None:
         if len(_LAUNCHES) >= 4096:
@@ -204,7 +250,7 @@ def run(dg: DeviceGemm, **tune: int) -> None:
     if p.is_empty:
         dg.out.fill(0)
         return
-    split = tune.pop("split", 0) or plan(p.m, p.n, p.k, p.split_k, dg.arch.num_cus, dg.arch.target, dg.arch.name)[1]
+    split = tune.pop("split", 0) or _plan(dg)[1]
     if split != p.split_k:  # the path's own split of a split_k=1 call (plan)
         dg = dataclasses.replace(dg, p=dataclasses.replace(p, split_k=split))
     run_split_k(dg, lambda dst, out_code, atomic: _launch(dg, dst, out_code, atomic, tune))
@@ -215,7 +261,7 @@ def prepare_run(dg: DeviceGemm) -> PreparedGemm | None:
     p = dg.p
     if p.is_empty:
         return None
-    split = plan(p.m, p.n, p.k, p.split_k, dg.arch.num_cus, dg.arch.target, dg.arch.name)[1]
+    split = _plan(dg)[1]
     if split != p.split_k:
         dg = dataclasses.replace(dg, p=dataclasses.replace(p, split_k=split))
         p = dg.p

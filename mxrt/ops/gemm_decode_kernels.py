@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from ..codes import FMT_CODES, GEMM_OUT_DTYPE_CODES
+from ..codes import FMT_CODES, GEMM_OUT_DTYPE_CODES, SCALE_LAYOUT_CODES, SCALE_LAYOUT_TURBO16X4_U32
 from ..problems.gemm import GEMM_FORMAT_PAIRS
 from ..runtime.kernel_spec import Defines, KernelSpec, defines
 
@@ -20,6 +20,11 @@ DECODE_STAGES = (2, 3, 4, 6)
 DECODE_RT = (1, 2, 4)
 #: shared memory a CTA may use (H100: 227 KB per block)
 DECODE_SMEM_MAX = 227 * 1024
+#: scale layouts the dense kernel reads in place (defines SLA / SLB): row-major 0 and the MXRT_SCALE_LAYOUT_* codes
+#: 1..4, 5 = turbo16x4 as uint32 words (kernels_src/gemm/gemm_decode_sm90_scales.h); the MoE kernel reads row-major
+DECODE_LAYOUTS = (*SCALE_LAYOUT_CODES.values(), SCALE_LAYOUT_TURBO16X4_U32)
+#: the layouts that scatter a row's 4 blocks of a group over 4 words (aiter32x8, turbo16x4 bytes and uint32 words)
+SCATTERED_LAYOUTS = (SCALE_LAYOUT_CODES["aiter32x8"], SCALE_LAYOUT_CODES["turbo16x4"], SCALE_LAYOUT_TURBO16X4_U32)
 
 _F32, _BF16, _F16 = (GEMM_OUT_DTYPE_CODES[n] for n in ("float32", "bfloat16", "float16"))
 _E2M1 = FMT_CODES["e2m1"]
@@ -30,17 +35,23 @@ def row_bytes(fmt: int) -> int:
     return 64 if fmt == _E2M1 else 128
 
 
-def stage_bytes(a_fmt: int, b_fmt: int, mt: int, rt: int = 1) -> int:
+def scale_words(layout: int) -> int:
+    """Scale words a stage stages per row in scale layout code ``layout`` (the kernel's DEC_SWORDS): 4 for the
+    scattered layouts (one per MX block), else 1 (the group's 4 bytes are one aligned word)."""
+    return 4 if layout in SCATTERED_LAYOUTS else 1
+
+
+def stage_bytes(a_fmt: int, b_fmt: int, mt: int, rt: int = 1, sla: int = 0, slb: int = 0) -> int:
     """One ring stage: the code tiles (16 * rt weight rows, 8 * mt token rows) padded to 1024 bytes, the scale
-    words, the slot's mbarrier."""
+    words (:func:`scale_words` per row in layouts ``sla`` / ``slb``), the slot's mbarrier."""
     codes = -(-(16 * rt * row_bytes(b_fmt) + 8 * mt * row_bytes(a_fmt)) // 1024) * 1024
-    return codes + 16 * rt * 4 + 8 * mt * 4 + 8
+    return codes + 16 * rt * 4 * scale_words(slb) + 8 * mt * 4 * scale_words(sla) + 8
 
 
-def smem_bytes(a_fmt: int, b_fmt: int, mt: int, kw: int, stages: int, rt: int = 1) -> int:
+def smem_bytes(a_fmt: int, b_fmt: int, mt: int, kw: int, stages: int, rt: int = 1, sla: int = 0, slb: int = 0) -> int:
     """Dynamic shared memory of a build: the warps' rings (the code stages also hold the [kw][16 * rt][8 * mt] fp32
     partials at the end) and 1024 bytes of alignment slack."""
-    return kw * stages * stage_bytes(a_fmt, b_fmt, mt, rt) + 1024
+    return kw * stages * stage_bytes(a_fmt, b_fmt, mt, rt, sla, slb) + 1024
 
 
 def valid_rt(mt: int, rt: int) -> bool:
@@ -51,23 +62,44 @@ def valid_rt(mt: int, rt: int) -> bool:
 def decode_variant(
     a_fmt: int, b_fmt: int, atomic: int, kw: int, mt: int, out: int, stages: int, rt: int = 1
 ) -> Defines:
+    """The defines of one build of the MoE kernel (row-major scales)."""
     return defines(A_FMT=a_fmt, ATOMIC=atomic, B_FMT=b_fmt, KW=kw, MT=mt, OUT_DTYPE=out, RT=rt, STAGES=stages)
 
 
+def dense_variant(
+    a_fmt: int,
+    b_fmt: int,
+    atomic: int,
+    kw: int,
+    mt: int,
+    out: int,
+    stages: int,
+    rt: int = 1,
+    sla: int = 0,
+    slb: int = 0,
+) -> Defines:
+    """The defines of one build of the dense kernel: :func:`decode_variant`'s and the scale layouts SLA / SLB."""
+    return defines(**dict(decode_variant(a_fmt, b_fmt, atomic, kw, mt, out, stages, rt)), SLA=sla, SLB=slb)
+
+
 E4M3 = _E4M3 = FMT_CODES["e4m3"]  # the largest stages (fp8 on both sides)
+_LAYOUTS = DECODE_LAYOUTS[1:]  # the preshuffled ones
+_SL = {name: SCALE_LAYOUT_CODES[name] for name in ("aiter32x8", "turbo16x4", "cublas128x4", "deepgemm_ue8m0")}
 GEMM_MX_DECODE_SM90 = KernelSpec(
     symbol="gemm_mx_decode_sm90",
     file="gemm/gemm_mx_decode_sm90.hip",
-    required=("A_FMT", "ATOMIC", "B_FMT", "KW", "MT", "OUT_DTYPE", "RT", "STAGES"),
-    # every format pair at one tile with bf16 out (RT 1 and 2); every MT / KW / ring depth / out dtype / mode on e4m3
-    # at RT 1; every RT per MT at two ring depths
+    required=("A_FMT", "ATOMIC", "B_FMT", "KW", "MT", "OUT_DTYPE", "RT", "SLA", "SLB", "STAGES"),
+    # row-major scales: every format pair at one tile with bf16 out (RT 1 and 2); every MT / KW / ring depth / out
+    # dtype / mode on e4m3 at RT 1; every RT per MT at two ring depths. Then each preshuffled layout (23 builds):
+    # on the weights alone (e4m3 MT 1; mixed e4m3 x e2m1 MT 4 RT 4), on both operands (e2m1 x e2m1 fp32 out MT 2
+    # RT 2; e4m3 fp16 atomic MT 8 RT 2), and three mixed pairs (the last: two layouts of different word counts)
     variants=tuple(
-        decode_variant(FMT_CODES[fa], FMT_CODES[fb], 0, 4, 1, _BF16, 4, rt)
+        dense_variant(FMT_CODES[fa], FMT_CODES[fb], 0, 4, 1, _BF16, 4, rt)
         for fa, fb in GEMM_FORMAT_PAIRS
         for rt in (1, 2)
     )
     + tuple(
-        decode_variant(_E4M3, _E4M3, at, kw, mt, od, st)
+        dense_variant(_E4M3, _E4M3, at, kw, mt, od, st)
         for mt in DECODE_MT
         for kw in DECODE_KW
         for st in DECODE_STAGES
@@ -75,13 +107,31 @@ GEMM_MX_DECODE_SM90 = KernelSpec(
         for od, at in ((_BF16, 0), (_F16, 1), (_F32, 0))
     )
     + tuple(
-        decode_variant(_E4M3, _E4M3, 0, kw, mt, _BF16, st, rt)
+        dense_variant(_E4M3, _E4M3, 0, kw, mt, _BF16, st, rt)
         for mt in DECODE_MT
         for rt in DECODE_RT[1:]
         if valid_rt(mt, rt)
         for kw in (2, 4)
         for st in (2, 3)
         if smem_bytes(_E4M3, _E4M3, mt, kw, st, rt) <= DECODE_SMEM_MAX
+    )
+    + tuple(
+        v
+        for sl in _LAYOUTS
+        for v in (
+            dense_variant(_E4M3, _E4M3, 0, 2, 1, _BF16, 3, 1, 0, sl),
+            dense_variant(_E4M3, _E2M1, 0, 2, 4, _BF16, 2, 4, 0, sl),
+            dense_variant(_E2M1, _E2M1, 0, 4, 2, _F32, 3, 2, sl, sl),
+            dense_variant(_E4M3, _E4M3, 1, 2, 8, _F16, 2, 2, sl, sl),
+        )
+    )
+    + tuple(
+        dense_variant(_E4M3, _E4M3, 0, 4, 8, _BF16, 2, 2, sla, slb)
+        for sla, slb in (
+            (_SL["deepgemm_ue8m0"], _SL["turbo16x4"]),
+            (_SL["aiter32x8"], _SL["cublas128x4"]),
+            (SCALE_LAYOUT_TURBO16X4_U32, _SL["deepgemm_ue8m0"]),
+        )
     ),
     targets=("sm_90a",),
     expect_mma=(("sm_90a", ("mma.sync.aligned.m16n8k32",)),),

@@ -7,8 +7,11 @@ On gfx950 / gfx942 the lens (MODE 0) and wgrad (MODE 3) problems run on the AMD 
 (kernels_src/gemm/gemm_mx_grouped_gfx950.hip / _gfx942.hip: the dense AMD kernels' main loops under the same
 device-side group schedule); :data:`DISPATCH` names them, mxrt/ops/grouped_gemm_amd.py says which problems they take
 (the others fall back to the generic kernel). On sm_90a the lens (MODE 0) and DeepGEMM ids / masked (MODE 1, 2)
-problems and the variable-K wgrad (MODE 3) run on the Hopper grouped kernel (kernels_src/gemm/gemm_mx_grouped_sm90.hip:
-the dense gemm_mx_sm90 CTA tile under the same schedule; mxrt/ops/grouped_gemm_sm90.py)."""
+problems with 16-bit out run on the Hopper grouped engine (kernels_src/gemm/gemm_mx_grouped_sm90_ws.hip: the issue-10
+engine gemm_mx_sm90_ws walking a grouped work list built on the device; mxrt/ops/grouped_gemm_sm90_ws.py), the
+variable-K wgrad (MODE 3) and what the engine declines on the older Hopper grouped kernel
+(kernels_src/gemm/gemm_mx_grouped_sm90.hip: the dense gemm_mx_sm90 CTA tile under the same schedule;
+mxrt/ops/grouped_gemm_sm90.py)."""
 
 from __future__ import annotations
 
@@ -201,12 +204,15 @@ SPECS = (
     GEMM_MX_GROUPED_SM90,
     GEMM_MX_GROUPED_SM90_WS,
 )
-#: op -> {target: spec}; an AMD entry serves only the problems mxrt/ops/grouped_gemm_amd.py accepts (lens / wgrad),
-#: the sm_90a entry those of mxrt/ops/grouped_gemm_sm90.py (lens, DeepGEMM ids / masked with E8M0 scales, wgrad
-#: with 16-bit out); the others (k-grouped everywhere, float32 scales, fp32 out with an fp8 operand on sm_90a) run
-#: on "generic"
+#: op -> {target: spec}; an AMD entry serves only the problems mxrt/ops/grouped_gemm_amd.py accepts (lens / wgrad);
+#: the sm_90a entry of grouped_gemm_mx (the engine) those of mxrt/ops/grouped_gemm_sm90_ws.py (lens, DeepGEMM ids /
+#: masked with E8M0 scales and 16-bit out), what it declines falls to :data:`FALLBACK` (gemm_mx_grouped_sm90:
+#: fp32 out for e2m1 x e2m1, masked with more groups than the engine's schedule holds), as does the wgrad (16-bit
+#: out); the others (k-grouped everywhere, float32 scales, fp32 out with an fp8 operand on sm_90a) run on "generic"
 _ROW = {"generic": GEMM_MX_GROUPED_GENERIC, "gfx950": GEMM_MX_GROUPED_GFX950, "gfx942": GEMM_MX_GROUPED_GFX942}
 DISPATCH = {
-    "grouped_gemm_mx": {**_ROW, "sm_90a": GEMM_MX_GROUPED_SM90},
+    "grouped_gemm_mx": {**_ROW, "sm_90a": GEMM_MX_GROUPED_SM90_WS},
     "grouped_gemm_mx_wgrad": {**_ROW, "sm_90a": GEMM_MX_GROUPED_SM90},
 }
+#: a dispatch entry -> the kernel that runs what it declines (before "generic")
+FALLBACK = {GEMM_MX_GROUPED_SM90_WS: GEMM_MX_GROUPED_SM90}

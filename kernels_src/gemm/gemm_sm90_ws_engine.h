@@ -222,6 +222,8 @@ struct WsDenseWalk {
   }
 };
 
+// The engine: every thread of the CTA calls it after the kernel's own prologue (it initialises the barriers itself);
+// the walk is described at the head of this file.
 template <class Walk>
 MXRT_DEVICE void ws_engine(const Sm90Smem& S, const Walk& wk, const void* ta, const void* tb, const u8* __restrict__ sa,
                            const u8* __restrict__ sb, void* __restrict__ out) {

@@ -1,11 +1,14 @@
 """Grouped MX GEMM timing on a GPU: mxrt's grouped kernels (forward, dgrad, variable-K wgrad; the kernel ``auto``
-picks: the Hopper grouped kernel on sm_90a for fwd / dgrad and the bfloat16 wgrad, generic for the float32 wgrad)
-against ``torch._grouped_mm`` in bfloat16, on the MoE shapes of Primus-Turbo PR #330 (run from the repository root).
+picks on sm_90a: the grouped engine gemm_mx_grouped_sm90_ws for fwd / dgrad, the older gemm_mx_grouped_sm90 for the
+bfloat16 wgrad, generic for the float32 wgrad) against ``torch._grouped_mm`` in bfloat16, on the MoE shapes of
+Primus-Turbo PR #330 (run from the repository root).
 
     python benchmarks/bench_grouped_gemm.py [--json FILE] [--budget-s 200] [--reps 3] [--shapes deepseek,gpt-oss]
-        [--passes fwd,dgrad,wgrad] [--kernel auto|generic|sm90] [--wgrad-out bfloat16|float32]
+        [--passes fwd,dgrad,wgrad] [--kernel auto|generic|sm90|sm90_ws|sm90_wgmma] [--wgrad-out bfloat16|float32]
 
-``--kernel`` sets MXRT_GROUPED_GEMM_KERNEL (``generic``: the portable kernel, for A/B against the native one).
+``--kernel`` sets MXRT_GROUPED_GEMM_KERNEL (``generic``: the portable kernel, for A/B against the native one; on
+sm_90a ``sm90_ws`` / ``sm90_wgmma``: the grouped engine / the older Hopper kernel alone, for their A/B with
+``--passes fwd,dgrad``, as the wgrad runs on the older kernel only).
 ``--wgrad-out``: the wgrad's out dtype (default bfloat16, what ``torch._grouped_mm`` writes; float32 runs on the
 generic kernel on sm_90a, as the fp8 wgmma partials miss the fp32 1e-5 bar).
 
@@ -145,7 +148,9 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--shapes", default="gpt-oss,deepseek", help="comma-separated: deepseek, gpt-oss")
     ap.add_argument("--passes", default="fwd,dgrad,wgrad", help="comma-separated: fwd, dgrad, wgrad")
-    ap.add_argument("--kernel", default="auto", help="MXRT_GROUPED_GEMM_KERNEL: auto, generic, sm90, ...")
+    ap.add_argument(
+        "--kernel", default="auto", help="MXRT_GROUPED_GEMM_KERNEL: auto, generic, sm90, sm90_ws, sm90_wgmma, ..."
+    )
     ap.add_argument("--wgrad-out", default="bfloat16", choices=("bfloat16", "float32"))
     args = ap.parse_args(argv)
     os.environ["MXRT_GROUPED_GEMM_KERNEL"] = args.kernel

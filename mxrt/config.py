@@ -97,8 +97,9 @@ def tuned_table_path() -> Path:
 
 
 #: ``MXRT_GROUPED_GEMM_KERNEL``: force the kernel of the grouped GEMMs (``grouped_gemm_mx``, ``_wgrad``, the DeepGEMM
-#: calls): ``generic`` (the portable kernel, e.g. for A/B timings) or the target's own (``sm90``, ``gfx950``,
-#: ``gfx942``: raises UnsupportedArchError with the kernel's reason where it does not take the problem). Unset or
+#: calls): ``generic`` (the portable kernel, e.g. for A/B timings) or the target's own (``sm90``: the Hopper grouped
+#: engine, else the older Hopper kernel; ``sm90_ws`` / ``sm90_wgmma``: one of them, for A/B timings; ``gfx950``,
+#: ``gfx942``: raises UnsupportedArchError with the kernels' reasons where none takes the problem). Unset or
 #: ``auto``: the target's kernel where it takes the problem, else generic (:func:`mxrt.ops.grouped_gemm.choose_kernel`).
 ENV_GROUPED_GEMM_KERNEL = "MXRT_GROUPED_GEMM_KERNEL"
 

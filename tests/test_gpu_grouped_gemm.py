@@ -1,5 +1,6 @@
 """Grouped MX GEMMs on the GPU (backend "auto": the generic kernel kernels_src/gemm/gemm_mx_grouped_generic.hip, and
-on sm_90a the Hopper grouped kernel where it takes the problem; tests/test_gpu_grouped_gemm_sm90.py forces it):
+on sm_90a the Hopper grouped engine / kernel where they take the problem; tests/test_gpu_grouped_gemm_sm90.py forces
+them):
 forward, dgrad and wgrad of mxrt.grouped_gemm_mx / grouped_gemm_mx_wgrad and the DeepGEMM entry points
 (mxrt.deep_gemm), against float64 math of the dequantized inputs (bf16 / fp16 calc_diff <= 1e-5, fp32 relative
 <= 1e-5) and of the unquantized inputs (calc_diff <= 1e-3 for e4m3). Marker ``gpu``: skips without cupy or a device.

@@ -1,8 +1,10 @@
-"""The Hopper grouped MX GEMM kernel (kernels_src/gemm/gemm_mx_grouped_sm90.hip) on an sm_90a GPU, forced with
-MXRT_GROUPED_GEMM_KERNEL=sm90 (a problem it declines raises, so every test here runs it): forward / dgrad by device
-group_lens, DeepGEMM contiguous (ids, psum) and masked, the variable-K wgrad (MODE 3), against float64 math of the
-dequantized inputs (bf16 / fp16 calc_diff <= 1e-5, fp32 relative <= 1e-5). Outputs start poisoned (0xFF bytes);
-rows the op does not own must keep the poison. Marker ``gpu``: skips without cupy, a device, or off sm_90a."""
+"""The Hopper grouped MX GEMM kernels on an sm_90a GPU, forced with MXRT_GROUPED_GEMM_KERNEL=sm90 (a problem neither
+takes raises, so every test here runs one of them): the grouped engine (kernels_src/gemm/gemm_mx_grouped_sm90_ws.hip)
+for forward / dgrad by device group_lens, DeepGEMM contiguous (ids, psum) and masked with 16-bit out, the older
+kernel (kernels_src/gemm/gemm_mx_grouped_sm90.hip) for the variable-K wgrad (MODE 3) and fp32 out; each test asserts
+which kernel ran (the debug session's launches). Against float64 math of the dequantized inputs (bf16 / fp16
+calc_diff <= 1e-5, fp32 relative <= 1e-5). Outputs start poisoned (0xFF bytes); rows the op does not own must keep
+the poison. Marker ``gpu``: skips without cupy, a device, or off sm_90a."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ import pytest
 
 import mxrt
 import mxrt.deep_gemm as deep_gemm
-from mxrt.ops import grouped_gemm_kernels, grouped_gemm_sm90
+from mxrt.ops import grouped_gemm_kernels, grouped_gemm_sm90, grouped_gemm_sm90_ws
 from mxrt.ops.grouped_gemm import choose_kernel
 from mxrt.problems.grouped_gemm import grouped_gemm_problem, wgrad_problem
 from mxrt.reference.grouped_gemm import grouped_gemm_f64
@@ -28,6 +30,7 @@ from mxrt.runtime import get_arch  # noqa: E402
 POISON = 0xFF
 BF16 = ml_dtypes.bfloat16
 SM90 = grouped_gemm_kernels.GEMM_MX_GROUPED_SM90
+WS = grouped_gemm_kernels.GEMM_MX_GROUPED_SM90_WS
 
 
 @pytest.fixture(autouse=True)
@@ -83,8 +86,14 @@ def _lens(kind: str, g: int, m: int, rng) -> np.ndarray:
     raise ValueError(kind)
 
 
-def _uses_sm90(p) -> None:
-    assert choose_kernel(p, "sm_90a") is SM90
+def _uses(p, spec=WS) -> None:
+    assert choose_kernel(p, "sm_90a") is spec
+
+
+def ran(session, spec=WS) -> None:
+    """The last launch of the debug session was ``spec``'s kernel (e2m1 expansions launch before it)."""
+    assert session.launches, "nothing launched"
+    assert session.launches[-1][1] == spec.symbol, [launch[1] for launch in session.launches[-3:]]
 
 
 LENS_CASES = [(1, "balanced", 1024), (4, "balanced", 4096), (4, "unbalanced", 1000), (32, "unbalanced", 2051),
@@ -93,7 +102,7 @@ LENS_CASES = [(1, "balanced", 1024), (4, "balanced", 4096), (4, "unbalanced", 10
 
 @pytest.mark.parametrize("out_dtype", ["bfloat16", "float16"])
 @pytest.mark.parametrize("g,kind,m", LENS_CASES, ids=str)
-def test_forward_and_dgrad(g, kind, m, out_dtype):
+def test_forward_and_dgrad(forced, g, kind, m, out_dtype):
     """Both tiles (256 rows at >= 512 rows per group, else 128), unaligned groups, empty groups, one group holding
     every row; forward with an odd n = 199 (single-element stores, a partial column tile), reductions of 272 and
     208 = 16 mod 32 (a half MX block at the end)."""
@@ -103,11 +112,12 @@ def test_forward_and_dgrad(g, kind, m, out_dtype):
     x, w, go, w2 = _x(rng, (m, k)), _x(rng, (g, n, k)), _x(rng, (m, nd)), _x(rng, (g, nd, k))
     qw2 = mxrt.quantize_mx_dual_grouped(w2)  # col: [G, k, nd] along nd, the dgrad operand
     for a, b in ((mxrt.quantize_mx(x), mxrt.quantize_mx(w, axis=2)), (mxrt.quantize_mx(go), qw2.col)):
-        _uses_sm90(grouped_gemm_problem(a, b, lens, out_dtype=out_dtype))
+        _uses(grouped_gemm_problem(a, b, lens, out_dtype=out_dtype))
         got = mxrt.grouped_gemm_mx(dev(a), dev(b), cupy.asarray(lens, cupy.int32), out_dtype=out_dtype)
+        ran(forced)
         p = grouped_gemm_problem(a, b, lens, out_dtype="float32")
         want, _ = grouped_gemm_f64(p)
-        check(host(got, out_dtype), want, out_dtype, f"G={g} {kind} m={m} tile={grouped_gemm_sm90.tile(p)}")
+        check(host(got, out_dtype), want, out_dtype, f"G={g} {kind} m={m}")
 
 
 @pytest.mark.parametrize(
@@ -116,17 +126,18 @@ def test_forward_and_dgrad(g, kind, m, out_dtype):
      (("e2m1", "e2m1"), "float32"), (("e2m1", "e2m1"), "bfloat16"), (("e4m3", "e2m1"), "bfloat16")],
     ids=str,
 )  # fmt: skip
-def test_format_pairs(pair, out_dtype):
+def test_format_pairs(forced, pair, out_dtype):
     rng = np.random.default_rng(5)
     lens = np.array([100, 0, 300, 1, 623])
     m, n, k = int(lens.sum()), 130, 160
     qa, qb = mxrt.quantize_mx(_x(rng, (m, k)), pair[0]), mxrt.quantize_mx(_x(rng, (5, n, k)), pair[1], axis=2)
     got = mxrt.grouped_gemm_mx(dev(qa), dev(qb), cupy.asarray(lens), out_dtype=out_dtype)
+    ran(forced, SM90 if out_dtype == "float32" else WS)  # fp32 out (e2m1 x e2m1): the older kernel
     want, _ = grouped_gemm_f64(grouped_gemm_problem(qa, qb, lens, out_dtype="float32"))
     check(host(got, out_dtype), want, out_dtype, str(pair))
 
 
-def test_padded_b_rows_are_not_read():
+def test_padded_b_rows_are_not_read(forced):
     """b [G, n, kb] with kb > k (quantize_mx_dual_grouped's k_pad): codes past k hold NaN codes and must not reach
     the result (the B map stops at k, its row stride is kb)."""
     rng = np.random.default_rng(6)
@@ -140,36 +151,39 @@ def test_padded_b_rows_are_not_read():
     qb_k = mxrt.quantize_mx(_x(rng, (4, n, k)), axis=2)  # a twin of b with only k columns for the reference
     qb_k = dataclasses.replace(qb_k, data=np.ascontiguousarray(codes[:, :, :k]), scales=qb.scales[:, :, : k // 32 + 1])
     got = host(mxrt.grouped_gemm_mx(dev(qa), dev(qb), cupy.asarray(lens)), "bfloat16")
+    ran(forced)
     want, _ = grouped_gemm_f64(grouped_gemm_problem(qa, qb_k, lens, out_dtype="float32"))
     check(got, want, "bfloat16")
 
 
-def test_device_lens_the_host_cannot_check():
+def test_device_lens_the_host_cannot_check(forced):
     """Lens short of m (the tail rows become zeros), past m (cut), negative (0): no fault, the clamped result."""
     rng = np.random.default_rng(7)
     qa, qb = mxrt.quantize_mx(_x(rng, (400, 64))), mxrt.quantize_mx(_x(rng, (4, 72, 64)), axis=2)
     lens = np.array([100, 100, 100, 100])
     for bad in ([10, 20, 5, 0], [400, 400, 400, 400], [-5, 300, -1, 2]):
         got = host(mxrt.grouped_gemm_mx(dev(qa), dev(qb), cupy.asarray(bad)), "bfloat16")
+        ran(forced)
         clamped = np.clip(np.asarray(bad), 0, 400)
         eff = np.diff(np.concatenate([[0], np.minimum(np.cumsum(clamped), 400)]))
         p = dataclasses.replace(grouped_gemm_problem(qa, qb, lens, out_dtype="float32"), groups=eff)
         check(got, grouped_gemm_f64(p)[0], "bfloat16", str(bad))
 
 
-def test_bitwise_stable_over_reruns():
+def test_bitwise_stable_over_reruns(forced):
     rng = np.random.default_rng(8)
     lens = np.array([33, 0, 700, 7, 1300])
     m, n, k = int(lens.sum()), 384, 512
     qa, qb = mxrt.quantize_mx(_x(rng, (m, k))), mxrt.quantize_mx(_x(rng, (5, n, k)), axis=2)
     a, b, dl = dev(qa), dev(qb), cupy.asarray(lens)
     first = mxrt.grouped_gemm_mx(a, b, dl).get()
+    ran(forced)
     for _ in range(3):
         np.testing.assert_array_equal(mxrt.grouped_gemm_mx(a, b, dl).get(), first)
 
 
 @pytest.mark.parametrize("out_dtype", ["bfloat16", "float16"])
-def test_extreme_scale_pairs(out_dtype):
+def test_extreme_scale_pairs(forced, out_dtype):
     """Legal extreme scale pairs (sa = 0 with sb = 254, ...) give the reference; NaN scale bytes give exactly the
     reference's NaN rows / columns, and only inside their own group."""
     rng = np.random.default_rng(21)
@@ -188,6 +202,7 @@ def test_extreme_scale_pairs(out_dtype):
     want, _ = grouped_gemm_f64(grouped_gemm_problem(a, b, lens, out_dtype="float32"))
     assert np.isfinite(want.astype(out_dtype)).all()
     got = host(mxrt.grouped_gemm_mx(dev(a), dev(b), cupy.asarray(lens), out_dtype=out_dtype), out_dtype)
+    ran(forced)
     check(got, want, out_dtype, "extreme pairs")
     # NaN bytes: row 200 of a (group 2 or 3), column 17 of group 3's b
     sa2, sb2 = sa.copy(), sb.copy()
@@ -201,7 +216,7 @@ def test_extreme_scale_pairs(out_dtype):
     check(got[~nan], want[~nan], out_dtype, "NaN bytes, the rest")
 
 
-def test_deepgemm_contiguous_minus_one_rows_untouched():
+def test_deepgemm_contiguous_minus_one_rows_untouched(forced):
     rng = np.random.default_rng(10)
     lens = np.array([50, 0, 300, 7, 129, 128])
     ids = mxrt.contiguous_m_indices(lens, 128)
@@ -226,13 +241,14 @@ def test_deepgemm_contiguous_minus_one_rows_untouched():
             deep_gemm.m_grouped_fp8_gemm_nt_contiguous(a, b, d, cupy.asarray(want_ids))
             ref = np.full((m, n), 0xFFFF, np.uint16).view(BF16)
             deep_gemm.m_grouped_fp8_gemm_nt_contiguous((qa.data, qa.scales), (qb.data, qb.scales), ref, want_ids)
+        ran(forced)
         h = d.get()
         ok = want_ids >= 0
         assert (h[~ok] == 0xFFFF).all(), layout  # -1 rows untouched (still poison)
         check(h.view(BF16)[ok].astype(np.float64), ref[ok].astype(np.float64), "bfloat16", layout)
 
 
-def test_deepgemm_masked_every_masked_m():
+def test_deepgemm_masked_every_masked_m(forced):
     rng = np.random.default_rng(11)
     g, max_m, n, k = 6, 256, 200, 256
     qa, qb = mxrt.quantize_mx(_x(rng, (g, max_m, k)), axis=2), mxrt.quantize_mx(_x(rng, (g, n, k)), axis=2)
@@ -242,6 +258,7 @@ def test_deepgemm_masked_every_masked_m():
         d = cupy.empty((g, max_m, n), cupy.uint16)
         d.view(cupy.uint8).fill(POISON)
         deep_gemm.m_grouped_fp8_gemm_nt_masked(a, b, d, cupy.asarray(mm), expected_m=64)
+        ran(forced)
         eff = np.clip(mm, 0, max_m)
         ref = np.zeros((g, max_m, n), BF16)
         deep_gemm.m_grouped_fp8_gemm_nt_masked((qa.data, qa.scales), (qb.data, qb.scales), ref, eff, 64)
@@ -252,7 +269,7 @@ def test_deepgemm_masked_every_masked_m():
             check(h.view(BF16)[own].astype(np.float64), ref[own].astype(np.float64), "bfloat16", str(masked))
 
 
-def test_cuda_graph_capture_follows_new_group_lens():
+def test_cuda_graph_capture_follows_new_group_lens(forced):
     """Captured once; between replays new sizes are written into the same device buffer (tensor maps by value,
     group sizes read on the device only)."""
     rng = np.random.default_rng(12)
@@ -264,6 +281,7 @@ def test_cuda_graph_capture_follows_new_group_lens():
         lens_d = cupy.asarray(lens_sets[0])
         out = cupy.empty((m, n), cupy.uint16)
         mxrt.grouped_gemm_mx(a, b, lens_d, out=out)  # compile, warm the pool
+        assert choose_kernel(grouped_gemm_problem(qa, qb, lens_sets[0]), "sm_90a") is WS
         cupy.cuda.Device().synchronize()
         stream = cupy.cuda.Stream()
         with stream:
@@ -286,6 +304,90 @@ def test_forced_kernel_declines_with_a_reason():
     qa, qb = mxrt.quantize_mx(_x(rng, (64, 64))), mxrt.quantize_mx(_x(rng, (2, 32, 64)), axis=2)
     with pytest.raises(mxrt.errors.UnsupportedArchError, match="float32 output with an fp8 operand"):
         mxrt.grouped_gemm_mx(dev(qa), dev(qb), cupy.asarray(lens), out_dtype="float32")
+
+
+def test_many_tiles_per_cta(forced):
+    """More tiles than SMs (the persistent walk runs several per CTA, computed ones and the tail's zero tiles mixed):
+    8 groups with empty and unaligned ones, lens summing short of m (tail rows: zeros), int64 lens."""
+    rng = np.random.default_rng(24)
+    lens = np.array([0, 1500, 3, 0, 777, 2100, 129, 1])  # 4510 of 4600 rows: 90 tail rows
+    m, n, k, s = 4600, 1024, 256, int(lens.sum())
+    x = _x(rng, (m, k))
+    qa, qb = mxrt.quantize_mx(x), mxrt.quantize_mx(_x(rng, (8, n, k)), axis=2)
+    p = grouped_gemm_problem(mxrt.quantize_mx(x[:s]), qb, lens, out_dtype="float32")  # the grouped rows (rowwise)
+    assert grouped_gemm_sm90_ws.tiles_bound(dataclasses.replace(p, m=m)) > 2 * get_arch().num_cus
+    got = host(mxrt.grouped_gemm_mx(dev(qa), dev(qb), cupy.asarray(lens, cupy.int64)), "bfloat16")
+    ran(forced)
+    want = np.zeros((m, n))
+    want[:s] = grouped_gemm_f64(p)[0]
+    check(got, want, "bfloat16", "many tiles")
+    assert (got[s:] == 0).all()
+
+
+@pytest.mark.parametrize("g", [1, 4, 32])
+def test_deepgemm_group_counts(forced, g):
+    """G in {1, 4, 32}: masked with masked_m drawn from 0..max_m (0 and max_m always present), and the contiguous
+    layout of random group sizes (empty ones included) with its -1 padding rows, against the host twin."""
+    rng = np.random.default_rng(25 + g)
+    max_m, n, k = 192, 136, 256
+    qa, qb = mxrt.quantize_mx(_x(rng, (g, max_m, k)), axis=2), mxrt.quantize_mx(_x(rng, (g, n, k)), axis=2)
+    mm = rng.integers(0, max_m + 1, g).astype(np.int32)
+    mm[0] = max_m
+    mm[-1] = 0 if g > 1 else mm[-1]
+    a, b = (cupy.asarray(qa.data), cupy.asarray(qa.scales)), (cupy.asarray(qb.data), cupy.asarray(qb.scales))
+    d = cupy.empty((g, max_m, n), cupy.uint16)
+    d.view(cupy.uint8).fill(POISON)
+    deep_gemm.m_grouped_fp8_gemm_nt_masked(a, b, d, cupy.asarray(mm), expected_m=64)
+    ran(forced)
+    ref = np.zeros((g, max_m, n), BF16)
+    deep_gemm.m_grouped_fp8_gemm_nt_masked((qa.data, qa.scales), (qb.data, qb.scales), ref, mm, 64)
+    own = np.arange(max_m)[None, :] < mm[:, None]
+    h = d.get()
+    assert (h[~own] == 0xFFFF).all()
+    check(h.view(BF16)[own].astype(np.float64), ref[own].astype(np.float64), "bfloat16", f"masked G={g}")
+    lens = rng.integers(0, 200, g)
+    lens[g // 2] = 0 if g > 1 else 77
+    ids = mxrt.contiguous_m_indices(lens, 128)
+    qx = mxrt.quantize_mx(_x(rng, (ids.size, k)))
+    d = cupy.empty((ids.size, n), cupy.uint16)
+    d.view(cupy.uint8).fill(POISON)
+    deep_gemm.m_grouped_fp8_gemm_nt_contiguous(
+        (cupy.asarray(qx.data), cupy.asarray(qx.scales)), b, d, cupy.asarray(ids)
+    )
+    ran(forced)
+    ref = np.zeros((ids.size, n), BF16)
+    deep_gemm.m_grouped_fp8_gemm_nt_contiguous((qx.data, qx.scales), (qb.data, qb.scales), ref, ids)
+    h, ok = d.get(), ids >= 0
+    assert (h[~ok] == 0xFFFF).all()
+    check(h.view(BF16)[ok].astype(np.float64), ref[ok].astype(np.float64), "bfloat16", f"contiguous G={g}")
+
+
+def test_older_kernel_forced(forced, monkeypatch):
+    """MXRT_GROUPED_GEMM_KERNEL=sm90_wgmma (the A/B switch of benchmarks/bench_grouped_gemm.py) still runs the older
+    kernel's lens and masked paths (its launcher now shares the tensor maps and flags with the engine's)."""
+    monkeypatch.setenv("MXRT_GROUPED_GEMM_KERNEL", "sm90_wgmma")
+    rng = np.random.default_rng(26)
+    lens = np.array([100, 0, 300, 1, 623])
+    m, n, k = int(lens.sum()), 130, 160
+    qa, qb = mxrt.quantize_mx(_x(rng, (m, k))), mxrt.quantize_mx(_x(rng, (5, n, k)), axis=2)
+    got = mxrt.grouped_gemm_mx(dev(qa), dev(qb), cupy.asarray(lens))
+    ran(forced, SM90)
+    want, _ = grouped_gemm_f64(grouped_gemm_problem(qa, qb, lens, out_dtype="float32"))
+    check(host(got, "bfloat16"), want, "bfloat16", "sm90_wgmma lens")
+    g, max_m = 3, 130
+    qa, qb = mxrt.quantize_mx(_x(rng, (g, max_m, k)), axis=2), mxrt.quantize_mx(_x(rng, (g, n, k)), axis=2)
+    mm = np.array([0, 129, 130], np.int32)
+    d = cupy.empty((g, max_m, n), cupy.uint16)
+    d.view(cupy.uint8).fill(POISON)
+    dq = lambda q: (cupy.asarray(q.data), cupy.asarray(q.scales))  # noqa: E731
+    deep_gemm.m_grouped_fp8_gemm_nt_masked(dq(qa), dq(qb), d, cupy.asarray(mm), expected_m=64)
+    ran(forced, SM90)
+    ref = np.zeros((g, max_m, n), BF16)
+    deep_gemm.m_grouped_fp8_gemm_nt_masked((qa.data, qa.scales), (qb.data, qb.scales), ref, mm, 64)
+    own = np.arange(max_m)[None, :] < mm[:, None]
+    h = d.get()
+    assert (h[~own] == 0xFFFF).all()
+    check(h.view(BF16)[own].astype(np.float64), ref[own].astype(np.float64), "bfloat16", "sm90_wgmma masked")
 
 
 # ---- the variable-K wgrad (MODE 3): out[g] (+)= a_g @ b_g.T over group g's padded columns ------------------------
@@ -318,7 +420,7 @@ def test_wgrad(g, kind, m, n, k, accumulate):
     qg, qx = _wgrad_ops(rng, lens, n, k, align=128 if kind == "balanced" else 32)
     align = 128 if kind == "balanced" else 32
     p = wgrad_problem(qg, qx, lens, align=align, out_dtype="bfloat16")
-    _uses_sm90(p)
+    _uses(p, SM90)
     want, _ = grouped_gemm_f64(p)
     if accumulate:
         start = _bf16_start(rng, (g, n, k))
@@ -349,7 +451,7 @@ def test_wgrad_format_pairs(pair, out_dtype):
     lens = np.array([100, 0, 300, 1, 623])
     qg, qx = _wgrad_ops(rng, lens, 130, 160, pair)
     p = wgrad_problem(qg, qx, lens, out_dtype=out_dtype)
-    _uses_sm90(p)
+    _uses(p, SM90)
     got = mxrt.grouped_gemm_mx_wgrad(dev(qg), dev(qx), cupy.asarray(lens), out_dtype=out_dtype)
     check(host(got, out_dtype), grouped_gemm_f64(p)[0], out_dtype, str(pair))
 

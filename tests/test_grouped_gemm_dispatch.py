@@ -1,6 +1,7 @@
 """Which grouped GEMM kernel each target runs (CPU only): backend="auto" on a gfx950 / gfx942 device takes the AMD
-grouped kernel for the lens (forward / dgrad) and wgrad problems, on sm_90a the Hopper grouped kernel for the lens,
-DeepGEMM ids / masked and bf16 wgrad problems (tests/test_grouped_gemm_sm90_dispatch.py), the generic kernel
+grouped kernel for the lens (forward / dgrad) and wgrad problems, on sm_90a the Hopper grouped engine for the 16-bit
+lens and DeepGEMM ids / masked problems (tests/test_grouped_gemm_sm90_ws_dispatch.py) and the older Hopper grouped
+kernel for the bf16 wgrad (tests/test_grouped_gemm_sm90_dispatch.py), the generic kernel
 elsewhere; the launch plan's grid and defines follow the chosen kernel (mxrt/ops/grouped_gemm.py choose_kernel /
 grouped_plan)."""
 
@@ -21,6 +22,7 @@ from mxrt.problems.grouped_gemm import grouped_gemm_problem, wgrad_problem
 GENERIC = grouped_gemm_kernels.GEMM_MX_GROUPED_GENERIC
 AMD = {"gfx950": grouped_gemm_kernels.GEMM_MX_GROUPED_GFX950, "gfx942": grouped_gemm_kernels.GEMM_MX_GROUPED_GFX942}
 SM90 = grouped_gemm_kernels.GEMM_MX_GROUPED_SM90
+SM90_WS = grouped_gemm_kernels.GEMM_MX_GROUPED_SM90_WS
 TARGETS = ["gfx950", "gfx942", "sm_90a", "sm_80", "gfx90a", "generic"]
 
 
@@ -62,7 +64,7 @@ def _masked():
 @pytest.mark.parametrize("kind", ["lens", "wgrad", "wgrad_accumulate"])
 def test_auto_picks_the_amd_kernel_on_gfx950_and_gfx942(target, kind):
     p = {"lens": _lens, "wgrad": _wgrad, "wgrad_accumulate": lambda: _wgrad(accumulate=True)}[kind]()
-    want = SM90 if target == "sm_90a" and kind == "lens" else AMD.get(target, GENERIC)
+    want = SM90_WS if target == "sm_90a" and kind == "lens" else AMD.get(target, GENERIC)
     assert choose_kernel(p, target) is want
 
 
@@ -70,7 +72,7 @@ def test_auto_picks_the_amd_kernel_on_gfx950_and_gfx942(target, kind):
 @pytest.mark.parametrize("make", [_indices, _masked], ids=["indices", "masked"])
 def test_deepgemm_layouts_stay_generic_off_sm90(target, make):
     p = make()
-    assert choose_kernel(p, target) is (SM90 if target == "sm_90a" else GENERIC)
+    assert choose_kernel(p, target) is (SM90_WS if target == "sm_90a" else GENERIC)
     if target in AMD:
         assert "kind" in grouped_gemm_amd.unsupported(target, p)
 
@@ -109,7 +111,12 @@ def test_dispatch_table_rows():
     for op in ("grouped_gemm_mx", "grouped_gemm_mx_wgrad"):
         assert kernels.select(op, "gfx950") is AMD["gfx950"]
         assert kernels.select(op, "gfx942") is AMD["gfx942"]
-        assert kernels.select(op, "sm_90a") is SM90  # the wgrad with bf16 out (fp32 with fp8 falls back)
+    # the grouped engine for fwd / dgrad (what it declines falls back to the older kernel, then generic); the
+    # older kernel for the wgrad with bf16 out (fp32 with fp8 falls back to generic)
+    assert kernels.select("grouped_gemm_mx", "sm_90a") is SM90_WS
+    assert kernels.select("grouped_gemm_mx_wgrad", "sm_90a") is SM90
+    assert grouped_gemm_kernels.FALLBACK == {SM90_WS: SM90}
+    assert SM90_WS in kernels.ALL_SPECS
     for spec in AMD.values():
         assert spec in kernels.ALL_SPECS
 

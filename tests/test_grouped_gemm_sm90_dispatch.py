@@ -1,6 +1,9 @@
-"""The Hopper grouped GEMM kernel's host side (CPU only): which problems gemm_mx_grouped_sm90 takes on sm_90a and
+"""The older Hopper grouped GEMM kernel's host side (CPU only): which problems gemm_mx_grouped_sm90 takes on sm_90a and
 why it declines the others (they fall back to the generic kernel), its tiles, grid and defines (each one a variant
-that `mxrt compile-check` builds), and MXRT_GROUPED_GEMM_KERNEL (mxrt/ops/grouped_gemm_sm90.py, choose_kernel)."""
+that `mxrt compile-check` builds), and MXRT_GROUPED_GEMM_KERNEL (mxrt/ops/grouped_gemm_sm90.py, choose_kernel). The
+grouped engine gemm_mx_grouped_sm90_ws runs the 16-bit lens / ids / masked problems before it
+(tests/test_grouped_gemm_sm90_ws_dispatch.py); here MXRT_GROUPED_GEMM_KERNEL=sm90_wgmma forces this kernel where the
+engine would run."""
 
 from __future__ import annotations
 
@@ -18,6 +21,7 @@ from mxrt.ops.grouped_gemm import choose_kernel, grouped_plan
 from mxrt.problems.grouped_gemm import grouped_gemm_problem, wgrad_problem
 
 SM90 = grouped_gemm_kernels.GEMM_MX_GROUPED_SM90
+SM90_WS = grouped_gemm_kernels.GEMM_MX_GROUPED_SM90_WS
 GENERIC = grouped_gemm_kernels.GEMM_MX_GROUPED_GENERIC
 PAIRS = [("e4m3", "e4m3"), ("e4m3", "e5m2"), ("e5m2", "e4m3"), ("e5m2", "e5m2"), ("e2m1", "e2m1"), ("e4m3", "e2m1")]
 
@@ -58,7 +62,10 @@ def test_lens_plans_are_built_variants_or_declined(monkeypatch, pair, out_dtype)
             assert choose_kernel(p, "sm_90a") is GENERIC
             continue
         assert why is None
+        assert choose_kernel(p, "sm_90a") is (SM90 if out_dtype == "float32" else SM90_WS)  # the engine first
+        monkeypatch.setenv("MXRT_GROUPED_GEMM_KERNEL", "sm90_wgmma")
         plan = grouped_plan(p, "sm_90a")
+        monkeypatch.delenv("MXRT_GROUPED_GEMM_KERNEL")
         assert plan.spec is SM90 and plan.defines in SM90.variants  # compile-check builds what the launcher asks
         d = dict(plan.defines)
         fmt = lambda f: codes.FMT_CODES["e4m3" if f == "e2m1" else f]  # noqa: E731
@@ -71,7 +78,8 @@ def test_lens_plans_are_built_variants_or_declined(monkeypatch, pair, out_dtype)
 
 
 @pytest.mark.parametrize("pair", PAIRS[:4], ids="x".join)
-def test_deepgemm_layouts_run_on_the_128_row_tile(pair):
+def test_deepgemm_layouts_run_on_the_128_row_tile(monkeypatch, pair):
+    monkeypatch.setenv("MXRT_GROUPED_GEMM_KERNEL", "sm90_wgmma")
     for make, mode, dbuf in ((_indices, 1, 0), (_masked, 2, 1)):
         p = make()
         p = dataclasses.replace(p, a_fmt=pair[0], b_fmt=pair[1])
@@ -154,17 +162,22 @@ def test_wgrad_declines():
 
 def test_forced_kernel(monkeypatch):
     p, p32 = _lens(), _lens(out_dtype="float32")
+    p4 = _lens("e2m1", "e2m1", out_dtype="float32")
     monkeypatch.setenv("MXRT_GROUPED_GEMM_KERNEL", "generic")
     assert choose_kernel(p, "sm_90a") is GENERIC
-    monkeypatch.setenv("MXRT_GROUPED_GEMM_KERNEL", "sm90")
-    assert choose_kernel(p, "sm_90a") is SM90
-    with pytest.raises(UnsupportedArchError, match="float32 output"):
+    monkeypatch.setenv("MXRT_GROUPED_GEMM_KERNEL", "sm90")  # the Hopper grouped kernels: the engine, else this one
+    assert choose_kernel(p, "sm_90a") is SM90_WS and choose_kernel(p4, "sm_90a") is SM90
+    with pytest.raises(UnsupportedArchError, match="float32 output") as e:
         choose_kernel(p32, "sm_90a")
+    assert "gemm_mx_grouped_sm90_ws: " in str(e.value) and "gemm_mx_grouped_sm90: " in str(e.value)  # both reasons
     with pytest.raises(UnsupportedArchError, match="sm_90a"):
         choose_kernel(p, "gfx950")
+    monkeypatch.setenv("MXRT_GROUPED_GEMM_KERNEL", "sm90_wgmma")
+    assert choose_kernel(p, "sm_90a") is SM90
     monkeypatch.setenv("MXRT_GROUPED_GEMM_KERNEL", "fast")
     with pytest.raises(UnsupportedArchError, match="expected auto, generic"):
         choose_kernel(p, "sm_90a")
     monkeypatch.setenv("MXRT_GROUPED_GEMM_KERNEL", "auto")
-    assert choose_kernel(p, "sm_90a") is SM90 and choose_kernel(p32, "sm_90a") is GENERIC
+    assert choose_kernel(p, "sm_90a") is SM90_WS and choose_kernel(p32, "sm_90a") is GENERIC
+    assert choose_kernel(p4, "sm_90a") is SM90
     assert choose_kernel(p, "sm_90a", force="generic") is GENERIC

@@ -1,7 +1,8 @@
 // gemm_grouped_tiles.h: the device-side group schedule of the grouped MX GEMM kernels (gemm_mx_grouped_generic.hip,
-// gemm_mx_grouped_gfx950.hip, gemm_mx_grouped_gfx942.hip): group lengths read on the device (never by the host),
-// turned into row / column offsets and row tiles by block-wide prefix sums in shared memory. The including file
-// defines THREADS; a launch has at most MXRT_MAX_GROUPS groups (mx_codes.h).
+// gemm_mx_grouped_gfx950.hip, gemm_mx_grouped_gfx942.hip, gemm_mx_grouped_sm90.hip, gemm_mx_grouped_sm90_ws.hip):
+// group lengths read on the device (never by the host), turned into row / column offsets and row tiles by block-wide
+// prefix sums in shared memory. The including file defines THREADS (the block size: every thread takes part in the
+// scans); a launch has at most MXRT_MAX_GROUPS groups (mx_codes.h).
 #pragma once
 #include "../common/prelude.h"
 #include "../common/mx_codes.h"
@@ -98,5 +99,16 @@ MXRT_DEVICE void gg_lens_tiles(const void* lens, u32 lens_i64, u32 G, u32 m, u32
     if (g <= G + 1u) tiles[g] = (i32)s;
     s += cnt[j];
   }
+  mxrt_sync();
+}
+
+// Mode "masked" on a compact tile list (gemm_mx_grouped_sm90_ws.hip): tiles[g] (g <= G) = the prefix of the groups'
+// row-tile counts ceil(clamp(masked_m[g], 0, max_m) / bm), so row tile y < tiles[G] of the list belongs to group
+// gg_find(tiles, G, y) (empty groups own no tile). gg_offsets with pad = bm gives the prefix in rows; the sum stays
+// below G * ceil(max_m / bm) * bm < 2^31 (checked by the launcher). Every thread calls it (barriers inside).
+MXRT_DEVICE void gg_masked_tiles(const void* masked, u32 lens_i64, u32 G, u32 max_m, u32 bm, i32* tiles, i64* part) {
+  const i64 padded = ((i64)max_m + bm - 1) / bm * bm;
+  gg_offsets(masked, lens_i64, G, (i64)max_m, (i64)bm, (i64)G * padded, tiles, part);
+  for (u32 g = MXRT_TID_X; g <= G; g += THREADS) tiles[g] /= (i32)bm;
   mxrt_sync();
 }

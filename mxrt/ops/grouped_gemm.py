@@ -1,9 +1,11 @@
 """The GPU twin of the grouped MX GEMMs (:mod:`mxrt.problems.grouped_gemm`): the portable ``generic`` kernel
 (kernels_src/gemm/gemm_mx_grouped_generic.hip, whose main loop is the dense generic kernel's); on gfx950 / gfx942
 the AMD grouped kernels for the lens and wgrad problems (:mod:`mxrt.ops.grouped_gemm_amd`; same arguments, the
-dense AMD kernels' main loops); on sm_90a the Hopper grouped kernel for the lens, DeepGEMM ids and masked problems
-(:mod:`mxrt.ops.grouped_gemm_sm90`; the dense sm90_wgmma tile, tensor maps by value). :func:`choose_kernel` picks
-one per problem and target (``MXRT_GROUPED_GEMM_KERNEL`` forces one).
+dense AMD kernels' main loops); on sm_90a the Hopper grouped engine for the lens, DeepGEMM ids and masked problems
+with 16-bit out (:mod:`mxrt.ops.grouped_gemm_sm90_ws`; the issue-10 engine walking a device-built work list) and the
+older Hopper grouped kernel for the wgrad and what the engine declines (:mod:`mxrt.ops.grouped_gemm_sm90`; the dense
+sm90_wgmma tile); tensor maps by value on both. :func:`choose_kernel` picks one per problem and target
+(``MXRT_GROUPED_GEMM_KERNEL`` forces one).
 
 The group description stays on the device and is never read back: the kernel turns ``group_lens`` into row (or,
 for wgrad, padded column) offsets and row tiles itself, and the launch grid comes from host-known bounds
@@ -33,7 +35,7 @@ from ..errors import ShapeError, UnsupportedArchError
 from ..problems.grouped_gemm import GroupedGemmProblem
 from ..runtime.kernel_spec import Defines, KernelSpec, defines, select
 from ..runtime.launch import MAX_GRID_YZ, LaunchConfig
-from . import gemm_kernels, grouped_gemm_amd, grouped_gemm_kernels, grouped_gemm_sm90
+from . import gemm_kernels, grouped_gemm_amd, grouped_gemm_kernels, grouped_gemm_sm90, grouped_gemm_sm90_ws
 
 _U32 = 2**32
 _I31 = 2**31
@@ -63,14 +65,20 @@ def _row_bytes(fmt: str, k: int) -> int:
     return _cdiv(k, 2) if fmt == "e2m1" else k
 
 
-#: MXRT_GROUPED_GEMM_KERNEL values that name a target's own kernel
-_FORCED = {"sm90": grouped_gemm_kernels.GEMM_MX_GROUPED_SM90, "gfx950": grouped_gemm_kernels.GEMM_MX_GROUPED_GFX950,
-           "gfx942": grouped_gemm_kernels.GEMM_MX_GROUPED_GFX942}  # fmt: skip
+_SM90, _SM90_WS = grouped_gemm_kernels.GEMM_MX_GROUPED_SM90, grouped_gemm_kernels.GEMM_MX_GROUPED_SM90_WS
+#: MXRT_GROUPED_GEMM_KERNEL values that name a target's own kernels, in the order they are tried: "sm90" the Hopper
+#: grouped engine where it takes the problem, else the older Hopper kernel; "sm90_ws" / "sm90_wgmma" one of them
+#: (A/B timings: benchmarks/bench_grouped_gemm.py --kernel)
+_FORCED = {"sm90": (_SM90_WS, _SM90), "sm90_ws": (_SM90_WS,), "sm90_wgmma": (_SM90,),
+           "gfx950": (grouped_gemm_kernels.GEMM_MX_GROUPED_GFX950,),
+           "gfx942": (grouped_gemm_kernels.GEMM_MX_GROUPED_GFX942,)}  # fmt: skip
 
 
 def kernel_reason(spec: KernelSpec, target: str, p: GroupedGemmProblem) -> str | None:
     """Why the non-generic grouped kernel ``spec`` does not run ``p`` on ``target`` (None when it does)."""
-    if spec is grouped_gemm_kernels.GEMM_MX_GROUPED_SM90:
+    if spec is _SM90_WS:
+        return grouped_gemm_sm90_ws.unsupported(target, p)
+    if spec is _SM90:
         return grouped_gemm_sm90.unsupported(target, p)
     if target not in spec.targets:
         return f"{spec.symbol} runs on {spec.targets}, not {target!r}"
@@ -79,34 +87,42 @@ def kernel_reason(spec: KernelSpec, target: str, p: GroupedGemmProblem) -> str |
 
 def choose_kernel(p: GroupedGemmProblem, target: str, force: str | None = None) -> KernelSpec:
     """The kernel that runs ``p`` on ``target``: the target's row of ``grouped_gemm_kernels.DISPATCH`` (the AMD
-    grouped kernel on gfx950 / gfx942, the Hopper one on sm_90a) when that kernel takes ``p``, else the generic one.
+    grouped kernel on gfx950 / gfx942, the Hopper grouped engine on sm_90a) when that kernel takes ``p``, else its
+    ``grouped_gemm_kernels.FALLBACK`` (sm_90a: the older Hopper kernel) when that one does, else the generic one.
 
-    ``force`` (default: ``MXRT_GROUPED_GEMM_KERNEL``): ``"generic"``, or ``"sm90"`` / ``"gfx950"`` / ``"gfx942"``,
-    which raises UnsupportedArchError with the kernel's reason when it does not take ``p`` on ``target``."""
+    ``force`` (default: ``MXRT_GROUPED_GEMM_KERNEL``): ``"generic"``, or ``"sm90"`` (the engine, else the older
+    Hopper kernel), ``"sm90_ws"``, ``"sm90_wgmma"``, ``"gfx950"``, ``"gfx942"``, which raises UnsupportedArchError
+    with the kernels' reasons when none of them takes ``p`` on ``target``."""
     generic = grouped_gemm_kernels.GEMM_MX_GROUPED_GENERIC
     force = grouped_gemm_kernel_override() if force is None else force
     if force == "generic":
         return generic
     if force is not None:
-        spec = _FORCED.get(force)
-        if spec is None:
+        specs = _FORCED.get(force)
+        if specs is None:
             raise UnsupportedArchError(
                 f"{p.op}: {ENV_GROUPED_GEMM_KERNEL}={force!r}; expected auto, generic or one of {sorted(_FORCED)}"
             )
-        why = kernel_reason(spec, target, p)
-        if why is not None:
-            raise UnsupportedArchError(f"{p.op}: {ENV_GROUPED_GEMM_KERNEL}={force} cannot run this problem: {why}")
-        return spec
+        reasons = []
+        for spec in specs:
+            why = kernel_reason(spec, target, p)
+            if why is None:
+                return spec
+            reasons.append(f"{spec.symbol}: {why}" if len(specs) > 1 else why)
+        raise UnsupportedArchError(
+            f"{p.op}: {ENV_GROUPED_GEMM_KERNEL}={force} cannot run this problem: {'; '.join(reasons)}"
+        )
     op = "grouped_gemm_mx_wgrad" if p.kind == "wgrad" else "grouped_gemm_mx"
     spec = select(grouped_gemm_kernels.DISPATCH, op, target)
-    if spec is not generic and kernel_reason(spec, target, p) is not None:
-        return generic
+    while spec is not generic and kernel_reason(spec, target, p) is not None:
+        spec = grouped_gemm_kernels.FALLBACK.get(spec, generic)
     return spec
 
 
-def grouped_plan(p: GroupedGemmProblem, target: str = "generic") -> GroupedPlan:
+def grouped_plan(p: GroupedGemmProblem, target: str = "generic", num_sms: int | None = None) -> GroupedPlan:
     """The launch of ``p`` on ``target`` (:func:`choose_kernel`) from host-known sizes only; typed errors for what
-    the kernel cannot index."""
+    the kernel cannot index. ``num_sms``: the device's SM count, the persistent grid of the Hopper grouped engine
+    (None: one CTA per tile of its bound)."""
     op = p.op
     bm, bn = gemm_kernels.GEMM_GENERIC_TILE
     g = p.num_groups
@@ -137,7 +153,10 @@ def grouped_plan(p: GroupedGemmProblem, target: str = "generic") -> GroupedPlan:
     if grid[1] > MAX_GRID_YZ or grid[2] > MAX_GRID_YZ:
         raise ShapeError(f"{op}: the launch grid {grid} is past 65535 in y or z (too many row tiles or groups)")
     spec = choose_kernel(p, target)
-    if spec is grouped_gemm_kernels.GEMM_MX_GROUPED_SM90:  # the Hopper kernel: its tile, defines and 1-D grid
+    if spec is _SM90_WS:  # the Hopper grouped engine: persistent 1-D grid, 384 threads
+        cfg = grouped_gemm_sm90_ws.launch_config(p, num_sms)
+        return GroupedPlan(grouped_gemm_sm90_ws.kernel_defines(p), cfg, spec, p.m, p.n, p.k, kb, g, extra)
+    if spec is _SM90:  # the older Hopper kernel: its tile, defines and 1-D grid
         bm, bn, stages, _ = grouped_gemm_sm90.tile(p)
         cfg = LaunchConfig(
             grid=grouped_gemm_sm90.grid(p),
@@ -213,17 +232,20 @@ def grouped_gemm_gpu(p: GroupedGemmProblem) -> Any:
             out=dev_out,
             device=True,
         )
-    plan = grouped_plan(p, get_arch().target)
+    arch = get_arch()
+    plan = grouped_plan(p, arch.target, arch.num_cus)
     groups = p.groups
     if p.kind == "indices" and dtype_name(groups.dtype) != "int32":
         groups = groups.astype("int32")  # a device op, no synchronisation
     out = p.out if p.out is not None else alloc.empty(p.out_shape, DEVICE_OUT_DTYPES[dtype_name(p.out_dtype)])
     if dtype_name(out.dtype) == "bfloat16":
         out = out.view("uint16")  # CuPy >= 14 bfloat16: the kernel writes its bits
-    if out.size and p.n and plan.spec is grouped_gemm_kernels.GEMM_MX_GROUPED_SM90:
-        grouped_gemm_sm90.launch_sm90(p, groups, out, get_arch())
+    if out.size and p.n and plan.spec is _SM90_WS:
+        grouped_gemm_sm90_ws.launch_sm90_ws(p, groups, out, arch)
+    elif out.size and p.n and plan.spec is _SM90:
+        grouped_gemm_sm90.launch_sm90(p, groups, out, arch)
     elif out.size and p.n:  # every other case has nothing to write
-        kernel = build(plan.spec, plan.defines, get_arch())
+        kernel = build(plan.spec, plan.defines, arch)
         flags = 0
         rows_a = 32 if p.kind == "kgrouped" else _row_bytes(p.a_fmt, plan.k)  # kgrouped: ks[g] % 32 == 0 (host)
         rows_b = 32 if p.kind == "kgrouped" else _row_bytes(p.b_fmt, plan.kb)

@@ -7,8 +7,11 @@ On gfx950 / gfx942 the lens (MODE 0) and wgrad (MODE 3) problems run on the AMD 
 (kernels_src/gemm/gemm_mx_grouped_gfx950.hip / _gfx942.hip: the dense AMD kernels' main loops under the same
 device-side group schedule); :data:`DISPATCH` names them, mxrt/ops/grouped_gemm_amd.py says which problems they take
 (the others fall back to the generic kernel). On sm_90a the lens (MODE 0) and DeepGEMM ids / masked (MODE 1, 2)
-problems and the variable-K wgrad (MODE 3) run on the Hopper grouped kernel (kernels_src/gemm/gemm_mx_grouped_sm90.hip:
-the dense gemm_mx_sm90 CTA tile under the same schedule; mxrt/ops/grouped_gemm_sm90.py)."""
+problems with 16-bit out run on the Hopper grouped engine (kernels_src/gemm/gemm_mx_grouped_sm90_ws.hip: the issue-10
+engine gemm_mx_sm90_ws walking a grouped work list built on the device; mxrt/ops/grouped_gemm_sm90_ws.py), the
+variable-K wgrad (MODE 3) and what the engine declines on the older Hopper grouped kernel
+(kernels_src/gemm/gemm_mx_grouped_sm90.hip: the dense gemm_mx_sm90 CTA tile under the same schedule;
+mxrt/ops/grouped_gemm_sm90.py)."""
 
 from __future__ import annotations
 
@@ -164,13 +167,52 @@ GEMM_MX_GROUPED_SM90 = KernelSpec(
     expect_mma=(("sm_90a", ("wgmma.mma_async",)),),
 )
 
-SPECS = (GEMM_MX_GROUPED_GENERIC, GEMM_MX_GROUPED_GFX950, GEMM_MX_GROUPED_GFX942, GEMM_MX_GROUPED_SM90)
-#: op -> {target: spec}; an AMD entry serves only the problems mxrt/ops/grouped_gemm_amd.py accepts (lens / wgrad),
-#: the sm_90a entry those of mxrt/ops/grouped_gemm_sm90.py (lens, DeepGEMM ids / masked with E8M0 scales, wgrad
-#: with 16-bit out); the others (k-grouped everywhere, float32 scales, fp32 out with an fp8 operand on sm_90a) run
-#: on "generic"
+#: the Hopper grouped engine's MODE defines (lens, DeepGEMM indices, masked: 16-bit out); the wgrad and fp32 out stay
+#: on gemm_mx_grouped_sm90
+GROUPED_SM90_WS_KINDS = ("lens", "indices", "masked")
+#: its ring depth (the dense engine's, mxrt/ops/gemm_sm90_kernels.py WS_STAGES)
+SM90_WS_STAGES = 4
+
+
+def _sm90_ws_v(fa: str, fb: str, mode: int, out: int) -> Defines:
+    return defines(A_FMT=FMT_CODES[fa], B_FMT=FMT_CODES[fb], MODE=mode, OUT_DTYPE=out, STAGES=SM90_WS_STAGES)
+
+
+GEMM_MX_GROUPED_SM90_WS = KernelSpec(
+    symbol="gemm_mx_grouped_sm90_ws",
+    file="gemm/gemm_mx_grouped_sm90_ws.hip",
+    required=("A_FMT", "B_FMT", "MODE", "OUT_DTYPE", "STAGES"),
+    variants=(
+        # lens: fp8 pairs (e2m1 expanded to e4m3 first) x bf16 / f16
+        *(
+            _sm90_ws_v(fa, fb, 0, GEMM_OUT_DTYPE_CODES[od])
+            for fa in _SM90_FP8
+            for fb in _SM90_FP8
+            for od in ("bfloat16", "float16")
+        ),
+        # DeepGEMM contiguous (ids) / masked: fp8 pairs, bf16 out
+        *(_sm90_ws_v(fa, fb, mode, BF16) for mode in (1, 2) for fa in _SM90_FP8 for fb in _SM90_FP8),
+    ),
+    targets=("sm_90a",),
+    expect_mma=(("sm_90a", ("wgmma.mma_async",)),),
+)
+
+SPECS = (
+    GEMM_MX_GROUPED_GENERIC,
+    GEMM_MX_GROUPED_GFX950,
+    GEMM_MX_GROUPED_GFX942,
+    GEMM_MX_GROUPED_SM90,
+    GEMM_MX_GROUPED_SM90_WS,
+)
+#: op -> {target: spec}; an AMD entry serves only the problems mxrt/ops/grouped_gemm_amd.py accepts (lens / wgrad);
+#: the sm_90a entry of grouped_gemm_mx (the engine) those of mxrt/ops/grouped_gemm_sm90_ws.py (lens, DeepGEMM ids /
+#: masked with E8M0 scales and 16-bit out), what it declines falls to :data:`FALLBACK` (gemm_mx_grouped_sm90:
+#: fp32 out for e2m1 x e2m1, masked with more groups than the engine's schedule holds), as does the wgrad (16-bit
+#: out); the others (k-grouped everywhere, float32 scales, fp32 out with an fp8 operand on sm_90a) run on "generic"
 _ROW = {"generic": GEMM_MX_GROUPED_GENERIC, "gfx950": GEMM_MX_GROUPED_GFX950, "gfx942": GEMM_MX_GROUPED_GFX942}
 DISPATCH = {
-    "grouped_gemm_mx": {**_ROW, "sm_90a": GEMM_MX_GROUPED_SM90},
+    "grouped_gemm_mx": {**_ROW, "sm_90a": GEMM_MX_GROUPED_SM90_WS},
     "grouped_gemm_mx_wgrad": {**_ROW, "sm_90a": GEMM_MX_GROUPED_SM90},
 }
+#: a dispatch entry -> the kernel that runs what it declines (before "generic")
+FALLBACK = {GEMM_MX_GROUPED_SM90_WS: GEMM_MX_GROUPED_SM90}

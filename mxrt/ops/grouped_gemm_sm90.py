@@ -179,13 +179,11 @@ def smem_bytes(bm: int, bn: int, stages: int) -> int:
     return stages * stage + 20 * stages + 1024
 
 
-def launch_sm90(p: GroupedGemmProblem, groups: Any, out: Any, arch: Any) -> None:
-    """Launch ``p`` (a device problem :func:`unsupported` accepted, ``out`` non-empty, bfloat16 as uint16) on the
-    current stream; no host synchronisation."""
-    from ..runtime.launch import launch
+def tensor_maps(p: GroupedGemmProblem, arch: Any, bm: int, bn: int) -> tuple[Any, Any]:
+    """The A map ``[m, kp]`` (box ``bm`` rows) and the B map over every group's rows (box ``bn`` rows, B's row stride),
+    e2m1 operands expanded to e4m3 bytes first (into pool buffers)."""
     from .gemm_sm90 import _expand_e2m1, tensor_map_arg
 
-    bm, bn, stages, _ = tile(p)
     kp, kb, b_rows = padded_k(p), _kb(p), _b_rows(p)
     a = _expand_e2m1(p.a.data, p.m, p.k, kp, arch) if p.a_fmt == "e2m1" else p.a.data
     if p.b_fmt == "e2m1":  # the whole padded row (kb), so the map's stride is the expanded row
@@ -196,12 +194,30 @@ def launch_sm90(p: GroupedGemmProblem, groups: Any, out: Any, arch: Any) -> None
     dev = a.data.device_id
     tma = tensor_map_arg(a.data.ptr, p.m, kp, bm, dev)
     tmb = tensor_map_arg(b.data.ptr, b_rows, kp, bn, dev, stride=b_stride)
-    smem = smem_bytes(bm, bn, stages)
-    kernel = _kernel(kernel_defines(p), arch, smem)
+    return tma, tmb
+
+
+def launch_flags(p: GroupedGemmProblem, groups: Any, out: Any) -> int:
+    """FLAG_PAIRS where output pairs may be stored as one word (n even, ``out`` aligned to a pair), FLAG_I64 for
+    int64 group lengths (the ids are int32)."""
     elt = 4 if dtype_name(p.out_dtype) == "float32" else 2
     flags = FLAG_PAIRS if p.n % 2 == 0 and out.data.ptr % (2 * elt) == 0 else 0
     if p.kind != "indices" and dtype_name(groups.dtype) == "int64":
         flags |= FLAG_I64
+    return flags
+
+
+def launch_sm90(p: GroupedGemmProblem, groups: Any, out: Any, arch: Any) -> None:
+    """Launch ``p`` (a device problem :func:`unsupported` accepted, ``out`` non-empty, bfloat16 as uint16) on the
+    current stream; no host synchronisation."""
+    from ..runtime.launch import launch
+
+    bm, bn, stages, _ = tile(p)
+    kb = _kb(p)
+    tma, tmb = tensor_maps(p, arch, bm, bn)
+    smem = smem_bytes(bm, bn, stages)
+    kernel = _kernel(kernel_defines(p), arch, smem)
+    flags = launch_flags(p, groups, out)
     u32 = np.uint32
     tm = tiles_m(p, bm)
     args = (tma, tmb, p.a.scales, p.b.scales, out, groups)

@@ -1,6 +1,7 @@
 """A stand-in ``cupy`` for walking mxrt's device dispatch on the CPU: the small-call path of ``gemm_mx`` /
 ``quantize_mx`` (plans, launch caches, argument packing) runs here exactly as on a GPU up to the driver call,
-which is a C no-op. Used by tests/test_overhead_plans.py (cache keys and invalidation) and
+which is a C no-op. Used by tests/test_overhead_plans.py (cache keys and invalidation),
+tests/test_grouped_gemm_sm90_ws_dispatch.py (the grouped engine's packed parameters) and
 benchmarks/overhead_cpu_profile.py (where the host time of a call goes, before any device time is spent).
 
 What it cannot show: CuPy's own costs (its allocator, ndarray construction, stream queries) and the driver's.
@@ -82,6 +83,7 @@ PARAM_FORMATS = {
     "gemm_mx_decode_sm90": "=128s128sQQQIIII",
     "gemm_mx_sm90": "=128s128sQQQiiii",
     "gemm_mx_sm90_ws": "=128s128sQQQiii",
+    "gemm_mx_grouped_sm90_ws": "=128s128sQQQQIIIIIIII",
     "gemm_mx_splitk_reduce": "=QQQI",
     "quantize_mx_rowwise": "=QQQiiii",
 }
@@ -217,7 +219,7 @@ def _reset_caches() -> None:
     """Forget every plan / launch cache that may hold fake kernels or fake pointers."""
     from mxrt.api import gemm as api_gemm
     from mxrt.api import quant as api_quant
-    from mxrt.ops import gemm_decode, gemm_sm90
+    from mxrt.ops import gemm_decode, gemm_sm90, grouped_gemm_sm90, grouped_gemm_sm90_ws
     from mxrt.ops import quant as ops_quant
 
     launch = importlib.import_module("mxrt.runtime.launch")
@@ -229,6 +231,8 @@ def _reset_caches() -> None:
         gemm_sm90._maps,
         gemm_decode._LAUNCHES,
         gemm_decode._KERNELS,
+        grouped_gemm_sm90._KERNELS,
+        grouped_gemm_sm90_ws._KERNELS,
         ops_quant._ROWWISE_KERNELS,
         launch._BLOCKS,
     ):

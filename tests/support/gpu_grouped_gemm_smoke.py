@@ -114,9 +114,10 @@ def main() -> int:
 
 
 def sm90(rng, x) -> int:
-    """gemm_mx_grouped_sm90 (sm_90a only): lens on the 128-row tile (with device lens short of m: tail rows are
-    zeroed) and the 256-row tile, the bf16 wgrad (plain, accumulate) on both tiles, DeepGEMM ids with several
-    groups and -1 rows in one tile, masked."""
+    """The Hopper grouped kernels (sm_90a only, MXRT_GROUPED_GEMM_KERNEL=sm90): on the grouped engine
+    gemm_mx_grouped_sm90_ws lens (with device lens short of m: tail rows are zeroed), DeepGEMM ids with several
+    groups and -1 rows in one tile, masked; on gemm_mx_grouped_sm90 the bf16 wgrad (plain, accumulate) on both
+    tiles."""
     from mxrt.runtime import get_arch
 
     if get_arch().target != "sm_90a":

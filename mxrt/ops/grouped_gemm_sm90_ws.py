@@ -1,0 +1,153 @@
+"""The Hopper grouped engine (kernels_src/gemm/gemm_mx_grouped_sm90_ws.hip): the issue-10 engine ``gemm_mx_sm90_ws``
+(persistent CTAs of 384 threads: a TMA thread, three scale warps, two consumer warpgroups) walking a grouped work list
+built on the device. Which problems it takes, its launch geometry (pure host math, no cupy) and its launch
+(:func:`launch_sm90_ws`, from :func:`mxrt.ops.grouped_gemm.grouped_gemm_gpu`).
+
+Serves the forward / dgrad by device ``group_lens`` (``"lens"``) and DeepGEMM's ``"indices"`` (per-row ids, -1 rows
+untouched) and ``"masked"`` layouts with E8M0 row-major scales and bfloat16 / float16 out (e2m1 operands expanded to
+e4m3 first, as :mod:`mxrt.ops.grouped_gemm_sm90`). Group sizes never leave the device: each CTA builds the schedule
+in shared memory (``"lens"``: the row offsets and row-tile prefix of ``gemm_grouped_tiles.h``; ``"masked"``: the
+row-tile prefix of the clamped ``masked_m``, so only tiles holding rows are walked; ``"indices"``: none, a tile's
+groups are found by warp reductions over its ids) and every role walks the same tile sequence from it. The grid is
+``min(#SMs, a host bound of the tiles)``, so a launch is capture-safe as the older kernel's.
+
+Declines (:func:`unsupported`; :data:`mxrt.ops.grouped_gemm_kernels.FALLBACK`, ``gemm_mx_grouped_sm90``, then the
+generic kernel run these): the variable-K wgrad and the k-grouped wgrad, float32 out (e2m1 x e2m1 runs on the older
+kernel), more than ``GROUPED_MAX_GROUPS`` groups in the masked layout (its schedule lives in shared memory), no group,
+scale bases that are not 4-byte aligned (the scale warps copy 32-bit words), and everything the older kernel declines
+(float32 scales, TMA alignment, k == 0, 2^31 sizes).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .. import codes
+from .._kinds import dtype_name
+from ..problems.grouped_gemm import GroupedGemmProblem
+from ..runtime.kernel_spec import Defines, defines
+from ..runtime.launch import LaunchConfig
+from . import grouped_gemm_sm90
+from .grouped_gemm_kernels import (
+    GEMM_MX_GROUPED_SM90_WS,
+    GROUPED_GEMM_MODES,
+    GROUPED_SM90_WS_KINDS,
+    SM90_WS_STAGES,
+)
+
+TARGET = "sm_90a"
+THREADS = 384  # the engine's block: two consumer warpgroups and the producer warpgroup
+BM = BN = 128
+_OUT = ("bfloat16", "float16")
+_LIMIT = 2**31
+#: the schedule's shared memory after the engine's (the kernel's GWS_SCHED_BYTES: 8 bytes of alignment, the scans'
+#: i64 scratch per thread, starts[] and tiles[] of MXRT_MAX_GROUPS + 2 entries)
+SCHED_BYTES = 8 + THREADS * 8 + 2 * (codes.GROUPED_MAX_GROUPS + 2) * 4
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def tiles_bound(p: GroupedGemmProblem) -> int:
+    """A host bound of the work list's output tiles (the device list may be shorter): lens ``(ceil(m/128) + G + 1)``
+    row tiles (every group's, the tail's), indices ``ceil(m/128)`` (a tile's rounds run on the CTA that owns it),
+    masked ``G * ceil(max_m/128)``; times ``ceil(n/128)`` column tiles."""
+    if p.kind == "lens":
+        rows = _cdiv(p.m, BM) + p.num_groups + 1
+    elif p.kind == "indices":
+        rows = _cdiv(p.m, BM)
+    else:
+        rows = p.num_groups * _cdiv(p.max_m, BM)
+    return max(1, rows * _cdiv(p.n, BN))
+
+
+def grid(p: GroupedGemmProblem, num_sms: int | None = None) -> tuple[int, int, int]:
+    """Persistent: one CTA per SM (``num_sms``; None: one per tile of the bound), at most one per tile."""
+    bound = tiles_bound(p)
+    return (bound if num_sms is None else max(1, min(num_sms, bound)), 1, 1)
+
+
+def smem_bytes() -> int:
+    """The dense engine's ring and scale staging (mxrt/ops/gemm_sm90_ws.py) plus the schedule."""
+    from .gemm_sm90 import smem_bytes as ring_bytes
+    from .gemm_sm90_ws import staging_bytes
+
+    return ring_bytes(BM, BN, SM90_WS_STAGES) + staging_bytes(SM90_WS_STAGES) + SCHED_BYTES
+
+
+def unsupported(target: str, p: GroupedGemmProblem) -> str | None:
+    """Why the grouped engine does not run ``p`` on ``target`` (a short reason), or None when it does. Device
+    pointers are checked only for device problems (a host problem is uploaded to fresh, aligned buffers)."""
+    if target != TARGET:
+        return f"no Hopper grouped engine for target {target!r} (it needs {TARGET})"
+    if p.kind not in GROUPED_SM90_WS_KINDS:
+        return f"kind {p.kind!r}: the grouped engine runs {GROUPED_SM90_WS_KINDS} (the wgrads run on other kernels)"
+    if dtype_name(p.out_dtype) not in _OUT:
+        return (
+            f"{dtype_name(p.out_dtype)} output: the grouped engine stores bfloat16 / float16 (e2m1 x e2m1 with fp32 "
+            "out runs on gemm_mx_grouped_sm90)"
+        )
+    why = grouped_gemm_sm90.unsupported(target, p)  # the TMA, format and size rules the two kernels share
+    if why is not None:
+        return why
+    if p.num_groups < 1:
+        return "no group (the B map needs a row)"
+    if p.kind == "masked" and p.num_groups > codes.GROUPED_MAX_GROUPS:
+        return f"{p.num_groups} masked groups, the engine's schedule takes at most {codes.GROUPED_MAX_GROUPS}"
+    if p.kind == "masked" and p.num_groups * _cdiv(p.max_m, BM) * BM >= _LIMIT:
+        return f"G * ceil(max_m / 128) * 128 = {p.num_groups * _cdiv(p.max_m, BM) * BM} rows reach 2^31"
+    if p.device:
+        for name, scales in (("a", p.a.scales), ("b", p.b.scales)):
+            if scales.data.ptr % 4:
+                return f"{name} scales start at {scales.data.ptr:#x}, not 4-byte aligned (32-bit word copies)"
+    return None
+
+
+def kernel_defines(p: GroupedGemmProblem) -> Defines:
+    return defines(
+        A_FMT=grouped_gemm_sm90._KERNEL_FMT[p.a_fmt],
+        B_FMT=grouped_gemm_sm90._KERNEL_FMT[p.b_fmt],
+        MODE=GROUPED_GEMM_MODES[p.kind],
+        OUT_DTYPE=codes.GEMM_OUT_DTYPE_CODES[dtype_name(p.out_dtype)],
+        STAGES=SM90_WS_STAGES,
+    )
+
+
+def launch_config(p: GroupedGemmProblem, num_sms: int | None = None) -> LaunchConfig:
+    return LaunchConfig(grid=grid(p, num_sms), block=(THREADS, 1, 1), shared_mem=smem_bytes())
+
+
+_KERNELS: dict = {}
+
+
+def _kernel(d: Defines, arch: Any, smem: int) -> Any:
+    from ..runtime.compiler import build
+
+    key = (d, arch)
+    kernel = _KERNELS.get(key)
+    if kernel is None:
+        kernel = build(GEMM_MX_GROUPED_SM90_WS, d, arch)
+        if kernel.max_dynamic_shared_size_bytes < smem:
+            kernel.max_dynamic_shared_size_bytes = smem
+        _KERNELS[key] = kernel
+    return kernel
+
+
+def launch_sm90_ws(p: GroupedGemmProblem, groups: Any, out: Any, arch: Any) -> None:
+    """Launch ``p`` (a device problem :func:`unsupported` accepted, ``out`` non-empty, bfloat16 as uint16) on the
+    current stream; no host synchronisation."""
+    from ..runtime.launch import launch
+
+    tma, tmb = grouped_gemm_sm90.tensor_maps(p, arch, BM, BN)
+    cfg = launch_config(p, arch.num_cus)
+    kernel = _kernel(kernel_defines(p), arch, cfg.shared_mem)
+    flags = grouped_gemm_sm90.launch_flags(p, groups, out)
+    u32 = np.uint32
+    kb = int(p.b.shape[-1])
+    args = (tma, tmb, p.a.scales, p.b.scales, out, groups)
+    args += (u32(p.m), u32(p.n), u32(p.k), u32(_cdiv(p.k, 32)), u32(_cdiv(kb, 32)), u32(p.num_groups))
+    args += (u32(p.max_m), u32(flags))
+    launch(p.op, kernel, cfg, args)

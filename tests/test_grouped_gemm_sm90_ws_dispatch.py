@@ -1,0 +1,255 @@
+"""The Hopper grouped engine's host side (CPU only, mxrt/ops/grouped_gemm_sm90_ws.py): which problems
+gemm_mx_grouped_sm90_ws takes on sm_90a (16-bit lens, DeepGEMM ids / masked) and why it declines the others (they
+fall back to gemm_mx_grouped_sm90, then the generic kernel), its persistent grid, shared memory and defines (each one
+a variant that `mxrt compile-check` builds), MXRT_GROUPED_GEMM_KERNEL=sm90 / sm90_ws / sm90_wgmma, and the launch
+itself through the stand-in CuPy of tests/support/fake_cupy.py: the parameters packed for the driver, read back in
+the kernel's own argument order (checked against its signature)."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import sys
+import types
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+import pytest
+from support import fake_cupy
+
+import mxrt
+import mxrt.deep_gemm as deep_gemm
+from mxrt import codes
+from mxrt.errors import UnsupportedArchError
+from mxrt.ops import grouped_gemm_kernels, grouped_gemm_sm90_ws
+from mxrt.ops.grouped_gemm import choose_kernel, grouped_plan
+from mxrt.problems.grouped_gemm import grouped_gemm_problem, wgrad_problem
+
+ROOT = Path(__file__).resolve().parents[1]
+WS = grouped_gemm_kernels.GEMM_MX_GROUPED_SM90_WS
+SM90 = grouped_gemm_kernels.GEMM_MX_GROUPED_SM90
+GENERIC = grouped_gemm_kernels.GEMM_MX_GROUPED_GENERIC
+PAIRS = [("e4m3", "e4m3"), ("e4m3", "e5m2"), ("e5m2", "e4m3"), ("e5m2", "e5m2"), ("e2m1", "e2m1"), ("e4m3", "e2m1")]
+SMEM_MAX = 232448  # 227 KB: a block's shared memory on sm_90
+
+
+@pytest.fixture(autouse=True)
+def auto(monkeypatch):
+    monkeypatch.delenv("MXRT_GROUPED_GEMM_KERNEL", raising=False)
+
+
+def _lens(fa="e4m3", fb="e4m3", lens=(37, 0, 150, 1), n=72, k=96, out_dtype="bfloat16", kb=None):
+    rng = np.random.default_rng(0)
+    lens = np.asarray(lens)
+    qa = mxrt.quantize_mx(rng.standard_normal((int(lens.sum()), k)), fa)
+    qb = mxrt.quantize_mx(rng.standard_normal((lens.size, n, kb or k)), fb, axis=2)
+    return grouped_gemm_problem(qa, qb, lens, out_dtype=out_dtype)
+
+
+def _indices(lens=(50, 0, 7), n=40, k=64):
+    rng = np.random.default_rng(2)
+    ids = mxrt.contiguous_m_indices(np.array(lens), 32)
+    qa = mxrt.quantize_mx(rng.standard_normal((ids.size, k)))
+    qb = mxrt.quantize_mx(rng.standard_normal((len(lens), n, k)), axis=2)
+    return grouped_gemm_problem(qa, qb, ids, kind="indices", out=np.zeros((ids.size, n), ml_dtypes.bfloat16))
+
+
+def _masked(masked=(0, 5, 32), max_m=32, n=40, k=64):
+    rng = np.random.default_rng(3)
+    g = len(masked)
+    qa = mxrt.quantize_mx(rng.standard_normal((g * max_m, k)))
+    qb = mxrt.quantize_mx(rng.standard_normal((g, n, k)), axis=2)
+    out = np.zeros((g * max_m, n), ml_dtypes.bfloat16)
+    return grouped_gemm_problem(qa, qb, np.array(masked), kind="masked", max_m=max_m, out=out)
+
+
+def _check_plan(p, mode, num_sms=132):
+    plan = grouped_plan(p, "sm_90a", num_sms)
+    assert plan.spec is WS and plan.defines in WS.variants  # compile-check builds what the launcher asks
+    d = dict(plan.defines)
+    fmt = lambda f: codes.FMT_CODES["e4m3" if f == "e2m1" else f]  # noqa: E731
+    assert (d["A_FMT"], d["B_FMT"], d["MODE"], d["STAGES"]) == (fmt(p.a_fmt), fmt(p.b_fmt), mode, 4)
+    assert d["OUT_DTYPE"] == codes.GEMM_OUT_DTYPE_CODES[str(np.dtype(p.out_dtype))]
+    assert plan.cfg.block == (384, 1, 1) and plan.cfg.shared_mem == grouped_gemm_sm90_ws.smem_bytes() <= SMEM_MAX
+    assert plan.cfg.grid == (min(num_sms, grouped_gemm_sm90_ws.tiles_bound(p)), 1, 1)
+    return plan
+
+
+@pytest.mark.parametrize("pair", PAIRS, ids="x".join)
+@pytest.mark.parametrize("out_dtype", ["bfloat16", "float16", "float32"])
+def test_lens_runs_on_the_engine_with_16_bit_out(pair, out_dtype):
+    for lens in ((37, 0, 150, 1), (600, 700)):
+        p = _lens(*pair, lens=lens, out_dtype=out_dtype)
+        why = grouped_gemm_sm90_ws.unsupported("sm_90a", p)
+        if out_dtype == "float32":
+            assert "float32 output" in why
+            assert choose_kernel(p, "sm_90a") is (SM90 if pair == ("e2m1", "e2m1") else GENERIC)
+            continue
+        assert why is None, why
+        assert choose_kernel(p, "sm_90a") is WS
+        _check_plan(p, 0)
+    # the tile bound: every group's row tiles, the tail's, times the column tiles
+    p = _lens(lens=(37, 0, 150, 1), n=200)
+    assert grouped_gemm_sm90_ws.tiles_bound(p) == (-(-188 // 128) + 4 + 1) * 2
+    assert grouped_plan(p, "sm_90a", 132).cfg.grid == (14, 1, 1)  # fewer tiles than SMs: one CTA per tile
+    big = dataclasses.replace(p, m=15000, n=4096)  # sizes only: the plan is host math
+    assert grouped_plan(big, "sm_90a", 132).cfg.grid == (132, 1, 1) and grouped_plan(big, "sm_90a").cfg.grid[0] > 132
+
+
+@pytest.mark.parametrize("pair", PAIRS[:4], ids="x".join)
+def test_deepgemm_layouts_run_on_the_engine(pair):
+    for make, mode in ((_indices, 1), (_masked, 2)):
+        p = dataclasses.replace(make(), a_fmt=pair[0], b_fmt=pair[1])
+        assert grouped_gemm_sm90_ws.unsupported("sm_90a", p) is None
+        _check_plan(p, mode)
+    assert grouped_gemm_sm90_ws.tiles_bound(_indices(n=200)) == -(-(50 + 32 + 32) // 128) * 2
+    assert grouped_gemm_sm90_ws.tiles_bound(_masked(max_m=300, n=40)) == 3 * 3
+
+
+def _wgrad():
+    rng = np.random.default_rng(1)
+    lens = np.array([5, 0, 90])
+    qg = mxrt.quantize_mx_grouped(rng.standard_normal((95, 40)), lens, colwise=True, col_align=32)
+    qx = mxrt.quantize_mx_grouped(rng.standard_normal((95, 24)), lens, colwise=True, col_align=32)
+    return wgrad_problem(qg, qx, lens, out_dtype="bfloat16")
+
+
+class _Ptr:  # a device array's .data.ptr
+    def __init__(self, ptr):
+        self.data = types.SimpleNamespace(ptr=ptr)
+
+
+def test_declines_and_where_they_go():
+    p = _lens()
+    w = _wgrad()
+    reasons = {
+        "kind 'wgrad'": (w, SM90),  # the variable-K wgrad stays on the older kernel
+        "float32 output": (_lens("e2m1", "e2m1", out_dtype="float32"), SM90),
+        "masked groups": (dataclasses.replace(_masked(), num_groups=1025), SM90),  # the schedule in shared memory
+        # G * ceil(max_m / 128) * 128 = 2^31 rows of the padded schedule (the older kernel's grid z takes it)
+        "ceil(max_m / 128) * 128": (
+            dataclasses.replace(_masked(k=32), num_groups=1024, max_m=2**21 - 64, m=1024 * (2**21 - 64)),
+            SM90,
+        ),
+        "float32 scales": (dataclasses.replace(p, scale_f32=True), GENERIC),
+        "k % 16": (_lens(k=72), GENERIC),
+        "k = 0": (dataclasses.replace(p, k=0), GENERIC),
+        "no group": (dataclasses.replace(p, num_groups=0), None),
+        "target": (p, None),
+    }
+    for word, (q, fallback) in reasons.items():
+        why = grouped_gemm_sm90_ws.unsupported("gfx950" if word == "target" else "sm_90a", q)
+        assert why is not None and word in why, (word, why)
+        if fallback is not None:
+            assert choose_kernel(q, "sm_90a") is fallback, word
+    # device problems: scale bases the scale warps copy as 32-bit words, code bases TMA reads
+    dev = dataclasses.replace(p, device=True, a=dataclasses.replace(p.a, data=_Ptr(4096), scales=_Ptr(4098)),
+                              b=dataclasses.replace(p.b, data=_Ptr(8192), scales=_Ptr(4100)))  # fmt: skip
+    assert "4-byte aligned" in grouped_gemm_sm90_ws.unsupported("sm_90a", dev)
+    dev = dataclasses.replace(dev, a=dataclasses.replace(dev.a, scales=_Ptr(4096)))
+    assert grouped_gemm_sm90_ws.unsupported("sm_90a", dev) is None
+    dev = dataclasses.replace(dev, a=dataclasses.replace(dev.a, data=_Ptr(4104)))
+    assert "16-byte aligned" in grouped_gemm_sm90_ws.unsupported("sm_90a", dev)
+
+
+def test_forced_kernels():
+    p, p4 = _lens(), _lens("e2m1", "e2m1", out_dtype="float32")
+    assert choose_kernel(p, "sm_90a", force="sm90_ws") is WS
+    assert choose_kernel(p, "sm_90a", force="sm90_wgmma") is SM90  # the A/B of benchmarks/bench_grouped_gemm.py
+    assert choose_kernel(p, "sm_90a", force="sm90") is WS and choose_kernel(p4, "sm_90a", force="sm90") is SM90
+    with pytest.raises(UnsupportedArchError, match=r"MXRT_GROUPED_GEMM_KERNEL=sm90_ws cannot run.*float32 output"):
+        choose_kernel(p4, "sm_90a", force="sm90_ws")
+    with pytest.raises(UnsupportedArchError, match="kind 'wgrad'"):
+        choose_kernel(_wgrad(), "sm_90a", force="sm90_ws")
+    assert choose_kernel(_wgrad(), "sm_90a", force="sm90") is SM90
+
+
+def test_schedule_bytes_mirror_the_kernel():
+    """SCHED_BYTES is the walk header's GWS_SCHED_BYTES at 384 threads and MXRT_MAX_GROUPS groups; with the dense
+    engine's ring and staging it fits a block."""
+    text = (ROOT / "kernels_src" / "gemm" / "gemm_grouped_ws_walk.h").read_text()
+    expr = re.search(r"#define GWS_SCHED_BYTES \((.*)\)\n", text).group(1)
+    value = eval(expr, {"THREADS": 384, "MXRT_MAX_GROUPS": codes.GROUPED_MAX_GROUPS})
+    assert value == grouped_gemm_sm90_ws.SCHED_BYTES
+    assert grouped_gemm_sm90_ws.smem_bytes() <= SMEM_MAX
+
+
+# ---- the launch through the stand-in CuPy: the packed parameters -------------------------------------------------
+
+
+def _signature_format() -> str:
+    """The struct format of gemm_mx_grouped_sm90_ws's parameters, from its extern "C" signature."""
+    text = (ROOT / "kernels_src" / "gemm" / "gemm_mx_grouped_sm90_ws.hip").read_text()
+    params = re.search(r"gemm_mx_grouped_sm90_ws\(([^)]*)\)", text.split('extern "C" __global__')[1]).group(1)
+    fmt = "="
+    for decl in params.split(","):
+        decl = " ".join(decl.split())
+        fmt += "128s" if "mxrt_tmap" in decl else "Q" if "*" in decl else "I" if decl.startswith("u32") else "?"
+    return fmt
+
+
+def test_param_format_matches_the_kernel_signature():
+    assert fake_cupy.PARAM_FORMATS["gemm_mx_grouped_sm90_ws"] == _signature_format()
+
+
+def _launches(state, symbol="gemm_mx_grouped_sm90_ws"):
+    return [rec for rec in state["launches"] if rec[1] == symbol]
+
+
+def test_launch_packs_lens_indices_and_masked():
+    with fake_cupy.install(record=True) as state:
+        cp = sys.modules["cupy"]
+        dev = lambda q: dataclasses.replace(q, data=cp.asarray(q.data), scales=cp.asarray(q.scales))  # noqa: E731
+        rng = np.random.default_rng(4)
+        # lens, int64 lens on the device, odd n (no pair stores), b padded past k (B's row stride)
+        lens = np.array([300, 0, 77, 1000])
+        m, n, k, kb = int(lens.sum()), 199, 208, 256
+        qa = mxrt.quantize_mx(rng.standard_normal((m, k)))
+        qb = mxrt.quantize_mx(rng.standard_normal((4, n, kb)), axis=2)
+        a, b = dev(qa), dev(qb)
+        mxrt.grouped_gemm_mx(a, b, cp.asarray(lens))
+        (rec,) = _launches(state)
+        _, _, grid, block, smem, vals = rec
+        tiles = (-(-m // 128) + 4 + 1) * 2
+        assert grid == (min(132, tiles), 1, 1) and block == (384, 1, 1) and smem == grouped_gemm_sm90_ws.smem_bytes()
+        tma, tmb = (np.frombuffer(v, np.uint64)[:5].tolist() for v in vals[:2])
+        assert tma[0] == a.data.data.ptr and tmb[0] == b.data.data.ptr
+        assert sorted(tma[1:3]) == sorted([k, m]) and sorted(tmb[1:3]) == sorted([k, 4 * n]) and 128 in tmb[3:5]
+        assert vals[2:4] == (a.scales.data.ptr, b.scales.data.ptr)
+        assert vals[6:] == (m, n, k, -(-k // 32), kb // 32, 4, 0, 2)  # flags: int64 lens, no pairs (odd n)
+        # DeepGEMM contiguous: int32 ids, out given, n even (pair stores)
+        state["launches"].clear()
+        ids = mxrt.contiguous_m_indices(np.array([50, 0, 130]), 128)
+        qa = mxrt.quantize_mx(rng.standard_normal((ids.size, 128)))
+        qb = mxrt.quantize_mx(rng.standard_normal((3, 64, 128)), axis=2)
+        d = cp.zeros((ids.size, 64), np.uint16)
+        ids_d = cp.asarray(ids)
+        deep_gemm.m_grouped_fp8_gemm_nt_contiguous(
+            (cp.asarray(qa.data), cp.asarray(qa.scales)), (cp.asarray(qb.data), cp.asarray(qb.scales)), d, ids_d
+        )
+        (rec,) = _launches(state)
+        assert rec[2] == (-(-ids.size // 128), 1, 1)
+        assert rec[5][4:6] == (d.data.ptr, ids_d.data.ptr)
+        assert rec[5][6:] == (ids.size, 64, 128, 4, 4, 3, 0, 1)  # flags: pairs
+        # DeepGEMM masked: max_m reaches the kernel, int32 masked_m
+        state["launches"].clear()
+        g, max_m = 4, 130
+        qa = mxrt.quantize_mx(rng.standard_normal((g, max_m, 128)), axis=2)
+        qb = mxrt.quantize_mx(rng.standard_normal((g, 64, 128)), axis=2)
+        dm = cp.zeros((g, max_m, 64), np.uint16)
+        mm = cp.asarray(np.array([0, 1, 129, 130], np.int32))
+        deep_gemm.m_grouped_fp8_gemm_nt_masked(
+            (cp.asarray(qa.data), cp.asarray(qa.scales)), (cp.asarray(qb.data), cp.asarray(qb.scales)), dm, mm, 64
+        )
+        (rec,) = _launches(state)
+        assert rec[2] == (g * 2, 1, 1)
+        assert rec[5][5] == mm.data.ptr and rec[5][6:] == (g * max_m, 64, 128, 4, 4, g, max_m, 1)
+        # e2m1 operands: expanded first (two expansion launches), then the engine on the expanded codes
+        state["launches"].clear()
+        lens = np.array([40, 88])
+        qa = mxrt.quantize_mx(rng.standard_normal((128, 64)), "e2m1")
+        qb = mxrt.quantize_mx(rng.standard_normal((2, 32, 64)), "e2m1", axis=2)
+        mxrt.grouped_gemm_mx(dev(qa), dev(qb), cp.asarray(lens, np.int32))
+        assert [r[1] for r in state["launches"]] == ["e2m1_to_e4m3", "e2m1_to_e4m3", "gemm_mx_grouped_sm90_ws"]
+        assert state["launches"][-1][5][6:] == (128, 32, 64, 2, 2, 2, 0, 1)  # int32 lens

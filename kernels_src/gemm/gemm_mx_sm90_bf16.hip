@@ -1,27 +1,24 @@
 // kernel   gemm_mx_sm90_bf16                                                          (extern "C")
-// computes out[m,n] = sum_k (A[m,k] 2^(sa[m,k/32]-127)) (B[n,k] 2^(sb[n,k/32]-127)) (NT): the issue-10 engine's
-//          bf16 route (HOPPER_MX_GEMM.md section 2). Every element is dequantised EXACTLY to bf16 on chip (its
-//          scale applied while converting), so one bf16 wgmma accumulates the whole K in fp32 with no promotion:
-//          A in registers (RS wgmma, converted by the consumers), B converted by three converter warps into a
-//          swizzled bf16 tile. Exact while every scale byte lies in the format's window (e4m3 [10, 134], e5m2
-//          [17, 142], or 255 = NaN): bf16 holds every scaled element there. The launcher's device-side check
-//          (mx_gemm_window.hip) sets *gate for any other byte and for NaN / Inf codes inside a finite-scale block
-//          (the bit tricks would not propagate them); the kernel then computes every output with an exact SIMT
-//          loop instead (slow: pathological inputs only).
+// computes out[m,n] = sum_k (A[m,k] 2^(sa-127)) (B[n,k] 2^(sb-127)) (NT, MX block 32 along K), the issue-10 bf16 route
+//          (design notes below): every element dequantised exactly to bf16 on chip, one fp32 accumulator over all K
 // args     const __grid_constant__ mxrt_tmap tma, tmb (fp8 codes A [m,k], B [n,k] uint8, boxes 64 bytes x 256 / 128
-//          rows, SWIZZLE_64B, zero OOB fill) | const u8* sa, sb (E8M0 row-major [rows, ceil(k/32)] or layout SLA /
-//          SLB read in place) | void* out [m,n] | int m, int n, int k | const u32* gate (device word, 0: the
-//          window check (mx_gemm_window.hip) passed; else every CTA runs the exact SIMT fallback) | const u8* ca,
-//          cb (the same codes as plain pointers, rows k bytes apart: the fallback's reads)
-// grid     (min(#SMs, tiles),1,1) persistent (CTA b: tiles b, b + gridDim.x, ..., GROUP_M 8 raster of 256 x 128
-//          tiles); block (384,1,1): warpgroups 0, 1 consume (128 rows each as two m64 halves, m64n128k16 RS
-//          wgmma), warpgroup 2 produces (thread 256 the TMAs, warps 9-11 convert B and the A multipliers, round
-//          robin over stages); smem: RING x (A 16 KB + B 8 KB fp8, B 16 KB bf16, A multipliers 2 KB) + barriers
-// defines  A_FMT, B_FMT (e4m3 / e5m2; e2m1 is expanded first), OUT_DTYPE, RING (stages, 3..5), SLA, SLB,
-//          PRODUCER_REGS (setmaxnreg of the producer warpgroup: 56 / 72 / 88); the
-//          shared header's tile constants are fixed by the launcher (BM 256, BN 128, STAGES 3) and unused here
+//          rows, SWIZZLE_64B, zero OOB fill) | const u8* sa, sb (E8M0 row-major [rows, ceil(k/32)] or layouts SLA /
+//          SLB in place) | void* out [m,n] | int m, n, k | const u32* gate (0: the window check passed, else the
+//          exact SIMT fallback runs) | const u8* ca, cb (the codes as plain pointers, rows k bytes apart: fallback)
+// grid     (min(#SMs, tiles),1,1) persistent, GROUP_M 8 raster of 256 x 128 tiles; block (384,1,1): warpgroups 0, 1
+//          consume (128 rows each as two m64 halves, m64n128k16 RS wgmma), warpgroup 2 produces (thread 256 the
+//          TMAs, warps 9-11 convert B and the A multipliers); smem: gemm_sm90_bf16.py smem_bytes
+// defines  A_FMT, B_FMT (e4m3 / e5m2; e2m1 expanded first), OUT_DTYPE, RING (3..5), SLA, SLB, PRODUCER_REGS
+//          (56 / 72 / 88), BF_DIAG / BF_PROF (timing diagnostics); the shared header's BM 256, BN 128, STAGES 3,
+//          ATOMIC 0, DBUF 0, DIAG 0 are fixed by the launcher and unused here
 // requires sm_90a; k % 16 == 0, code bases 16-byte aligned (TMA); m, n, ceil(k/32) * max(m, n) and a layout's
 //          storage < 2^31; no split-K.   Checked by mxrt/ops/gemm_sm90_bf16.py supports()
+//
+// Design: A in registers (RS wgmma, converted by the consumers), B converted by three converter warps into a
+// swizzled bf16 tile. Exact while every scale byte lies in the format's window (e4m3 [10, 134], e5m2 [17, 142], or
+// 255 = NaN): bf16 holds every scaled element there. The launcher's device-side check (mx_gemm_window.hip) sets
+// *gate for any other byte and for NaN / Inf codes inside a finite-scale block (the bit tricks would not propagate
+// them); the kernel then computes every output with an exact SIMT loop instead (slow: pathological inputs only).
 #if !defined(SLA) || !defined(SLB) || !defined(RING) || !defined(PRODUCER_REGS)
 #error "SLA, SLB, RING and PRODUCER_REGS must be defined by the launcher"
 #endif

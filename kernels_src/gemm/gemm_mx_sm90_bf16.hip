@@ -126,28 +126,9 @@ MXRT_DEVICE u64 bf_group(const u8* s, u32 row, u32 rows, u32 kt, u32 kbs, bool w
   return v;
 }
 
-// tile t of the persistent walk -> its first row / column (GROUP_M row tiles sweep the column tiles together)
-MXRT_DEVICE void bf_tile(u32 t, u32 tiles_m, u32 tiles_n, u32& m0, u32& n0) {
-  const u32 per_group = GROUP_M * tiles_n, first_m = (t / per_group) * GROUP_M;
-  const u32 gsize = tiles_m - first_m < GROUP_M ? tiles_m - first_m : GROUP_M;
-  m0 = (first_m + (t % per_group) % gsize) * BF_BM;
-  n0 = ((t % per_group) / gsize) * BF_BN;
-}
-struct BfCursor {
-  u32 tile, kt, m0, n0;
-};
-MXRT_DEVICE BfCursor bf_start(u32 bid, u32 tiles_m, u32 tiles_n) {
-  BfCursor c{bid, 0u, 0u, 0u};
-  bf_tile(bid, tiles_m, tiles_n, c.m0, c.n0);
-  return c;
-}
-MXRT_DEVICE void bf_next(BfCursor& c, u32 nkt, u32 grid, u32 ntiles, u32 tiles_m, u32 tiles_n) {
-  if (++c.kt == nkt) {
-    c.kt = 0u;
-    c.tile += grid;
-    if (c.tile < ntiles) bf_tile(c.tile, tiles_m, tiles_n, c.m0, c.n0);
-  }
-}
+// ws_tile / WsCursor: the engine's persistent GROUP_M raster over 256 x 128 tiles (BM, BN of the launcher)
+MXRT_STATIC_ASSERT(BM == BF_BM && BN == BF_BN, "gemm_mx_sm90_bf16: the launcher's BM / BN are the tile");
+#include "gemm_tile_raster.h"
 
 // d += A(64x16, registers) * B(16x128)^T, bf16 inputs, fp32 accumulate
 MXRT_DEVICE void wgmma_bf16_rs(float (&d)[64], const u32 (&a)[4], u64 db) {
@@ -167,7 +148,7 @@ MXRT_DEVICE void bf_exact_tiles(const u8* ca, const u8* cb, const u8* sa, const 
   const u32 kbs = ((u32)k + 31u) / 32u;
   for (u32 t = MXRT_BID_X; t < ntiles; t += (u32)gridDim.x) {
     u32 m0, n0;
-    bf_tile(t, tiles_m, tiles_n, m0, n0);
+    ws_tile(t, tiles_m, tiles_n, m0, n0);
     for (u32 idx = MXRT_TID_X; idx < BF_BM * BF_BN; idx += BF_THREADS) {
       const u32 row = m0 + idx / BF_BN, col = n0 + idx % BF_BN;
       if (row >= (u32)m || col >= (u32)n) continue;
@@ -239,8 +220,8 @@ extern "C" __global__ void __launch_bounds__(BF_THREADS, 1)
     const u32 total = bid < ntiles ? ((ntiles - bid + grid - 1u) / grid) * nkt : 0u;  // this CTA's stages
     if (pw == 0) {
       if (lane == 0) {
-        BfCursor c = bf_start(bid, tiles_m, tiles_n);
-        for (u32 g = 0; g < total; ++g, bf_next(c, nkt, grid, ntiles, tiles_m, tiles_n)) {
+        WsCursor c = ws_start(bid, tiles_m, tiles_n);
+        for (u32 g = 0; g < total; ++g, ws_next(c, nkt, grid, ntiles, tiles_m, tiles_n)) {
           const u32 slot = g % RING;
           PROF_SKIP();
           if (g >= RING) mbar_wait(empty0 + 8 * slot, ((g / RING) - 1u) & 1u);
@@ -257,8 +238,11 @@ extern "C" __global__ void __launch_bounds__(BF_THREADS, 1)
       // (bf_group: blocks 8 q .. 8 q + 7 of a row, the stages 4 q .. 4 q + 3), loaded once per 4 stages and one
       // group ahead: per-stage byte loads from every row stalled the converters ~5 k cycles per stage (call 5).
       const u32 ct = tid - 288u;
-      BfCursor c = bf_start(bid, tiles_m, tiles_n);
-      const bool words = SLA == MXRT_SCALE_LAYOUT_NONE && SLB == MXRT_SCALE_LAYOUT_NONE && kbs % 8u == 0u;
+      WsCursor c = ws_start(bid, tiles_m, tiles_n);
+      // 8-byte cp.async words: row-major, kbs % 8 == 0 and both scale bases 8-byte aligned (a view of a scale
+      // buffer may start anywhere)
+      const bool words = SLA == MXRT_SCALE_LAYOUT_NONE && SLB == MXRT_SCALE_LAYOUT_NONE && kbs % 8u == 0u &&
+                         ((reinterpret_cast<u64>(sa) | reinterpret_cast<u64>(sb)) & 7u) == 0u;
       // group words staged in shared memory, one group ahead: slot i < 3 A row ct + 96 i, 3 + i the B row of
       // unit i; each lane reads back only its own copies (cp.async.wait_group orders them), so no barrier
       auto stage_group = [&](u32 gb, u32 m0, u32 n0, u32 kt) {
@@ -279,19 +263,19 @@ extern "C" __global__ void __launch_bounds__(BF_THREADS, 1)
         asm volatile("cp.async.commit_group;" ::: "memory");
       };
       // the cursor of the next group to stage (kt a multiple of 4: the next 4 stages of this tile, or the next tile)
-      BfCursor lc = c;
+      WsCursor lc = c;
       auto next_group = [&]() {
         if (lc.kt + 4u < nkt) {
           lc.kt += 4u;
         } else {
           lc.kt = 0u;
           lc.tile += grid;
-          if (lc.tile < ntiles) bf_tile(lc.tile, tiles_m, tiles_n, lc.m0, lc.n0);
+          if (lc.tile < ntiles) ws_tile(lc.tile, tiles_m, tiles_n, lc.m0, lc.n0);
         }
       };
       u32 buf = 0;
       if (total > 0u) stage_group(0u, lc.m0, lc.n0, lc.kt);
-      for (u32 g = 0; g < total; ++g, bf_next(c, nkt, grid, ntiles, tiles_m, tiles_n)) {
+      for (u32 g = 0; g < total; ++g, ws_next(c, nkt, grid, ntiles, tiles_m, tiles_n)) {
         PROF_SKIP();
         const u32 slot = g % RING;
         if ((c.kt & 3u) == 0u) {  // a new group: its words landed; stage the next group's into the other buffer
@@ -385,7 +369,7 @@ extern "C" __global__ void __launch_bounds__(BF_THREADS, 1)
     u32 f = 0;
     for (u32 t = MXRT_BID_X; t < ntiles; t += (u32)gridDim.x) {
       u32 m0, n0;
-      bf_tile(t, tiles_m, tiles_n, m0, n0);
+      ws_tile(t, tiles_m, tiles_n, m0, n0);
 #pragma unroll
       for (int i = 0; i < 64; ++i) acc0[i] = acc1[i] = 0.0f;
       u32 prev_slot = 0;

@@ -294,13 +294,14 @@ struct sm90_keep_all {
   MXRT_DEVICE bool operator()(u32) const { return true; }
 };
 
-// One 64 x 128 accumulator block: this thread's rows row0, row0 + 8 and columns col0 + 8j + {0, 1}; rows < m (and
-// keep(row)), columns < n. even_n: pairs may be stored as one 4- / 8-byte word (n even, out aligned to a pair).
-template <class Keep>
-MXRT_DEVICE void store_half(void* out, const float (&acc)[64], u32 row0, u32 col0, int m, int n, bool even_n,
-                            const Keep& keep) {
+// One 64 x (R / 2) accumulator block (R = 64: m64n128, R = 32: m64n64): this thread's rows row0, row0 + 8 and
+// columns col0 + 8j + {0, 1}; rows < m (and keep(row)), columns < n. even_n: pairs may be stored as one 4- / 8-byte
+// word (n even, out aligned to a pair).
+template <int R, class Keep>
+MXRT_DEVICE void store_acc(void* out, const float (&acc)[R], u32 row0, u32 col0, int m, int n, bool even_n,
+                           const Keep& keep) {
 #pragma unroll
-  for (int j = 0; j < 16; ++j) {
+  for (int j = 0; j < R / 4; ++j) {
     const u32 col = col0 + 8u * j;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -312,6 +313,11 @@ MXRT_DEVICE void store_half(void* out, const float (&acc)[64], u32 row0, u32 col
       }
     }
   }
+}
+template <class Keep>
+MXRT_DEVICE void store_half(void* out, const float (&acc)[64], u32 row0, u32 col0, int m, int n, bool even_n,
+                            const Keep& keep) {
+  store_acc<64>(out, acc, row0, col0, m, n, even_n, keep);
 }
 
 

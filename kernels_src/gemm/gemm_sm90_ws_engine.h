@@ -94,25 +94,8 @@ struct WsScales {
   }
 };
 
-// ws_tile: tile t of the persistent walk -> its first row / column (GROUP_M raster)
+// ws_tile, WsCursor: the persistent walk's tile order (GROUP_M raster)
 #include "gemm_tile_raster.h"
-
-// a walk over this CTA's (tile, k-stage) sequence without a division per stage
-struct WsCursor {
-  u32 tile, kt, m0, n0;
-};
-MXRT_DEVICE WsCursor ws_start(u32 bid, u32 tiles_m, u32 tiles_n) {
-  WsCursor c{bid, 0u, 0u, 0u};
-  ws_tile(bid, tiles_m, tiles_n, c.m0, c.n0);
-  return c;
-}
-MXRT_DEVICE void ws_next(WsCursor& c, u32 nkt, u32 grid, u32 ntiles, u32 tiles_m, u32 tiles_n) {
-  if (++c.kt == nkt) {
-    c.kt = 0u;
-    c.tile += grid;
-    if (c.tile < ntiles) ws_tile(c.tile, tiles_m, tiles_n, c.m0, c.n0);
-  }
-}
 
 MXRT_DEVICE void mbar_expect_tx(u32 bar, u32 bytes) {
   asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
@@ -143,23 +126,6 @@ MXRT_DEVICE void promote32(float (&acc)[32], const float (&p)[32], float fa0, fl
     for (int e = 0; e < 4; ++e) {
       const float fa = e < 2 ? fa0 : fa1, b = fb[2 * j + (e & 1)];
       acc[4 * j + e] = W ? promote_wide(acc[4 * j + e], p[4 * j + e], fa, b) : fmaf(p[4 * j + e] * b, fa, acc[4 * j + e]);
-    }
-  }
-}
-template <class Keep>
-MXRT_DEVICE void store_block32(void* out, const float (&acc)[32], u32 row0, u32 col0, int m, int n, bool even_n,
-                               const Keep& keep) {
-#pragma unroll
-  for (int j = 0; j < 8; ++j) {
-    const u32 col = col0 + 8u * j;
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const u32 row = row0 + 8u * h;
-      if (row < (u32)m && col < (u32)n && keep(row)) {
-        const bool second = col + 1u < (u32)n;
-        store_pair(out, (u64)row * (u32)n + col, acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1], second && even_n,
-                   second);
-      }
     }
   }
 }
@@ -431,8 +397,8 @@ MXRT_DEVICE void ws_engine(const Sm90Smem& S, const Walk& wk, const void* ta, co
         mbar_arrive(S.empty0 + 8 * slot);  // this thread's wgmmas of the stage done, its factors read
       }
 #undef WS_ISSUE2
-      store_block32(out, acc0, m0 + lrow, n0 + lcol, m, n, even_n, sm90_keep_all{});
-      store_block32(out, acc1, m0 + 64u + lrow, n0 + lcol, m, n, even_n, sm90_keep_all{});
+      store_acc<32>(out, acc0, m0 + lrow, n0 + lcol, m, n, even_n, sm90_keep_all{});
+      store_acc<32>(out, acc1, m0 + 64u + lrow, n0 + lcol, m, n, even_n, sm90_keep_all{});
     }
 #else
     const u32 cw = tid / 128u, lane = tid % 32u, tq = lane & 3u;

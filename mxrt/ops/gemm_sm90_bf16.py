@@ -33,7 +33,6 @@ from .._kinds import dtype_name
 from ..codes import GEMM_OUT_DTYPE_CODES
 from ..config import gemm_path_override
 from ..errors import UnsupportedArchError
-from ..layouts import scale_layout_shape
 from ..runtime import alloc
 from ..runtime.compiler import build
 from ..runtime.kernel_spec import defines
@@ -41,6 +40,7 @@ from ..runtime.launch import LaunchConfig, launch
 from . import gemm_sm90_kernels
 from .gemm_paths import DeviceGemm, GemmPath, register_gemm_path
 from .gemm_sm90 import _padded_k, fp8_operands, scale_layout_code, tensor_map_arg
+from .gemm_sm90_ws import _cannot as _ws_cannot
 
 NAME = "sm90_bf16"
 TARGET = "sm_90a"
@@ -48,7 +48,6 @@ TARGET = "sm_90a"
 PRIORITY = 27
 BM, BN, BK = 256, 128, 64
 THREADS = 384
-_LIMIT = 2**31
 #: automatic selection: the smallest m served (m <= 64 stays with sm90_decode inside its envelope)
 AUTO_MIN_M = 65
 
@@ -59,28 +58,9 @@ def smem_bytes(ring: int) -> int:
 
 
 def cannot(dg: DeviceGemm) -> str | None:
-    """What the kernel cannot compute at all (run() refuses these)."""
-    p = dg.p
-    if p.split_k != 1:
-        return f"split_k = {p.split_k} (no split-K epilogue)"
-    if p.a_fmt not in gemm_sm90_kernels.SM90_FMT_CODES or p.b_fmt not in gemm_sm90_kernels.SM90_FMT_CODES:
-        return f"formats ({p.a_fmt}, {p.b_fmt})"
-    if dtype_name(p.out_dtype) not in GEMM_OUT_DTYPE_CODES:
-        return f"out dtype {dtype_name(p.out_dtype)}"
-    kp = _padded_k(dg)
-    if kp % 16:
-        return f"k = {p.k}: an fp8 operand needs k % 16 == 0 (TMA row strides are 16-byte multiples)"
-    for name, fmt, codes in (("a", p.a_fmt, dg.a_codes), ("b", p.b_fmt, dg.b_codes)):
-        if fmt != "e2m1" and codes.data.ptr % 16:
-            return f"{name} codes start at {codes.data.ptr:#x}, not 16-byte aligned (TMA)"
-    if max(p.m, p.n, kp) >= _LIMIT or max(p.m, p.n) * max(p.k_blocks, 1) >= _LIMIT:
-        return "sizes of 2^31 or more"
-    for rows, layout in ((p.m, p.a_scale_layout), (p.n, p.b_scale_layout)):
-        if layout is not None and np.prod(scale_layout_shape(layout, rows, p.k_blocks), dtype=np.int64) >= _LIMIT:
-            return f"a {layout} scale storage of 2^31 bytes or more (32-bit scale offsets)"
-    if "e2m1" in (p.a_fmt, p.b_fmt) and max(p.m, p.n) * kp >= 16 * 2**31:
-        return "an e2m1 operand of 2^35 elements or more (the expansion kernel's 32-bit chunk index)"
-    return None
+    """What the kernel cannot compute at all (run() refuses these): the engine's TMA operands and 32-bit limits
+    (:func:`mxrt.ops.gemm_sm90_ws._cannot`; the scale bases need no alignment here)."""
+    return _ws_cannot(dg, scale_words=False)
 
 
 def supports(dg: DeviceGemm) -> str | None:

@@ -97,8 +97,10 @@ def staging_bytes(stages: int, words: int = 2) -> int:
     return 3 * ahead * 256 * words * 4
 
 
-def _cannot(dg: DeviceGemm) -> str | None:
-    """What the kernel cannot compute at all (run() refuses these)."""
+def _cannot(dg: DeviceGemm, scale_words: bool = True) -> str | None:
+    """What the kernel cannot compute at all (run() refuses these); shared with the bf16 route
+    (:mod:`mxrt.ops.gemm_sm90_bf16`: same TMA operands and limits; ``scale_words=False``: it needs no 4-byte
+    aligned scale bases)."""
     p = dg.p
     if p.split_k != 1:
         return f"split_k = {p.split_k} (no split-K epilogue)"
@@ -112,7 +114,7 @@ def _cannot(dg: DeviceGemm) -> str | None:
     for name, fmt, codes in (("a", p.a_fmt, dg.a_codes), ("b", p.b_fmt, dg.b_codes)):
         if fmt != "e2m1" and codes.data.ptr % 16:
             return f"{name} codes start at {codes.data.ptr:#x}, not 16-byte aligned (TMA)"
-    for name, scales in (("a", dg.a_scales), ("b", dg.b_scales)):
+    for name, scales in (("a", dg.a_scales), ("b", dg.b_scales)) if scale_words else ():
         if scales.data.ptr % 4:
             return f"{name} scales start at {scales.data.ptr:#x}, not 4-byte aligned (32-bit word copies)"
     if max(p.m, p.n, kp) >= _LIMIT or max(p.m, p.n) * max(p.k_blocks, 1) >= _LIMIT:

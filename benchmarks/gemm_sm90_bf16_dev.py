@@ -19,10 +19,9 @@ import itertools
 import json
 import sys
 import traceback
-from types import SimpleNamespace
+from pathlib import Path
 
 import cupy
-import ml_dtypes
 import numpy as np
 
 import mxrt
@@ -32,25 +31,14 @@ from mxrt.ops.gemm_paths import DeviceGemm
 from mxrt.reference import calc_diff, gemm_mx, relative_error
 from mxrt.runtime import get_arch
 
+sys.path.insert(0, str(Path(__file__).parent))
+from gemm_sm90_ws_dev import CP_OUT, NP_OUT, median_ms, operands, problem, to_f64
+
 ARCH = get_arch()
-NP_OUT = {"float32": np.float32, "bfloat16": ml_dtypes.bfloat16, "float16": np.float16}
-CP_OUT = {"float32": cupy.float32, "bfloat16": cupy.uint16, "float16": cupy.float16}
 LOG: dict = {"device": bench_core.device_name(), "check": [], "time": []}
 WINDOW = {"e4m3": (10, 134), "e5m2": (17, 142)}
 REGS = (88, 72)
 DIAGS: tuple[int, ...] = ()
-
-
-def problem(m, n, k, fa, fb, od):
-    return SimpleNamespace(
-        op="gemm_mx", m=m, n=n, k=k, a_fmt=fa, b_fmt=fb, out_dtype=np.dtype(NP_OUT[od]), split_k=1,
-        a_scale_layout=None, b_scale_layout=None, is_empty=m == 0 or n == 0, k_blocks=-(-k // 32),
-    )  # fmt: skip
-
-
-def to_f64(out, od):
-    h = cupy.asnumpy(out)
-    return (h.view(ml_dtypes.bfloat16) if od == "bfloat16" else h).astype(np.float64)
 
 
 def run_bf16(codes_a, sa, codes_b, sb, m, n, k, fa, fb, od, ring):
@@ -82,13 +70,6 @@ def check_one(name, codes_a, sa, codes_b, sb, m, n, k, fa, fb, od, ring):
     LOG["check"].append(row)
     print("check", row, flush=True)
     return passed
-
-
-def operands(m, n, k, fa, fb, seed):
-    rng = np.random.default_rng(seed)
-    x = rng.standard_normal((m, k)) * np.exp2(rng.integers(-6, 7, (m, 1)))
-    w = rng.standard_normal((n, k)) * np.exp2(rng.integers(-6, 7, (n, 1)))
-    return mxrt.quantize_mx(x, fa), mxrt.quantize_mx(w, fb)
 
 
 def window_scales(shape, fmt, rng):
@@ -130,19 +111,6 @@ def check(quick: bool, ring: int) -> int:
     fails += not check_one("subnormal codes", ac, sa, bc, sb, m, n, k, "e4m3", "e4m3", "float32", ring)
     print(f"check: {fails} failures", flush=True)
     return fails
-
-
-def median_ms(fns, iters=20, reps=5):
-    for f in fns:
-        f()
-    cupy.cuda.runtime.deviceSynchronize()
-    turn = itertools.count()
-
-    def run():
-        for _ in range(reps):
-            fns[next(turn) % len(fns)]()
-
-    return bench_core.cupy_median_time(run, iters) / reps * 1e3
 
 
 def record(shape, impl, ms, flop, **extra):

@@ -13,18 +13,13 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 import pytest
-from support.gemm_cases import fake_device_gemm
+from support.gemm_cases import sm90_device_gemm
 
 import mxrt
 from mxrt.codes import GEMM_OUT_DTYPE_CODES
 from mxrt.ops import gemm_paths, gemm_sm90_bf16, gemm_sm90_kernels
-from mxrt.runtime.arch import Arch
 
-H100 = Arch(vendor="nvidia", target="sm_90a", name="H100", wave_size=32, num_cus=132, smem_per_block=232448)
-
-
-def _dg(m=4096, n=4096, k=4096, sa_ptr=1 << 22, sb_ptr=1 << 23, arch=H100, **kw):
-    return fake_device_gemm(m=m, n=n, k=k, sa_ptr=sa_ptr, sb_ptr=sb_ptr, arch=arch, **kw)
+_dg = sm90_device_gemm
 
 
 @pytest.fixture

@@ -108,3 +108,15 @@ def check_result(got: Any, qa, qb, out_dtype: str, *, x=None, w=None, splits_rou
         if not e <= lim:
             errs.append(f"calc_diff {e:.3g} > {lim:g} vs unquantized")
     return errs
+
+
+def h100_arch() -> Any:
+    """A fake sm_90a device (132 SMs) for the CPU tests of the Hopper paths' supports() and selection."""
+    from mxrt.runtime.arch import Arch
+
+    return Arch(vendor="nvidia", target="sm_90a", name="H100", wave_size=32, num_cus=132, smem_per_block=232448)
+
+
+def sm90_device_gemm(m=4096, n=4096, k=4096, sa_ptr=1 << 22, sb_ptr=1 << 23, arch=None, **kw):
+    """:func:`fake_device_gemm` on :func:`h100_arch` with aligned scale bases (the sm90 paths' decline tests)."""
+    return fake_device_gemm(m=m, n=n, k=k, sa_ptr=sa_ptr, sb_ptr=sb_ptr, arch=arch or h100_arch(), **kw)

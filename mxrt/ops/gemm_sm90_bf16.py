@@ -34,7 +34,7 @@ from ..codes import GEMM_OUT_DTYPE_CODES
 from ..config import gemm_path_override
 from ..errors import UnsupportedArchError
 from ..runtime import alloc
-from ..runtime.compiler import build
+from ..runtime.compiler import build, build_with_smem
 from ..runtime.kernel_spec import defines
 from ..runtime.launch import LaunchConfig, launch
 from . import gemm_sm90_kernels
@@ -78,27 +78,13 @@ def supports(dg: DeviceGemm) -> str | None:
     return None
 
 
-_KERNELS: dict = {}
-
-
-def _built(spec: Any, d: Any, arch: Any, smem: int = 0) -> Any:
-    key = (spec.symbol, d, arch)
-    hit = _KERNELS.get(key)
-    if hit is None:
-        hit = build(spec, d, arch)
-        if smem and hit.max_dynamic_shared_size_bytes < smem:
-            hit.max_dynamic_shared_size_bytes = smem
-        _KERNELS[key] = hit
-    return hit
-
-
 def _check_window(codes: Any, scales: Any, rows: int, kp: int, fmt: str, sl: int, gate: Any, arch: Any) -> None:
     """Set ``gate`` if this operand holds a scale outside the window or a NaN / Inf code in a finite-scale block."""
     kbs = -(-kp // 32)
     if rows == 0 or kbs == 0:
         return
     d = defines(SL=sl, WIN_FMT=gemm_sm90_kernels.SM90_FMT_CODES[fmt])
-    kernel = _built(gemm_sm90_kernels.MX_GEMM_WINDOW_CHECK, d, arch)
+    kernel = build(gemm_sm90_kernels.MX_GEMM_WINDOW_CHECK, d, arch)
     cfg = LaunchConfig((-(-rows * kbs // 256), 1, 1), (256, 1, 1), 0)
     i32 = np.int32
     launch("gemm_mx", kernel, cfg, (codes, scales, gate, i32(rows), i32(kp), i32(kp), i32(kbs)))
@@ -151,7 +137,7 @@ def run(
         SLB=sl[1],
         STAGES=3,
     )
-    kernel = _built(gemm_sm90_kernels.GEMM_MX_SM90_BF16, d, dg.arch, smem_bytes(ring))
+    kernel = build_with_smem(gemm_sm90_kernels.GEMM_MX_SM90_BF16, d, dg.arch, smem_bytes(ring))
     dev = a.data.device_id
     tma = tensor_map_arg(a.data.ptr, p.m, kp, BM, dev, box_cols=BK)
     tmb = tensor_map_arg(b.data.ptr, p.n, kp, BN, dev, box_cols=BK)

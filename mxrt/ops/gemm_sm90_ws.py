@@ -43,7 +43,7 @@ from ..codes import GEMM_OUT_DTYPE_CODES
 from ..config import gemm_path_override
 from ..errors import UnsupportedArchError
 from ..layouts import scale_layout_shape
-from ..runtime.compiler import build
+from ..runtime.compiler import build_with_smem
 from ..runtime.kernel_spec import defines
 from ..runtime.launch import LaunchConfig, launch, prepare
 from . import gemm_sm90_kernels
@@ -140,19 +140,9 @@ def supports(dg: DeviceGemm) -> str | None:
     return auto_decline(p.m, p.n, p.k, dg.arch.num_cus)
 
 
-_KERNELS: dict = {}
-
-
 def _kernel(d: Any, arch: Any, stages: int, words: int) -> tuple[Any, int]:
-    key = (d, arch)
-    hit = _KERNELS.get(key)
-    if hit is None:
-        kernel = build(gemm_sm90_kernels.GEMM_MX_SM90_WS, d, arch)
-        smem = smem_bytes(BM, BN, stages) + staging_bytes(stages, words)
-        if kernel.max_dynamic_shared_size_bytes < smem:
-            kernel.max_dynamic_shared_size_bytes = smem
-        hit = _KERNELS[key] = (kernel, smem)
-    return hit
+    smem = smem_bytes(BM, BN, stages) + staging_bytes(stages, words)
+    return build_with_smem(gemm_sm90_kernels.GEMM_MX_SM90_WS, d, arch, smem), smem
 
 
 _LAUNCHES: dict = {}  # (sizes, formats, out code, layouts, tune, arch) -> (kernel, LaunchConfig)

@@ -157,20 +157,10 @@ def kernel_defines(p: GroupedGemmProblem) -> Defines:
     )
 
 
-_KERNELS: dict = {}
-
-
 def _kernel(d: Defines, arch: Any, smem: int) -> Any:
-    from ..runtime.compiler import build
+    from ..runtime.compiler import build_with_smem
 
-    key = (d, arch)
-    kernel = _KERNELS.get(key)
-    if kernel is None:
-        kernel = build(GEMM_MX_GROUPED_SM90, d, arch)
-        if kernel.max_dynamic_shared_size_bytes < smem:
-            kernel.max_dynamic_shared_size_bytes = smem
-        _KERNELS[key] = kernel
-    return kernel
+    return build_with_smem(GEMM_MX_GROUPED_SM90, d, arch, smem)
 
 
 def smem_bytes(bm: int, bn: int, stages: int) -> int:

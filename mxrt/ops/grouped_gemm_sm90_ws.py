@@ -120,20 +120,10 @@ def launch_config(p: GroupedGemmProblem, num_sms: int | None = None) -> LaunchCo
     return LaunchConfig(grid=grid(p, num_sms), block=(THREADS, 1, 1), shared_mem=smem_bytes())
 
 
-_KERNELS: dict = {}
-
-
 def _kernel(d: Defines, arch: Any, smem: int) -> Any:
-    from ..runtime.compiler import build
+    from ..runtime.compiler import build_with_smem
 
-    key = (d, arch)
-    kernel = _KERNELS.get(key)
-    if kernel is None:
-        kernel = build(GEMM_MX_GROUPED_SM90_WS, d, arch)
-        if kernel.max_dynamic_shared_size_bytes < smem:
-            kernel.max_dynamic_shared_size_bytes = smem
-        _KERNELS[key] = kernel
-    return kernel
+    return build_with_smem(GEMM_MX_GROUPED_SM90_WS, d, arch, smem)
 
 
 def launch_sm90_ws(p: GroupedGemmProblem, groups: Any, out: Any, arch: Any) -> None:

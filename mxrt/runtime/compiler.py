@@ -74,6 +74,21 @@ def build(spec: KernelSpec, d: Defines, arch: Arch, *, use_cache: bool = True, n
     return kernel
 
 
+_SMEM: dict = {}  # (spec, defines, target) -> the dynamic shared memory the cached kernel was opened up to
+
+
+def build_with_smem(spec: KernelSpec, d: Defines, arch: Arch, smem: int) -> Any:
+    """:func:`build`, with the kernel's dynamic shared-memory limit raised to ``smem`` bytes (once per size: the
+    attribute is a driver call, kept off the per-call path). The launchers of kernels above 48 KB use this."""
+    kernel = build(spec, d, arch)
+    key = (spec, d, arch.target)
+    if _SMEM.get(key, -1) < smem:
+        if kernel.max_dynamic_shared_size_bytes < smem:
+            kernel.max_dynamic_shared_size_bytes = smem
+        _SMEM[key] = smem
+    return kernel
+
+
 def compile_times(spec: KernelSpec, d: Defines, arch: Arch) -> tuple[float, float]:
     """(cold, warm) seconds to build ``spec``: cold here, with a source CuPy's disk cache has never seen; warm
     in a fresh Python process building the same source (CuPy's disk-cache hit, no in-memory cache), timed

@@ -219,7 +219,7 @@ def _reset_caches() -> None:
     """Forget every plan / launch cache that may hold fake kernels or fake pointers."""
     from mxrt.api import gemm as api_gemm
     from mxrt.api import quant as api_quant
-    from mxrt.ops import gemm_decode, gemm_sm90, grouped_gemm_sm90, grouped_gemm_sm90_ws
+    from mxrt.ops import gemm_decode, gemm_sm90
     from mxrt.ops import quant as ops_quant
 
     launch = importlib.import_module("mxrt.runtime.launch")
@@ -231,8 +231,7 @@ def _reset_caches() -> None:
         gemm_sm90._maps,
         gemm_decode._LAUNCHES,
         gemm_decode._KERNELS,
-        grouped_gemm_sm90._KERNELS,
-        grouped_gemm_sm90_ws._KERNELS,
+        importlib.import_module("mxrt.runtime.compiler")._SMEM,
         ops_quant._ROWWISE_KERNELS,
         launch._BLOCKS,
     ):

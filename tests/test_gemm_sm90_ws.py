@@ -25,6 +25,8 @@ _dg = sm90_device_gemm
 @pytest.fixture
 def auto(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("MXRT_GEMM_PATH", raising=False)
+    # the engine's policy: without sm90_cublas (its own tests, tests/test_gemm_cublas.py, cover the policy with it)
+    monkeypatch.setattr("mxrt.runtime.cublas.available", lambda: False)
 
 
 def test_registered_between_wgmma_and_decode() -> None:

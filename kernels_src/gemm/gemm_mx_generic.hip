@@ -8,7 +8,8 @@
 // args     const u8* a [m, row bytes] | const u8* sa (scale storage of layout la) | const u8* b [n, row bytes] |
 //          const u8* sb (layout lb) | void* out | u32 m, u32 n, u32 k, u32 split_k | u32 la, u32 lb (layout codes
 //          MXRT_SCALE_LAYOUT_NONE .. _DEEPGEMM_UE8M0) | u32 sa_shift, u32 sb_shift (log2 bytes per stored scale: 0, or
-//          2 for uint32 turbo16x4) | u32 flags (MXRT_GEMM_FLAG_VEC_A / _VEC_B: a / b rows 16-byte aligned)
+//          2 for uint32 turbo16x4) | u32 flags (MXRT_GEMM_FLAG_VEC_A / _VEC_B: a / b rows 16-byte aligned) |
+//          const u32* gate (null, or a word: the grid returns at once while it is 0; sm90_cublas's fallback)
 // grid     (ceil(n/64), ceil(m/128), split_k)   block (THREADS,1,1)   smem 24.8 KB static
 // defines  THREADS, FMT_A, FMT_B (MXRT_FMT_*), OUT_DTYPE (MXRT_OUT_*), ATOMIC       set by mxrt/ops/gemm_generic.py
 //          (variants: mxrt/ops/gemm_kernels.py; every code from mx_codes.h)
@@ -31,7 +32,8 @@ MXRT_STATIC_ASSERT(OUT_DTYPE >= 0 && OUT_DTYPE <= 2, "OUT_DTYPE: MXRT_OUT_F32, _
 extern "C" __global__ void __launch_bounds__(THREADS)
     gemm_mx_generic(const u8* __restrict__ a, const u8* __restrict__ sa, const u8* __restrict__ b,
                     const u8* __restrict__ sb, void* __restrict__ out, u32 m, u32 n, u32 k, u32 split_k, u32 la,
-                    u32 lb, u32 sa_shift, u32 sb_shift, u32 flags) {
+                    u32 lb, u32 sa_shift, u32 sb_shift, u32 flags, const u32* __restrict__ gate) {
+  if (gate != nullptr && *gate == 0u) return;  // the whole grid, before any barrier
   const u32 tid = MXRT_TID_X, tx = tid % 16u, ty = tid / 16u;
   const u32 n0 = MXRT_BID_X * BN, m0 = MXRT_BID_Y * BM;
   const u32 z = MXRT_BID_Z;

@@ -13,13 +13,13 @@ from typing import Any
 import numpy as np
 
 from .._kinds import is_device_array
-from ..errors import UnsupportedArchError
 from ..formats import blockscale
 from ..formats import mx as mx_np
 from ..formats.codecs import check_float_array, to_float32_checked
 from ..formats.mx import FP8_CODE_DTYPES, MXArray, MXDual
 from ..formats.scales import ScaleMode
 from ..layouts import scales as scales_np
+from ..ops import dequant as dequant_ops
 from ..ops import quant as quant_ops
 from ..runtime import alloc
 from ..runtime.arrays import torch_on_legacy_streams
@@ -175,11 +175,10 @@ def quantize_mx_dual(
 def dequantize_mx(q: MXArray, dtype: Any = np.float32) -> Any:
     op = "dequantize_mx"
     native, caller = interop.import_mx(q, op, "q")
-    if caller.device:
-        raise UnsupportedArchError(
-            f"{op}: argument 'q' holds GPU arrays, but dequantize_mx runs on the host (the exact numpy twin); copy "
-            "the fields to the host first (mxrt.convert(q, 'numpy') after .get() / .cpu(), or q.data.get())"
-        )
+    if caller.device:  # the GPU twin (kernels_src/quant/dequantize_mx.hip), bitwise the numpy one
+        out_dtype = mx_np.check_out_dtype(dtype, op)
+        role = "bfloat16" if out_dtype.name == "bfloat16" else "value"
+        return interop.export(dequant_ops.dequantize_mx_gpu(native, out_dtype), caller, role)
     q = scales_np.without_scale_layout(mx_np.check_mxarray(native, op), op)
     return interop.export(mx_np.dequantize_mx(q, dtype), caller)
 

@@ -2,8 +2,10 @@
 name; this package imports without cupy (cupy is imported when an op runs)."""
 
 from . import (
+    dequant,
     gemm,
     gemm_amd,
+    gemm_cublas,
     gemm_decode,
     gemm_decode_amd,
     gemm_generic,
@@ -20,8 +22,10 @@ from . import (
 from .kernels import ALL_SPECS, DISPATCH  # every family's kernel specs (ops/*_kernels.py)
 
 __all__ = [
+    "dequant",
     "gemm",
     "gemm_amd",
+    "gemm_cublas",
     "gemm_decode",
     "gemm_decode_amd",
     "gemm_generic",

@@ -67,7 +67,7 @@ def _row_bytes(fmt: str, k: int) -> int:
     return _cdiv(k, 2) if fmt == "e2m1" else k
 
 
-def _launch_gemm(dg: DeviceGemm, dst, out_code: int, atomic: bool) -> None:
+def _launch_gemm(dg: DeviceGemm, dst, out_code: int, atomic: bool, gate=None) -> None:
     p = dg.p
     bm, bn = gemm_kernels.GEMM_GENERIC_TILE
     d = defines(
@@ -90,13 +90,20 @@ def _launch_gemm(dg: DeviceGemm, dst, out_code: int, atomic: bool) -> None:
     )
     u32 = np.uint32
     args = (dg.a_codes, dg.a_scales, dg.b_codes, dg.b_scales, dst, u32(p.m), u32(p.n), u32(p.k), u32(p.split_k))
-    launch(p.op, kernel, cfg, (*args, la, lb, sa_shift, sb_shift, u32(flags)))
+    launch(p.op, kernel, cfg, (*args, la, lb, sa_shift, sb_shift, u32(flags), 0 if gate is None else gate))
 
 
 def run(dg: DeviceGemm) -> None:
     """Launch the generic GEMM (and the reduce) on CuPy's current stream; never synchronises with the host."""
     check_limits(dg)
     run_split_k(dg, lambda dst, out_code, atomic: _launch_gemm(dg, dst, out_code, atomic))
+
+
+def run_gated(dg: DeviceGemm, gate) -> None:
+    """``dg`` (split_k == 1) computed by the generic kernel only where the device word ``gate`` is nonzero: every
+    CTA reads it first and returns when it is 0 (the exact fallback of :mod:`mxrt.ops.gemm_cublas`; no host sync)."""
+    check_limits(dg)
+    _launch_gemm(dg, dg.out, codes.GEMM_OUT_DTYPE_CODES[dtype_name(dg.p.out_dtype)], False, gate)
 
 
 GENERIC = GemmPath(name="generic", target="generic", priority=0, supports=_supports, run=run)

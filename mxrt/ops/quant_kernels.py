@@ -1,13 +1,15 @@
 """Kernel specs, variants and dispatch of the MX quantizers (kernels_src/quant/quantize_mx_rowwise.hip,
-quantize_mx_dual.hip), launched by mxrt/ops/quant.py."""
+quantize_mx_dual.hip), launched by mxrt/ops/quant.py, and of the dequantizer (dequantize_mx.hip,
+mxrt/ops/dequant.py)."""
 
 from __future__ import annotations
 
-from ..codes import FMT_CODES, IN_DTYPE_CODES, SCALE_LAYOUT_CODES
+from ..codes import FMT_CODES, GEMM_OUT_DTYPE_CODES, IN_DTYPE_CODES, SCALE_LAYOUT_CODES, SCALE_LAYOUT_TURBO16X4_U32
 from ..runtime.kernel_spec import KernelSpec, define_grid
 
 QUANT_ROWWISE_THREADS = 256
 QUANT_DUAL_THREADS = 256
+DEQUANT_THREADS = 256
 
 # The fused scale layouts (SCALE_LAYOUT 1..4) only change where a scale byte is stored, the same code for every
 # element format: the compile check builds them with e4m3 and e2m1 (the MXFP8 / MXFP4 formats GEMMs read) on
@@ -54,8 +56,40 @@ QUANTIZE_MX_DUAL = KernelSpec(
     ),
 )
 
-SPECS = (QUANTIZE_MX_ROWWISE, QUANTIZE_MX_DUAL)
+# Dequantize: every format and output dtype with plain scales; the layouts (only where a scale byte is read) with the
+# MX GEMM formats e4m3 / e2m1; GATE=1 (the sm90_cublas GEMM's bf16 operands) for the three GEMM formats on every layout.
+_GEMM_FMTS = (FMT_CODES["e4m3"], FMT_CODES["e5m2"], FMT_CODES["e2m1"])
+_READ_LAYOUTS = (*_LAYOUTS, SCALE_LAYOUT_TURBO16X4_U32)
+DEQUANTIZE_MX = KernelSpec(
+    symbol="dequantize_mx",
+    file="quant/dequantize_mx.hip",
+    required=("EFMT", "GATE", "OUT_DTYPE", "SL", "THREADS"),
+    variants=define_grid(
+        EFMT=tuple(FMT_CODES.values()),
+        GATE=(0,),
+        OUT_DTYPE=tuple(GEMM_OUT_DTYPE_CODES.values()),
+        SL=(_PLAIN,),
+        THREADS=(DEQUANT_THREADS,),
+    )
+    + define_grid(
+        EFMT=_FUSED_FMTS,
+        GATE=(0,),
+        OUT_DTYPE=tuple(GEMM_OUT_DTYPE_CODES.values()),
+        SL=_READ_LAYOUTS,
+        THREADS=(DEQUANT_THREADS,),
+    )
+    + define_grid(
+        EFMT=_GEMM_FMTS,
+        GATE=(1,),
+        OUT_DTYPE=(GEMM_OUT_DTYPE_CODES["bfloat16"],),
+        SL=(_PLAIN, *_READ_LAYOUTS),
+        THREADS=(DEQUANT_THREADS,),
+    ),
+)
+
+SPECS = (QUANTIZE_MX_ROWWISE, QUANTIZE_MX_DUAL, DEQUANTIZE_MX)
 DISPATCH = {
     "quantize_mx": {"generic": QUANTIZE_MX_ROWWISE},
     "quantize_mx_dual": {"generic": QUANTIZE_MX_DUAL},
+    "dequantize_mx": {"generic": DEQUANTIZE_MX},
 }

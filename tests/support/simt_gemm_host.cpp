@@ -17,7 +17,7 @@ static const void* g_groups;
 static u32 g_u[10];
 static void run_kernel() {
 #if SIMT_KERNEL == 10
-  gemm_mx_generic(g_a, g_sa, g_b, g_sb, g_out, g_u[0], g_u[1], g_u[2], g_u[3], 0u, 0u, 0u, 0u, g_u[4]);
+  gemm_mx_generic(g_a, g_sa, g_b, g_sb, g_out, g_u[0], g_u[1], g_u[2], g_u[3], 0u, 0u, 0u, 0u, g_u[4], nullptr);
 #else
   gemm_mx_grouped_generic(g_a, g_sa, g_b, g_sb, g_out, g_groups, g_u[0], g_u[1], g_u[2], g_u[3], g_u[4], g_u[5],
                           g_u[6], g_u[7]);

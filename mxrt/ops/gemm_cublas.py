@@ -1,0 +1,102 @@
+"""The Hopper GEMM path ``sm90_cublas``: exact dequantisation of both MX operands to bf16
+(kernels_src/quant/dequantize_mx.hip, one pass each into pooled ``[rows, round_up(k, 8)]`` workspaces, K padding
+zeroed) and one cuBLAS bf16 GEMM with fp32 accumulation (:mod:`mxrt.runtime.cublas`, through CuPy's bindings).
+
+It is the compiled "dequantize + cuBLAS" baseline done by mxrt, made exact for every input: the dequantisation
+pass also raises a device gate word where a block's scale byte lies outside the window in which bf16 operands and
+fp32 accumulation are exact (e4m3 / e2m1 [10, 134], e5m2 [17, 142], 255 allowed; the ``sm90_bf16`` route's window)
+or where a NaN / Inf code sits in a finite block; a gated ``gemm_mx_generic`` launch then recomputes every output
+exactly (its CTAs return at once while the gate is 0). No host synchronisation; CUDA-graph capturable.
+
+Serves every format pair, any k, every scale layout, bf16 and float32 out (cublasGemmEx has no bf16 x bf16 ->
+fp16: float16 out stays on ``sm90_ws``). Memory: the two bf16 workspaces, ``2 * (m + n) * round_up(k, 8)``
+bytes, as the workaround it replaces. In automatic selection it runs from ``AUTO_MIN_M`` rows (below, dequantising
+the whole weight costs more than the engine's time: benchmarks/RESULTS.md, session 10); ``MXRT_GEMM_PATH=sm90_cublas``
+forces it for any m.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._kinds import dtype_name
+from ..config import gemm_path_override
+from ..errors import UnsupportedArchError
+from ..problems.gemm import GEMM_FORMAT_PAIRS
+from ..runtime import alloc, cublas
+from .dequant import check_dequant_limits, launch_dequant
+from .gemm_generic import run_gated
+from .gemm_paths import DeviceGemm, GemmPath, register_gemm_path
+
+NAME = "sm90_cublas"
+TARGET = "sm_90a"
+#: above sm90_bf16 (27) and sm90_ws (25) where it runs; below sm90_decode (30)
+PRIORITY = 28
+#: automatic selection: the smallest m served (measured crossover against sm90_ws / sm90_bf16, RESULTS.md)
+AUTO_MIN_M = 1024
+_LIMIT = 2**31
+OUT_DTYPES = ("bfloat16", "float32")
+
+
+def padded_k(k: int) -> int:
+    """The workspaces' row length: k rounded up to 8 bf16 elements (16-byte rows for cuBLAS)."""
+    return -(-k // 8) * 8
+
+
+def cannot(dg: DeviceGemm) -> str | None:
+    """What the path cannot run at all."""
+    p = dg.p
+    if not cublas.available():
+        return "CuPy's cuBLAS bindings (gemmEx) are not available"
+    if p.split_k != 1:
+        return f"split_k = {p.split_k} (cuBLAS picks its own split)"
+    if (p.a_fmt, p.b_fmt) not in GEMM_FORMAT_PAIRS:
+        return f"formats ({p.a_fmt}, {p.b_fmt})"
+    if dtype_name(p.out_dtype) not in OUT_DTYPES:
+        return f"out dtype {dtype_name(p.out_dtype)} (cublasGemmEx: bf16 x bf16 -> bf16 or float32 only)"
+    if max(p.m, p.n, padded_k(p.k)) >= _LIMIT:
+        return "sizes of 2^31 or more (cuBLAS int dimensions)"
+    for rows, layout in ((p.m, p.a_scale_layout), (p.n, p.b_scale_layout)):
+        try:
+            check_dequant_limits(p.op, rows, p.k, layout)
+        except Exception as e:  # ShapeError: the reason, not an error, while choosing a path
+            return str(e)
+    return None
+
+
+def supports(dg: DeviceGemm) -> str | None:
+    """Why ``sm90_cublas`` does not serve ``dg`` (None: it does); see the module docstring."""
+    why = cannot(dg)
+    if why is not None:
+        return why
+    if gemm_path_override() == NAME:
+        return None
+    if dg.p.m < AUTO_MIN_M:
+        return f"m = {dg.p.m} < {AUTO_MIN_M}: dequantising b costs more than the engine (MXRT_GEMM_PATH forces it)"
+    return None
+
+
+def run(dg: DeviceGemm) -> None:
+    """Launch on the current stream: dequantise a and b (gate raised where bf16 is not exact), cuBLAS, the gated
+    exact fallback. No host synchronisation."""
+    why = cannot(dg)
+    if why is not None:
+        raise UnsupportedArchError(f"{dg.p.op}: GEMM path {NAME} cannot run this problem: {why}")
+    p = dg.p
+    if p.is_empty:
+        dg.out.fill(0)
+        return
+    kp = padded_k(p.k)
+    out = dtype_name(p.out_dtype)
+    wa = alloc.empty((p.m, kp), np.uint16)
+    wb = alloc.empty((p.n, kp), np.uint16)
+    gate = alloc.empty(1, np.uint32)
+    gate.fill(0)
+    bf = "bfloat16"
+    launch_dequant(p.op, dg.a_codes, dg.a_scales, wa, p.m, p.k, kp, p.a_fmt, p.a_scale_layout, bf, dg.arch, gate)
+    launch_dequant(p.op, dg.b_codes, dg.b_scales, wb, p.n, p.k, kp, p.b_fmt, p.b_scale_layout, bf, dg.arch, gate)
+    cublas.gemm_bf16_nt(p.m, p.n, kp, wa.data.ptr, kp, wb.data.ptr, kp, dg.out.data.ptr, p.n, out)
+    run_gated(dg, gate)
+
+
+register_gemm_path(GemmPath(NAME, TARGET, PRIORITY, supports, run))

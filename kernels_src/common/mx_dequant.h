@@ -12,12 +12,14 @@
 // Per element format F (MXRT_FMT_*): code sign bit, the scale bytes of the fast route, and the bf16 GEMM window
 // (scale bytes whose blocks a bf16-operand GEMM with fp32 accumulation computes exactly: the sm90_bf16 route's
 // window; e2m1 values are e4m3 values, so e2m1 takes e4m3's).
+// EB / MB / BIAS: exponent bits, mantissa bits, exponent bias; FAST_LO = BIAS + MB (the smallest subnormal code times
+// 2^(FAST_LO - 127) is 2^-126, fp32's smallest normal).
 template <int F> struct DqFmt;
-template <> struct DqFmt<MXRT_FMT_E4M3> { static constexpr u32 SIGN = 7, FAST_LO = 10, FAST_HI = 246, WIN_LO = 10, WIN_HI = 134; };
-template <> struct DqFmt<MXRT_FMT_E5M2> { static constexpr u32 SIGN = 7, FAST_LO = 17, FAST_HI = 238, WIN_LO = 17, WIN_HI = 142; };
-template <> struct DqFmt<MXRT_FMT_E2M3> { static constexpr u32 SIGN = 5, FAST_LO = 4, FAST_HI = 252, WIN_LO = 0, WIN_HI = 255; };
-template <> struct DqFmt<MXRT_FMT_E3M2> { static constexpr u32 SIGN = 5, FAST_LO = 5, FAST_HI = 250, WIN_LO = 0, WIN_HI = 255; };
-template <> struct DqFmt<MXRT_FMT_E2M1> { static constexpr u32 SIGN = 3, FAST_LO = 2, FAST_HI = 252, WIN_LO = 10, WIN_HI = 134; };
+template <> struct DqFmt<MXRT_FMT_E4M3> { static constexpr u32 SIGN = 7, EB = 4, MB = 3, BIAS = 7, FAST_LO = 10, FAST_HI = 246, WIN_LO = 10, WIN_HI = 134; };
+template <> struct DqFmt<MXRT_FMT_E5M2> { static constexpr u32 SIGN = 7, EB = 5, MB = 2, BIAS = 15, FAST_LO = 17, FAST_HI = 238, WIN_LO = 17, WIN_HI = 142; };
+template <> struct DqFmt<MXRT_FMT_E2M3> { static constexpr u32 SIGN = 5, EB = 2, MB = 3, BIAS = 1, FAST_LO = 4, FAST_HI = 252, WIN_LO = 0, WIN_HI = 255; };
+template <> struct DqFmt<MXRT_FMT_E3M2> { static constexpr u32 SIGN = 5, EB = 3, MB = 2, BIAS = 3, FAST_LO = 5, FAST_HI = 250, WIN_LO = 0, WIN_HI = 255; };
+template <> struct DqFmt<MXRT_FMT_E2M1> { static constexpr u32 SIGN = 3, EB = 2, MB = 1, BIAS = 1, FAST_LO = 2, FAST_HI = 252, WIN_LO = 10, WIN_HI = 134; };
 
 // Output formats: precision P (hidden bit included), smallest normal and largest exponent, bias, NaN, Inf, sign bit.
 template <int O> struct DqOut;
@@ -92,6 +94,28 @@ MXRT_DEVICE u32 dq_exact(u32 c, u32 s) {
   const u32 rem = m & ((1u << d) - 1u), half = 1u << (d - 1);
   if (rem > half || (rem == half && (r & 1u))) r += 1u;
   return sign | r;  // r == 2^(P-1) is the smallest normal: the same encoding
+}
+
+// The bit route (float32 / bfloat16 out, s in [FAST_LO, FAST_HI]): a normal code's exponent and mantissa fields
+// move into the output's with the scale added to the exponent (one shift, one add); a subnormal code is its small
+// integer times a normal power of two (exact), then truncated to the output width (exact: at most 3 significant
+// bits). The per-element work of the GPU kernel's common case, no table.
+template <int F, int O>
+MXRT_DEVICE u32 dq_bits(u32 c, u32 s) {
+  typedef DqFmt<F> T;
+  typedef DqOut<O> D;
+  MXRT_STATIC_ASSERT(O == MXRT_OUT_F32 || O == MXRT_OUT_BF16, "dq_bits: float32 or bfloat16 out (fp32's exponent)");
+  constexpr u32 W = (u32)D::P - 1u;
+  const u32 mag = c & ((1u << (T::EB + T::MB)) - 1u);
+  const u32 sign = ((c >> T::SIGN) & 1u) << D::SIGN;
+  if constexpr (F == MXRT_FMT_E4M3) {
+    if (mag == 0x7Fu) return sign | D::NAN_;
+  } else if constexpr (F == MXRT_FMT_E5M2) {
+    if ((mag >> 2) == 31u) return sign | ((mag & 3u) ? D::NAN_ : D::INF);
+  }
+  if (mag >> T::MB) return sign | ((mag << (W - T::MB)) + ((s - T::BIAS) << W));
+  const u32 f = mxrt_bits_from_f32((float)mag * mxrt_pow2((i32)s - 126 - (i32)(T::BIAS + T::MB)));
+  return sign | (f >> (23u - W));
 }
 
 // The fast route: v = the code's exact fp32 value (dq_decode_f32), s in [FAST_LO, FAST_HI].

@@ -8,8 +8,8 @@
 //          (row-major [rows, kbs] or layout SL) | void* out [rows, ldo] of OUT_DTYPE | u32* gate (GATE=1) |
 //          u32 rows, u32 k, u32 ldo, u32 kbs | u32 flags (DQ_VEC_IN: code rows 16-byte (fp8) / 8-byte (e2m1)
 //          aligned and k % 16 == 0; DQ_VEC_OUT: out 16-byte aligned and ldo * sizeof(OUT) % 16 == 0)
-// grid     (min(ceil(rows * ceil(ldo/16) / THREADS), 2^20),1,1)   block (THREADS,1,1)   smem 1 KB (decode table)
-//          grid-stride loop over 16-element chunks, one thread per chunk (one scale byte, one code load)
+// grid     (min(ceil(rows * ceil(ldo/16) / (2 * THREADS)), 2^20),1,1)   block (THREADS,1,1)   smem 0
+//          grid-stride loop over 16-element chunks, two per thread in flight (one scale byte, one code load each)
 // defines  THREADS, EFMT (MXRT_FMT_*), OUT_DTYPE (MXRT_OUT_*), SL (MXRT_SCALE_LAYOUT_* 0..5), GATE (0 / 1)
 // requires ldo >= k, rows * kbs and the scale storage < 2^31; gate zeroed by the caller    checked by mxrt/ops/dequant.py
 #include "../common/mx_dequant.h"
@@ -61,94 +61,137 @@ MXRT_DEVICE u32 dq_scale(const u8* __restrict__ s, u32 r, u32 b, u32 rows, u32 k
     return s[MxrtScaleLayout<SL>(rows, kbs).offset(r, b)];
 }
 
+// One 16-element chunk: its row, first column, scale byte and codes (fp8 / fp6 bytes, or e2m1 nibbles in w[0..1]).
+struct DqChunk {
+  u32 r, j0, sc, w[4];
+};
+
+// The chunk's codes, zero past k: one 16-byte (8-byte for e2m1) load when the row is aligned and the chunk whole,
+// else byte loads.
+MXRT_DEVICE void dq_load(const u8* __restrict__ q, u64 row_bytes, u32 k, u32 flags, DqChunk& ch) {
+  const u8* src = q + (u64)ch.r * row_bytes;
+  if ((flags & DQ_VEC_IN) && ch.j0 + 16u <= k) {
+    if constexpr (EFMT == MXRT_FMT_E2M1) {
+      const dq_u32x2 v = *reinterpret_cast<const dq_u32x2*>(src + ch.j0 / 2u);
+      ch.w[0] = v.x, ch.w[1] = v.y, ch.w[2] = ch.w[3] = 0u;
+    } else {
+      const mxrt_u32x4 v = *reinterpret_cast<const mxrt_u32x4*>(src + ch.j0);
+      ch.w[0] = v.x, ch.w[1] = v.y, ch.w[2] = v.z, ch.w[3] = v.w;
+    }
+    return;
+  }
+  ch.w[0] = ch.w[1] = ch.w[2] = ch.w[3] = 0u;
+#pragma unroll
+  for (u32 i = 0; i < 16u; ++i) {
+    const u32 j = ch.j0 + i;
+    if constexpr (EFMT == MXRT_FMT_E2M1) {
+      if (j < k) ch.w[i / 8u] |= ((src[j / 2u] >> (4u * (j % 2u))) & 15u) << (4u * (i % 8u));
+    } else {
+      if (j < k) ch.w[i / 4u] |= (u32)src[j] << (8u * (i % 4u));
+    }
+  }
+}
+
+MXRT_DEVICE u32 dq_code(const DqChunk& ch, u32 i) {
+  if constexpr (EFMT == MXRT_FMT_E2M1)
+    return (ch.w[i / 8u] >> (4u * (i % 8u))) & 15u;
+  else
+    return (ch.w[i / 4u] >> (8u * (i % 4u))) & 255u;
+}
+
+MXRT_DEVICE void dq_store(void* __restrict__ out, u32 ldo, u32 flags, const DqChunk& ch, const u32* o) {
+  if constexpr (OUT_DTYPE == MXRT_OUT_F32) {
+    u32* dst = reinterpret_cast<u32*>(out) + (u64)ch.r * ldo + ch.j0;
+    if ((flags & DQ_VEC_OUT) && ch.j0 + 16u <= ldo) {
+#pragma unroll
+      for (u32 v = 0; v < 4u; ++v) {
+        mxrt_u32x4 w;
+        w.x = o[4u * v], w.y = o[4u * v + 1u], w.z = o[4u * v + 2u], w.w = o[4u * v + 3u];
+        reinterpret_cast<mxrt_u32x4*>(dst)[v] = w;
+      }
+    } else {
+#pragma unroll
+      for (u32 i = 0; i < 16u; ++i)
+        if (ch.j0 + i < ldo) dst[i] = o[i];
+    }
+  } else {
+    u16* dst = reinterpret_cast<u16*>(out) + (u64)ch.r * ldo + ch.j0;
+    if ((flags & DQ_VEC_OUT) && ch.j0 + 16u <= ldo) {
+#pragma unroll
+      for (u32 v = 0; v < 2u; ++v) {
+        mxrt_u32x4 w;
+        w.x = o[8u * v] | (o[8u * v + 1u] << 16), w.y = o[8u * v + 2u] | (o[8u * v + 3u] << 16);
+        w.z = o[8u * v + 4u] | (o[8u * v + 5u] << 16), w.w = o[8u * v + 6u] | (o[8u * v + 7u] << 16);
+        reinterpret_cast<mxrt_u32x4*>(dst)[v] = w;
+      }
+    } else {
+#pragma unroll
+      for (u32 i = 0; i < 16u; ++i)
+        if (ch.j0 + i < ldo) dst[i] = (u16)o[i];
+    }
+  }
+}
+
+// One element of the common case (scale byte in the fast window): the bit route for float32 / bfloat16, the fp32
+// product for float16.
+MXRT_DEVICE u32 dq_fast_elem(u32 c, u32 sc) {
+  if constexpr (OUT_DTYPE == MXRT_OUT_F16)
+    return dq_fast<OUT_DTYPE>(dq_decode_f32<EFMT>(c), sc);
+  else
+    return dq_bits<EFMT, OUT_DTYPE>(c, sc);
+}
+
+#define DQ_UNROLL 2u  // chunks per thread with their loads in flight together
+
 extern "C" __global__ void __launch_bounds__(THREADS)
     dequantize_mx(const u8* __restrict__ q, const u8* __restrict__ s, void* __restrict__ out, u32* __restrict__ gate,
                   u32 rows, u32 k, u32 ldo, u32 kbs, u32 flags) {
-  constexpr u32 NC = EFMT == MXRT_FMT_E2M1 ? 16u : 256u;  // fp6: bytes above 63 are not codes; their entries are defined anyway
-  __shared__ float lut[256];
-  for (u32 i = MXRT_TID_X; i < NC; i += THREADS) lut[i] = dq_decode_f32<EFMT>(i);
-  mxrt_sync();
-  const u32 cpr = (ldo + 15u) / 16u;                     // chunks per row
+  const u32 cpr = (ldo + 15u) / 16u;  // chunks per row
   const u64 total = (u64)rows * cpr;
   const u64 row_bytes = EFMT == MXRT_FMT_E2M1 ? (k + 1u) / 2u : k;
+  const u64 nth = (u64)THREADS * DQ_NBID_X;
+  // (row, chunk column) of the thread's chunk, stepped by nth chunks without a division in the loop
+  const u64 first = (u64)MXRT_BID_X * THREADS + MXRT_TID_X;
+  u32 r = (u32)(first / cpr), cc = (u32)(first % cpr);
+  const u32 dr = (u32)(nth / cpr), dc = (u32)(nth % cpr);
   u32 bad = 0u;
-  for (u64 ci = (u64)MXRT_BID_X * THREADS + MXRT_TID_X; ci < total; ci += (u64)THREADS * DQ_NBID_X) {
-    const u32 r = (u32)(ci / cpr), j0 = (u32)(ci % cpr) * 16u;
-    u32 o[16];
-    if (j0 < k) {
-      const u32 sc = dq_scale(s, r, j0 / 32u, rows, kbs);
-      // the 16 codes, zero past k
-      u32 c[16], sp = 0u;
-      const u8* src = q + (u64)r * row_bytes;
-      if ((flags & DQ_VEC_IN) && j0 + 16u <= k) {
-        if constexpr (EFMT == MXRT_FMT_E2M1) {
-          const dq_u32x2 w = *reinterpret_cast<const dq_u32x2*>(src + j0 / 2u);
+  for (u64 c0 = first; c0 < total; c0 += DQ_UNROLL * nth) {
+    DqChunk ch[DQ_UNROLL];
 #pragma unroll
-          for (u32 i = 0; i < 8u; ++i) c[i] = (w.x >> (4u * i)) & 15u, c[8u + i] = (w.y >> (4u * i)) & 15u;
-        } else {
-          const mxrt_u32x4 w = *reinterpret_cast<const mxrt_u32x4*>(src + j0);
-          const u32 ww[4] = {w.x, w.y, w.z, w.w};
-          if (GATE) sp = dq_special4(w.x) | dq_special4(w.y) | dq_special4(w.z) | dq_special4(w.w);
-#pragma unroll
-          for (u32 i = 0; i < 16u; ++i) c[i] = (ww[i / 4u] >> (8u * (i % 4u))) & 255u;
-        }
+    for (u32 u = 0; u < DQ_UNROLL; ++u) {  // every load of the group first
+      ch[u].r = c0 + u * nth < total ? r : ~0u;
+      ch[u].j0 = cc * 16u;
+      cc += dc, r += dr;
+      if (cc >= cpr) cc -= cpr, r += 1u;
+      if (ch[u].r == ~0u) continue;
+      if (ch[u].j0 < k) {
+        ch[u].sc = dq_scale(s, ch[u].r, ch[u].j0 / 32u, rows, kbs);
+        dq_load(q, row_bytes, k, flags, ch[u]);
       } else {
-#pragma unroll
-        for (u32 i = 0; i < 16u; ++i) {
-          const u32 j = j0 + i;
-          if constexpr (EFMT == MXRT_FMT_E2M1)
-            c[i] = j < k ? (src[j / 2u] >> (4u * (j % 2u))) & 15u : 0u;
-          else
-            c[i] = j < k ? src[j] : 0u;
-          if (GATE) sp |= dq_special4(c[i]);
-        }
+        ch[u].sc = 0u, ch[u].w[0] = ch[u].w[1] = ch[u].w[2] = ch[u].w[3] = 0u;  // K padding: zeros
       }
-      // a NaN block (scale 0xFF) is exact whatever its codes: NaN in, NaN out
-      if (GATE) bad |= (u32)(sc != 255u && (sp != 0u || sc < Fmt::WIN_LO || sc > Fmt::WIN_HI));
+    }
+#pragma unroll
+    for (u32 u = 0; u < DQ_UNROLL; ++u) {
+      if (ch[u].r == ~0u) continue;
+      const u32 sc = ch[u].sc;
+      u32 o[16];
+      if (GATE && ch[u].j0 < k) {  // a NaN block (scale 0xFF) is exact whatever its codes: NaN in, NaN out
+        const u32 sp = dq_special4(ch[u].w[0]) | dq_special4(ch[u].w[1]) | dq_special4(ch[u].w[2]) |
+                       dq_special4(ch[u].w[3]);
+        bad |= (u32)(sc != 255u && (sp != 0u || sc < Fmt::WIN_LO || sc > Fmt::WIN_HI));
+      }
       if (sc >= Fmt::FAST_LO && sc <= Fmt::FAST_HI) {
 #pragma unroll
-        for (u32 i = 0; i < 16u; ++i) o[i] = dq_fast<OUT_DTYPE>(lut[c[i]], sc);
+        for (u32 i = 0; i < 16u; ++i) o[i] = dq_fast_elem(dq_code(ch[u], i), sc);
       } else {
 #pragma unroll
-        for (u32 i = 0; i < 16u; ++i) o[i] = dq_exact<EFMT, OUT_DTYPE>(c[i], sc);
+        for (u32 i = 0; i < 16u; ++i) o[i] = dq_exact<EFMT, OUT_DTYPE>(dq_code(ch[u], i), sc);
       }
 #pragma unroll
       for (u32 i = 0; i < 16u; ++i)
-        if (j0 + i >= k) o[i] = 0u;
-    } else {
-#pragma unroll
-      for (u32 i = 0; i < 16u; ++i) o[i] = 0u;
-    }
-    // store
-    if constexpr (OUT_DTYPE == MXRT_OUT_F32) {
-      u32* dst = reinterpret_cast<u32*>(out) + (u64)r * ldo + j0;
-      if ((flags & DQ_VEC_OUT) && j0 + 16u <= ldo) {
-#pragma unroll
-        for (u32 v = 0; v < 4u; ++v) {
-          mxrt_u32x4 w;
-          w.x = o[4u * v], w.y = o[4u * v + 1u], w.z = o[4u * v + 2u], w.w = o[4u * v + 3u];
-          reinterpret_cast<mxrt_u32x4*>(dst)[v] = w;
-        }
-      } else {
-#pragma unroll
-        for (u32 i = 0; i < 16u; ++i)
-          if (j0 + i < ldo) dst[i] = o[i];
-      }
-    } else {
-      u16* dst = reinterpret_cast<u16*>(out) + (u64)r * ldo + j0;
-      if ((flags & DQ_VEC_OUT) && j0 + 16u <= ldo) {
-#pragma unroll
-        for (u32 v = 0; v < 2u; ++v) {
-          mxrt_u32x4 w;
-          w.x = o[8u * v] | (o[8u * v + 1u] << 16), w.y = o[8u * v + 2u] | (o[8u * v + 3u] << 16);
-          w.z = o[8u * v + 4u] | (o[8u * v + 5u] << 16), w.w = o[8u * v + 6u] | (o[8u * v + 7u] << 16);
-          reinterpret_cast<mxrt_u32x4*>(dst)[v] = w;
-        }
-      } else {
-#pragma unroll
-        for (u32 i = 0; i < 16u; ++i)
-          if (j0 + i < ldo) dst[i] = (u16)o[i];
-      }
+        if (ch[u].j0 + i >= k) o[i] = 0u;
+      dq_store(out, ldo, flags, ch[u], o);
     }
   }
   if (GATE && bad) dq_flag(gate);

@@ -91,7 +91,7 @@ def launch_dequant(
     )
     kernel = build(quant_kernels.DEQUANTIZE_MX, d, arch)
     chunks = rows * -(-ldo // 16)
-    blocks = min(-(-chunks // quant_kernels.DEQUANT_THREADS), _MAX_BLOCKS)
+    blocks = min(-(-chunks // (2 * quant_kernels.DEQUANT_THREADS)), _MAX_BLOCKS)  # two chunks per thread
     cfg = LaunchConfig((blocks, 1, 1), (quant_kernels.DEQUANT_THREADS, 1, 1), 0)
     u32 = np.uint32
     g = gate if gate is not None else 0

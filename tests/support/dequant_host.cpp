@@ -5,8 +5,13 @@
 template <int F, int O>
 static void run(int fast, const u32* c, const u32* s, u32* out, long n) {
   for (long i = 0; i < n; ++i) {
-    if (fast) {
-      const bool ok = s[i] >= DqFmt<F>::FAST_LO && s[i] <= DqFmt<F>::FAST_HI;
+    const bool ok = s[i] >= DqFmt<F>::FAST_LO && s[i] <= DqFmt<F>::FAST_HI;
+    if (fast == 2) {  // the bit route (float32 / bfloat16 out)
+      if constexpr (O == MXRT_OUT_F16)
+        out[i] = 0xDEADBEEFu;
+      else
+        out[i] = ok ? dq_bits<F, O>(c[i], s[i]) : 0xDEADBEEFu;
+    } else if (fast) {
       out[i] = ok ? dq_fast<O>(dq_decode_f32<F>(c[i]), s[i]) : 0xDEADBEEFu;
     } else {
       out[i] = dq_exact<F, O>(c[i], s[i]);

@@ -69,17 +69,43 @@ def tflops(m, n, k, us):
     return 2 * m * n * k / us / 1e6
 
 
+def _dequant_launcher(fmt: str, ch: int):
+    from mxrt.ops.dequant import launch_dequant
+
+    q = mxrt.quantize_mx(cupy.random.default_rng(1).standard_normal((8192, 8192), dtype=cupy.float32), fmt)
+    out = cupy.empty((8192, 8192), cupy.uint16)
+    gate = cupy.zeros(1, cupy.uint32)
+    arch = get_arch()
+
+    def run():
+        launch_dequant("dev", q.data, q.scales, out, 8192, 8192, 8192, fmt, None, "bfloat16", arch, gate, ch=ch)
+
+    return q, run
+
+
 def section_dequant() -> None:
-    print("## dequant [8192, 8192] -> bf16 (graph replays) vs a device copy of read + write bytes")
+    print(
+        "## dequant [8192, 8192] -> bf16 with the gate (the GEMM's pass; graph replays) vs a copy kernel of the bytes"
+    )
     for fmt in ("e4m3", "e2m1"):
-        q = mxrt.quantize_mx(cupy.random.default_rng(1).standard_normal((8192, 8192), dtype=cupy.float32), fmt)
-        us = graph_time_us(lambda q=q: mxrt.dequantize_mx(q, "bfloat16"))
-        nbytes = q.data.nbytes + q.scales.nbytes + 8192 * 8192 * 2
-        src = cupy.empty(nbytes // 2, cupy.uint8)
-        dst = cupy.empty_like(src)
-        cu = graph_time_us(lambda src=src, dst=dst: cupy.copyto(dst, src))  # copy kernel: reads + writes nbytes
-        print(f"{fmt}: {us:.1f} us = {nbytes / us / 1e3:.0f} GB/s; copy kernel of the same bytes {cu:.1f} us = "
-              f"{nbytes / cu / 1e3:.0f} GB/s; ratio {cu / us:.2f}")  # fmt: skip
+        for ch in (8, 16):
+            q, run = _dequant_launcher(fmt, ch)
+            us = graph_time_us(run)
+            nbytes = q.data.nbytes + q.scales.nbytes + 8192 * 8192 * 2
+            src = cupy.empty(nbytes // 2, cupy.uint8)
+            dst = cupy.empty_like(src)
+            cu = graph_time_us(lambda src=src, dst=dst: cupy.copyto(dst, src))  # reads + writes nbytes
+            print(f"{fmt} CH={ch}: {us:.1f} us = {nbytes / us / 1e3:.0f} GB/s; copy kernel of the same bytes {cu:.1f} "
+                  f"us = {nbytes / cu / 1e3:.0f} GB/s; ratio {cu / us:.2f}")  # fmt: skip
+
+
+def section_dequant_once() -> None:
+    """One launch per (format, CH), for ncu."""
+    for fmt in ("e4m3",):
+        for ch in (8, 16):
+            _, run = _dequant_launcher(fmt, ch)
+            run()
+            cupy.cuda.Device().synchronize()
 
 
 def section_outs() -> None:
@@ -96,7 +122,7 @@ def section_outs() -> None:
 def section_crossover() -> None:
     print("## crossover over m at n, k = 7168, 4096 (MXFP8; TFLOP/s, graph replays)")
     n, k = 7168, 4096
-    for m in (65, 128, 256, 512, 1024, 2048):
+    for m in (65, 128, 256, 384, 512, 1024, 2048):
         qa, qb = operands(m, n, k)
         row = []
         for name, out in (("sm90_cublas", "bfloat16"), ("sm90_ws", "bfloat16"), ("sm90_cublas", "float32"),
@@ -112,7 +138,9 @@ def main() -> None:
     args = ap.parse_args()
     print(get_arch())
     for s in args.sections.split(","):
-        {"dequant": section_dequant, "outs": section_outs, "crossover": section_crossover}[s]()
+        sections = {"dequant": section_dequant, "dequant_once": section_dequant_once, "outs": section_outs,
+                    "crossover": section_crossover}  # fmt: skip
+        sections[s]()
         cupy.get_default_memory_pool().free_all_blocks()
 
 

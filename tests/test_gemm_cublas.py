@@ -49,13 +49,12 @@ def test_declines_without_the_bindings(monkeypatch: pytest.MonkeyPatch) -> None:
     [
         ({"split_k": 2}, "split_k = 2"),
         ({"a_fmt": "e3m2"}, "formats"),
-        ({"out_dtype": "float16"}, "out dtype float16"),
         ({"out_dtype": "float64"}, "out dtype float64"),
         ({"m": 2**31}, "2^31"),
         ({"layouts": ("aiter32x8", None), "m": 2**20, "k": 32 * 2041}, "aiter32x8"),
-        ({"m": gemm_cublas.AUTO_MIN_M - 1}, f"< {gemm_cublas.AUTO_MIN_M}"),
+        ({"m": gemm_cublas.AUTO_MIN_M - 1}, f"< {gemm_cublas.AUTO_MIN_M}: sm90_ws is faster"),
     ],
-    ids=["split_k", "format", "f16_out", "f64_out", "huge_m", "layout_size", "auto_small_m"],
+    ids=["split_k", "format", "f64_out", "huge_m", "layout_size", "auto_small_m"],
 )
 def test_declines(present: None, kw: dict, why: str) -> None:
     got = gemm_cublas.supports(_dg(**kw))
@@ -67,13 +66,29 @@ def test_declines(present: None, kw: dict, why: str) -> None:
     [
         {},
         {"out_dtype": "float32"},
+        {"out_dtype": "float16"},
+        {"out_dtype": "float32", "m": 65},
         {"k": 4104},
         {"k": 4097, "a_ptr": (1 << 20) + 3},
+        {"m": 100, "k": 4104},
+        {"m": 100, "a_ptr": (1 << 20) + 8},
         {"a_fmt": "e2m1", "b_fmt": "e2m1"},
         {"a_fmt": "e4m3", "b_fmt": "e2m1", "out_dtype": "float32"},
         {"layouts": ("cublas128x4", "deepgemm_ue8m0")},
     ],
-    ids=["bf16", "f32", "k_tail16", "k_odd_unaligned", "fp4", "mixed_fp4_f32", "layouts"],
+    ids=[
+        "bf16",
+        "f32",
+        "f16",
+        "f32_m65",
+        "k_tail16",
+        "k_odd_unaligned",
+        "small_m_k_tail",
+        "small_m_unaligned",
+        "fp4",
+        "mixed_fp4_f32",
+        "layouts",
+    ],
 )
 def test_serves_and_is_selected(present: None, kw: dict) -> None:
     dg = _dg(**kw)
@@ -85,12 +100,12 @@ def test_serves_and_is_selected(present: None, kw: dict) -> None:
     ("kw", "path"),
     [
         ({"m": gemm_cublas.AUTO_MIN_M - 1}, "sm90_ws"),
-        ({"m": gemm_cublas.AUTO_MIN_M - 1, "out_dtype": "float32"}, "sm90_bf16"),
-        ({"out_dtype": "float16"}, "sm90_ws"),
+        ({"m": gemm_cublas.AUTO_MIN_M - 1, "out_dtype": "float16"}, "sm90_ws"),
         ({"split_k": 2}, "sm90_wgmma"),
         ({"m": 64, "k": 4096}, "sm90_decode"),
+        ({"m": 64, "k": 4096, "out_dtype": "float32"}, "sm90_cublas"),
     ],
-    ids=["below_min_m", "below_min_m_f32", "f16_out", "split_k", "decode"],
+    ids=["below_min_m", "below_min_m_f16", "split_k", "decode", "decode_m64_f32"],
 )
 def test_policy_around_it(present: None, kw: dict, path: str) -> None:
     assert gemm_paths.select_gemm_path(_dg(**kw)).name == path
@@ -106,11 +121,11 @@ def test_compile_check_lists_the_gated_dequant_builds() -> None:
     built = [dict(d) for d in quant_kernels.DEQUANTIZE_MX.variants]
     for fmt in ("e4m3", "e5m2", "e2m1"):
         for sl in (*SCALE_LAYOUT_CODES.values(), 5):
-            d = dict(EFMT=FMT_CODES[fmt], GATE=1, OUT_DTYPE=GEMM_OUT_DTYPE_CODES["bfloat16"], SL=sl, THREADS=256)
+            d = dict(CH=8, EFMT=FMT_CODES[fmt], GATE=1, OUT_DTYPE=GEMM_OUT_DTYPE_CODES["bfloat16"], SL=sl, THREADS=256)
             assert d in built, (fmt, sl)
     for fmt in FMT_CODES.values():
         for out in GEMM_OUT_DTYPE_CODES.values():
-            assert dict(EFMT=fmt, GATE=0, OUT_DTYPE=out, SL=0, THREADS=256) in built
+            assert dict(CH=8, EFMT=fmt, GATE=0, OUT_DTYPE=out, SL=0, THREADS=256) in built
 
 
 def test_padded_k_gives_16_byte_rows() -> None:
@@ -133,7 +148,7 @@ def cupy_sm90(monkeypatch: pytest.MonkeyPatch):
     return cupy
 
 
-_OUT = {"bfloat16": "uint16", "float32": "float32"}
+_OUT = {"bfloat16": "uint16", "float32": "float32", "float16": "float16"}
 
 
 def _launch(cupy, codes_a, sa, codes_b, sb, fa, fb, k, out_dtype, layouts=(None, None)):
@@ -162,7 +177,8 @@ def _check(got, want, out_dtype):
     nan = np.isnan(want)
     np.testing.assert_array_equal(np.isnan(got), nan)
     with np.errstate(over="ignore"):
-        ok = ~nan & np.isfinite(want.astype(np.float32 if out_dtype == "float32" else ml_dtypes.bfloat16))
+        dt = {"float32": np.float32, "float16": np.float16}.get(out_dtype, ml_dtypes.bfloat16)
+        ok = ~nan & np.isfinite(want.astype(dt))
     np.testing.assert_array_equal(got[~nan & ~ok], want[~nan & ~ok].astype(np.float32))  # +-Inf where it overflows
     if out_dtype == "float32":
         assert mxrt.reference.relative_error(want[ok], got[ok]) <= 1e-5
@@ -175,8 +191,9 @@ def _check(got, want, out_dtype):
     ("m", "n", "k", "fa", "fb", "out"),
     [(300, 520, 1056, "e4m3", "e4m3", "float32"), (129, 700, 272, "e5m2", "e4m3", "bfloat16"),
      (520, 260, 2880, "e4m3", "e2m1", "float32"), (260, 390, 999, "e2m1", "e2m1", "bfloat16"),
-     (77, 65, 4097, "e4m3", "e5m2", "float32"), (1, 1, 1, "e2m1", "e4m3", "bfloat16")],
-    ids=["kb33_f32", "e5m2_bf16", "mixed_fp4_f32", "fp4_odd_k", "k4097_f32", "one"],
+     (77, 65, 4097, "e4m3", "e5m2", "float32"), (1, 1, 1, "e2m1", "e4m3", "bfloat16"),
+     (200, 300, 1000, "e4m3", "e4m3", "float16")],
+    ids=["kb33_f32", "e5m2_bf16", "mixed_fp4_f32", "fp4_odd_k", "k4097_f32", "one", "f16"],
 )  # fmt: skip
 def test_window_data_and_reruns(cupy_sm90, m, n, k, fa, fb, out) -> None:
     """Scales over the whole window, K tails (odd k: rows at any byte offset): the reference within the bar and
@@ -200,7 +217,7 @@ def test_window_data_and_reruns(cupy_sm90, m, n, k, fa, fb, out) -> None:
 @pytest.mark.parametrize(
     "case", ["scale_low", "scale_high", "nan_code_e4m3", "inf_code_e5m2", "extreme_pairs", "nan_block", "fp4_high"]
 )
-@pytest.mark.parametrize("out", ["float32", "bfloat16"])
+@pytest.mark.parametrize("out", ["float32", "bfloat16", "float16"])
 def test_gate_routes_to_the_exact_fallback(cupy_sm90, case, out) -> None:
     """Anything a bf16 GEMM would get wrong raises the gate and the gated generic kernel recomputes the output: one
     scale byte below / above the window, a NaN e4m3 / Inf e5m2 code in a finite block, scale pairs over the whole

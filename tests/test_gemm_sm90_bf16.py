@@ -233,9 +233,10 @@ def test_scale_layouts_bitwise_row_major(cupy_sm90, layouts) -> None:
 
 @pytest.mark.gpu
 def test_fp32_out_auto_selected_and_graph_captured(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The automatic selection picks sm90_bf16 for fp32 out with fp8 operands; a CUDA graph captured on buffers
-    the path has never seen (the window check's gate word comes from the pool during the capture) replays with
-    new data written in place, each replay against the reference, one of them through the exact fallback."""
+    """Without sm90_cublas, the automatic selection picks sm90_bf16 for fp32 out with fp8 operands; a CUDA graph
+    captured on buffers the path has never seen (the window check's gate word comes from the pool during the capture)
+    replays with new data written in place, each replay against the reference, one of them through the exact
+    fallback."""
     cupy = pytest.importorskip("cupy")
     from support.gemm_cases import check_result, operands, to_device
 
@@ -245,6 +246,7 @@ def test_fp32_out_auto_selected_and_graph_captured(monkeypatch: pytest.MonkeyPat
     if get_arch().target != "sm_90a":
         pytest.skip("sm_90a only")
     monkeypatch.delenv("MXRT_GEMM_PATH", raising=False)
+    monkeypatch.setattr("mxrt.runtime.cublas.available", lambda: False)  # sm90_cublas takes fp32 out where present
     m, n, k = 200, 160, 640
     _, _, qa0, qb0 = operands(m, n, k, "e4m3", "e4m3", seed=40)
     a0, b0 = to_device(qa0), to_device(qb0)

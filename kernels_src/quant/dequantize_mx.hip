@@ -6,11 +6,11 @@
 //          outside e4m3 / e2m1 [10, 134], e5m2 [17, 142], 255 allowed; a NaN / Inf code in a finite block)
 // args     const u8* q [rows, row bytes] (fp8: k bytes; e2m1: ceil(k/2), even j in the low nibble) | const u8* s
 //          (row-major [rows, kbs] or layout SL) | void* out [rows, ldo] of OUT_DTYPE | u32* gate (GATE=1) |
-//          u32 rows, u32 k, u32 ldo, u32 kbs | u32 flags (DQ_VEC_IN: code rows 16-byte (fp8) / 8-byte (e2m1)
-//          aligned and k % 16 == 0; DQ_VEC_OUT: out 16-byte aligned and ldo * sizeof(OUT) % 16 == 0)
-// grid     (min(ceil(rows * ceil(ldo/16) / (2 * THREADS)), 2^20),1,1)   block (THREADS,1,1)   smem 0
-//          grid-stride loop over 16-element chunks, two per thread in flight (one scale byte, one code load each)
-// defines  THREADS, EFMT (MXRT_FMT_*), OUT_DTYPE (MXRT_OUT_*), SL (MXRT_SCALE_LAYOUT_* 0..5), GATE (0 / 1)
+//          u32 rows, u32 k, u32 ldo, u32 kbs | u32 flags (DQ_VEC_IN: code base 16-byte aligned, k % 16 == 0;
+//          DQ_VEC_OUT: out 16-byte aligned and ldo * sizeof(OUT) % 16 == 0)
+// grid     (min(ceil(rows * ceil(ldo/CH) / (THREADS * 32/CH)), 2^20),1,1)   block (THREADS,1,1)   smem 0
+//          grid-stride loop over CH-element chunks, 32/CH per thread in flight (one scale byte, one code load each)
+// defines  THREADS, EFMT (MXRT_FMT_*), OUT_DTYPE (MXRT_OUT_*), SL (MXRT_SCALE_LAYOUT_* 0..5), GATE (0 / 1), CH (8)
 // requires ldo >= k, rows * kbs and the scale storage < 2^31; gate zeroed by the caller    checked by mxrt/ops/dequant.py
 #include "../common/mx_dequant.h"
 #include "../common/scale_layouts.h"
@@ -30,6 +30,10 @@ struct __attribute__((aligned(8))) dq_u32x2 {
 #if !defined(THREADS) || !defined(EFMT) || !defined(OUT_DTYPE) || !defined(SL) || !defined(GATE)
 #error "THREADS, EFMT, OUT_DTYPE, SL and GATE must be defined by the launcher"
 #endif
+#if !defined(CH)
+#define CH 8u  // elements per chunk: a warp's loads and stores cover 32 consecutive chunks
+#endif
+MXRT_STATIC_ASSERT(CH == 8u || CH == 16u, "CH: 8 or 16 elements per chunk");
 MXRT_STATIC_ASSERT(THREADS % 64 == 0 && THREADS <= 1024 && THREADS >= 256, "THREADS: 256..1024, a multiple of 64");
 MXRT_STATIC_ASSERT(OUT_DTYPE >= 0 && OUT_DTYPE <= 2, "OUT_DTYPE: MXRT_OUT_F32, _BF16 or _F16");
 
@@ -61,33 +65,37 @@ MXRT_DEVICE u32 dq_scale(const u8* __restrict__ s, u32 r, u32 b, u32 rows, u32 k
     return s[MxrtScaleLayout<SL>(rows, kbs).offset(r, b)];
 }
 
-// One 16-element chunk: its row, first column, scale byte and codes (fp8 / fp6 bytes, or e2m1 nibbles in w[0..1]).
+// One CH-element chunk: its row, first column, scale byte and codes (fp8 / fp6 bytes, or e2m1 nibbles), packed.
+#define DQ_W (EFMT == MXRT_FMT_E2M1 ? CH / 8u : CH / 4u)  // code words per chunk
 struct DqChunk {
-  u32 r, j0, sc, w[4];
+  u32 r, j0, sc, w[DQ_W];
 };
 
-// The chunk's codes, zero past k: one 16-byte (8-byte for e2m1) load when the row is aligned and the chunk whole,
-// else byte loads.
+// The chunk's codes, zero past k: one vector load (CH code bytes, CH / 2 for e2m1) when the row is aligned and the
+// chunk whole, else byte loads.
 MXRT_DEVICE void dq_load(const u8* __restrict__ q, u64 row_bytes, u32 k, u32 flags, DqChunk& ch) {
-  const u8* src = q + (u64)ch.r * row_bytes;
-  if ((flags & DQ_VEC_IN) && ch.j0 + 16u <= k) {
-    if constexpr (EFMT == MXRT_FMT_E2M1) {
-      const dq_u32x2 v = *reinterpret_cast<const dq_u32x2*>(src + ch.j0 / 2u);
-      ch.w[0] = v.x, ch.w[1] = v.y, ch.w[2] = ch.w[3] = 0u;
-    } else {
-      const mxrt_u32x4 v = *reinterpret_cast<const mxrt_u32x4*>(src + ch.j0);
+  const u8* src = q + (u64)ch.r * row_bytes + (EFMT == MXRT_FMT_E2M1 ? ch.j0 / 2u : ch.j0);
+  if ((flags & DQ_VEC_IN) && ch.j0 + CH <= k) {
+    if constexpr (DQ_W == 4) {
+      const mxrt_u32x4 v = *reinterpret_cast<const mxrt_u32x4*>(src);
       ch.w[0] = v.x, ch.w[1] = v.y, ch.w[2] = v.z, ch.w[3] = v.w;
+    } else if constexpr (DQ_W == 2) {
+      const dq_u32x2 v = *reinterpret_cast<const dq_u32x2*>(src);
+      ch.w[0] = v.x, ch.w[1] = v.y;
+    } else {
+      ch.w[0] = *reinterpret_cast<const u32*>(src);
     }
     return;
   }
-  ch.w[0] = ch.w[1] = ch.w[2] = ch.w[3] = 0u;
 #pragma unroll
-  for (u32 i = 0; i < 16u; ++i) {
+  for (u32 i = 0; i < DQ_W; ++i) ch.w[i] = 0u;
+#pragma unroll
+  for (u32 i = 0; i < CH; ++i) {
     const u32 j = ch.j0 + i;
     if constexpr (EFMT == MXRT_FMT_E2M1) {
-      if (j < k) ch.w[i / 8u] |= ((src[j / 2u] >> (4u * (j % 2u))) & 15u) << (4u * (i % 8u));
+      if (j < k) ch.w[i / 8u] |= ((src[i / 2u] >> (4u * (i % 2u))) & 15u) << (4u * (i % 8u));
     } else {
-      if (j < k) ch.w[i / 4u] |= (u32)src[j] << (8u * (i % 4u));
+      if (j < k) ch.w[i / 4u] |= (u32)src[i] << (8u * (i % 4u));
     }
   }
 }
@@ -102,23 +110,23 @@ MXRT_DEVICE u32 dq_code(const DqChunk& ch, u32 i) {
 MXRT_DEVICE void dq_store(void* __restrict__ out, u32 ldo, u32 flags, const DqChunk& ch, const u32* o) {
   if constexpr (OUT_DTYPE == MXRT_OUT_F32) {
     u32* dst = reinterpret_cast<u32*>(out) + (u64)ch.r * ldo + ch.j0;
-    if ((flags & DQ_VEC_OUT) && ch.j0 + 16u <= ldo) {
+    if ((flags & DQ_VEC_OUT) && ch.j0 + CH <= ldo) {
 #pragma unroll
-      for (u32 v = 0; v < 4u; ++v) {
+      for (u32 v = 0; v < CH / 4u; ++v) {
         mxrt_u32x4 w;
         w.x = o[4u * v], w.y = o[4u * v + 1u], w.z = o[4u * v + 2u], w.w = o[4u * v + 3u];
         reinterpret_cast<mxrt_u32x4*>(dst)[v] = w;
       }
     } else {
 #pragma unroll
-      for (u32 i = 0; i < 16u; ++i)
+      for (u32 i = 0; i < CH; ++i)
         if (ch.j0 + i < ldo) dst[i] = o[i];
     }
   } else {
     u16* dst = reinterpret_cast<u16*>(out) + (u64)ch.r * ldo + ch.j0;
-    if ((flags & DQ_VEC_OUT) && ch.j0 + 16u <= ldo) {
+    if ((flags & DQ_VEC_OUT) && ch.j0 + CH <= ldo) {
 #pragma unroll
-      for (u32 v = 0; v < 2u; ++v) {
+      for (u32 v = 0; v < CH / 8u; ++v) {
         mxrt_u32x4 w;
         w.x = o[8u * v] | (o[8u * v + 1u] << 16), w.y = o[8u * v + 2u] | (o[8u * v + 3u] << 16);
         w.z = o[8u * v + 4u] | (o[8u * v + 5u] << 16), w.w = o[8u * v + 6u] | (o[8u * v + 7u] << 16);
@@ -126,7 +134,7 @@ MXRT_DEVICE void dq_store(void* __restrict__ out, u32 ldo, u32 flags, const DqCh
       }
     } else {
 #pragma unroll
-      for (u32 i = 0; i < 16u; ++i)
+      for (u32 i = 0; i < CH; ++i)
         if (ch.j0 + i < ldo) dst[i] = (u16)o[i];
     }
   }
@@ -141,12 +149,12 @@ MXRT_DEVICE u32 dq_fast_elem(u32 c, u32 sc) {
     return dq_bits<EFMT, OUT_DTYPE>(c, sc);
 }
 
-#define DQ_UNROLL 2u  // chunks per thread with their loads in flight together
+#define DQ_UNROLL (32u / CH)  // chunks per thread with their loads in flight together (32 elements)
 
 extern "C" __global__ void __launch_bounds__(THREADS)
     dequantize_mx(const u8* __restrict__ q, const u8* __restrict__ s, void* __restrict__ out, u32* __restrict__ gate,
                   u32 rows, u32 k, u32 ldo, u32 kbs, u32 flags) {
-  const u32 cpr = (ldo + 15u) / 16u;  // chunks per row
+  const u32 cpr = (ldo + CH - 1u) / CH;  // chunks per row
   const u64 total = (u64)rows * cpr;
   const u64 row_bytes = EFMT == MXRT_FMT_E2M1 ? (k + 1u) / 2u : k;
   const u64 nth = (u64)THREADS * DQ_NBID_X;
@@ -160,36 +168,38 @@ extern "C" __global__ void __launch_bounds__(THREADS)
 #pragma unroll
     for (u32 u = 0; u < DQ_UNROLL; ++u) {  // every load of the group first
       ch[u].r = c0 + u * nth < total ? r : ~0u;
-      ch[u].j0 = cc * 16u;
+      ch[u].j0 = cc * CH;
       cc += dc, r += dr;
       if (cc >= cpr) cc -= cpr, r += 1u;
-      if (ch[u].r == ~0u) continue;
-      if (ch[u].j0 < k) {
+      if (ch[u].r != ~0u && ch[u].j0 < k) {
         ch[u].sc = dq_scale(s, ch[u].r, ch[u].j0 / 32u, rows, kbs);
         dq_load(q, row_bytes, k, flags, ch[u]);
       } else {
-        ch[u].sc = 0u, ch[u].w[0] = ch[u].w[1] = ch[u].w[2] = ch[u].w[3] = 0u;  // K padding: zeros
+        ch[u].sc = 0u;  // K padding: zeros
+#pragma unroll
+        for (u32 i = 0; i < DQ_W; ++i) ch[u].w[i] = 0u;
       }
     }
 #pragma unroll
     for (u32 u = 0; u < DQ_UNROLL; ++u) {
-      if (ch[u].r == ~0u) continue;
+      if (ch[u].r == ~0u) break;  // every later chunk of the group is past the end too
       const u32 sc = ch[u].sc;
-      u32 o[16];
+      u32 o[CH];
       if (GATE && ch[u].j0 < k) {  // a NaN block (scale 0xFF) is exact whatever its codes: NaN in, NaN out
-        const u32 sp = dq_special4(ch[u].w[0]) | dq_special4(ch[u].w[1]) | dq_special4(ch[u].w[2]) |
-                       dq_special4(ch[u].w[3]);
+        u32 sp = 0u;
+#pragma unroll
+        for (u32 i = 0; i < DQ_W; ++i) sp |= dq_special4(ch[u].w[i]);
         bad |= (u32)(sc != 255u && (sp != 0u || sc < Fmt::WIN_LO || sc > Fmt::WIN_HI));
       }
       if (sc >= Fmt::FAST_LO && sc <= Fmt::FAST_HI) {
 #pragma unroll
-        for (u32 i = 0; i < 16u; ++i) o[i] = dq_fast_elem(dq_code(ch[u], i), sc);
+        for (u32 i = 0; i < CH; ++i) o[i] = dq_fast_elem(dq_code(ch[u], i), sc);
       } else {
 #pragma unroll
-        for (u32 i = 0; i < 16u; ++i) o[i] = dq_exact<EFMT, OUT_DTYPE>(dq_code(ch[u], i), sc);
+        for (u32 i = 0; i < CH; ++i) o[i] = dq_exact<EFMT, OUT_DTYPE>(dq_code(ch[u], i), sc);
       }
 #pragma unroll
-      for (u32 i = 0; i < 16u; ++i)
+      for (u32 i = 0; i < CH; ++i)
         if (ch[u].j0 + i >= k) o[i] = 0u;
       dq_store(out, ldo, flags, ch[u], o);
     }

@@ -67,11 +67,13 @@ def launch_dequant(
     out_dtype: str,
     arch: Any,
     gate: Any = None,
+    ch: int = quant_kernels.DEQUANT_CH,
 ) -> None:
     """Queue the kernel: ``out[rows, ldo]`` (C-contiguous, ``out_dtype``) from codes ``q`` (``[rows, k]`` bytes, or
     packed e2m1 ``[rows, ceil(k/2)]``, C-contiguous) and ``scales`` (row-major ``[rows, ceil(k/32)]`` or the
     layout's storage); columns ``[k, ldo)`` written 0. ``gate``: a zeroed device uint32 word the kernel sets where
-    a bf16 GEMM of the result would not be exact (GEMM formats only). No host synchronisation."""
+    a bf16 GEMM of the result would not be exact (GEMM formats only); ``ch``: elements per chunk (development: 8 or
+    16). No host synchronisation."""
     if rows == 0 or ldo == 0:
         return
     kbs = -(-k // 32)
@@ -83,6 +85,7 @@ def launch_dequant(
     if out.data.ptr % 16 == 0 and (ldo * isz) % 16 == 0:
         flags |= _FLAG_VEC_OUT
     d = defines(
+        CH=ch,
         EFMT=codes.FMT_CODES[fmt],
         GATE=int(gate is not None),
         OUT_DTYPE=codes.GEMM_OUT_DTYPE_CODES[out_dtype],
@@ -90,8 +93,8 @@ def launch_dequant(
         THREADS=quant_kernels.DEQUANT_THREADS,
     )
     kernel = build(quant_kernels.DEQUANTIZE_MX, d, arch)
-    chunks = rows * -(-ldo // 16)
-    blocks = min(-(-chunks // (2 * quant_kernels.DEQUANT_THREADS)), _MAX_BLOCKS)  # two chunks per thread
+    chunks = rows * -(-ldo // ch)
+    blocks = min(-(-chunks // (32 // ch * quant_kernels.DEQUANT_THREADS)), _MAX_BLOCKS)  # 32 / ch chunks a thread
     cfg = LaunchConfig((blocks, 1, 1), (quant_kernels.DEQUANT_THREADS, 1, 1), 0)
     u32 = np.uint32
     g = gate if gate is not None else 0

@@ -8,11 +8,16 @@ fp32 accumulation are exact (e4m3 / e2m1 [10, 134], e5m2 [17, 142], 255 allowed;
 or where a NaN / Inf code sits in a finite block; a gated ``gemm_mx_generic`` launch then recomputes every output
 exactly (its CTAs return at once while the gate is 0). No host synchronisation; CUDA-graph capturable.
 
-Serves every format pair, any k, every scale layout, bf16 and float32 out (cublasGemmEx has no bf16 x bf16 ->
-fp16: float16 out stays on ``sm90_ws``). Memory: the two bf16 workspaces, ``2 * (m + n) * round_up(k, 8)``
-bytes, as the workaround it replaces. In automatic selection it runs from ``AUTO_MIN_M`` rows (below, dequantising
-the whole weight costs more than the engine's time: benchmarks/RESULTS.md, session 10); ``MXRT_GEMM_PATH=sm90_cublas``
-forces it for any m.
+Serves every format pair, any k, every scale layout and every out dtype (float16: cuBLAS writes an fp32 workspace
+that the split-K reduce kernel rounds to fp16; cublasGemmEx has no bf16 x bf16 -> fp16). Memory: the two bf16
+workspaces, ``2 * (m + n) * round_up(k, 8)`` bytes, as the workaround it replaces (plus ``4 * m * n`` for fp16 out).
+
+Automatic selection (H200, session 10 call 2, n, k = 7168, 4096): float32 out with an fp8 operand at every m (it beats
+``sm90_bf16`` at every m measured: 62 vs 38 TFLOP/s at m = 65, 601 vs 318 at 2048; the decode and fp8 paths decline
+that case, which otherwise ran on ``generic``); 16-bit out from ``AUTO_MIN_M`` = 512 rows (below,
+dequantising the whole weight costs more than ``sm90_ws``: 223 vs 276 at m = 256, 358 vs 297 at 512), and for any m
+where the fp8 engines cannot run (k % 16 != 0 with an fp8 operand, code bases not 16-byte aligned: ``generic``
+otherwise). ``MXRT_GEMM_PATH=sm90_cublas`` forces it for any m.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._kinds import dtype_name
+from ..codes import GEMM_OUT_DTYPE_CODES
 from ..config import gemm_path_override
 from ..errors import UnsupportedArchError
 from ..problems.gemm import GEMM_FORMAT_PAIRS
@@ -27,15 +33,17 @@ from ..runtime import alloc, cublas
 from .dequant import check_dequant_limits, launch_dequant
 from .gemm_generic import run_gated
 from .gemm_paths import DeviceGemm, GemmPath, register_gemm_path
+from .gemm_sm90_ws import _cannot as _ws_cannot
+from .gemm_splitk import launch_reduce, workspace
 
 NAME = "sm90_cublas"
 TARGET = "sm_90a"
 #: above sm90_bf16 (27) and sm90_ws (25) where it runs; below sm90_decode (30)
 PRIORITY = 28
-#: automatic selection: the smallest m served (measured crossover against sm90_ws / sm90_bf16, RESULTS.md)
-AUTO_MIN_M = 1024
+#: automatic selection: the smallest m served with 16-bit out where sm90_ws can run (the measured crossover)
+AUTO_MIN_M = 512
 _LIMIT = 2**31
-OUT_DTYPES = ("bfloat16", "float32")
+OUT_DTYPES = ("bfloat16", "float32", "float16")
 
 
 def padded_k(k: int) -> int:
@@ -53,7 +61,7 @@ def cannot(dg: DeviceGemm) -> str | None:
     if (p.a_fmt, p.b_fmt) not in GEMM_FORMAT_PAIRS:
         return f"formats ({p.a_fmt}, {p.b_fmt})"
     if dtype_name(p.out_dtype) not in OUT_DTYPES:
-        return f"out dtype {dtype_name(p.out_dtype)} (cublasGemmEx: bf16 x bf16 -> bf16 or float32 only)"
+        return f"out dtype {dtype_name(p.out_dtype)}"
     if max(p.m, p.n, padded_k(p.k)) >= _LIMIT:
         return "sizes of 2^31 or more (cuBLAS int dimensions)"
     for rows, layout in ((p.m, p.a_scale_layout), (p.n, p.b_scale_layout)):
@@ -71,8 +79,11 @@ def supports(dg: DeviceGemm) -> str | None:
         return why
     if gemm_path_override() == NAME:
         return None
-    if dg.p.m < AUTO_MIN_M:
-        return f"m = {dg.p.m} < {AUTO_MIN_M}: dequantising b costs more than the engine (MXRT_GEMM_PATH forces it)"
+    p = dg.p
+    if dtype_name(p.out_dtype) == "float32":
+        return None
+    if p.m < AUTO_MIN_M and _ws_cannot(dg) is None:
+        return f"m = {p.m} < {AUTO_MIN_M}: sm90_ws is faster here (MXRT_GEMM_PATH forces sm90_cublas)"
     return None
 
 
@@ -95,7 +106,12 @@ def run(dg: DeviceGemm) -> None:
     bf = "bfloat16"
     launch_dequant(p.op, dg.a_codes, dg.a_scales, wa, p.m, p.k, kp, p.a_fmt, p.a_scale_layout, bf, dg.arch, gate)
     launch_dequant(p.op, dg.b_codes, dg.b_scales, wb, p.n, p.k, kp, p.b_fmt, p.b_scale_layout, bf, dg.arch, gate)
-    cublas.gemm_bf16_nt(p.m, p.n, kp, wa.data.ptr, kp, wb.data.ptr, kp, dg.out.data.ptr, p.n, out)
+    if out == "float16":  # cuBLAS into fp32, then one RNE rounding to fp16 (the split-K reduce of one slice)
+        ws = workspace((1, p.m, p.n), zero=False)
+        cublas.gemm_bf16_nt(p.m, p.n, kp, wa.data.ptr, kp, wb.data.ptr, kp, ws.data.ptr, p.n, "float32")
+        launch_reduce(dg, ws, 1, GEMM_OUT_DTYPE_CODES["float16"])
+    else:
+        cublas.gemm_bf16_nt(p.m, p.n, kp, wa.data.ptr, kp, wb.data.ptr, kp, dg.out.data.ptr, p.n, out)
     run_gated(dg, gate)
 
 

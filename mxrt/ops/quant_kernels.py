@@ -10,6 +10,8 @@ from ..runtime.kernel_spec import KernelSpec, define_grid
 QUANT_ROWWISE_THREADS = 256
 QUANT_DUAL_THREADS = 256
 DEQUANT_THREADS = 256
+#: elements per chunk of the dequantizer (CH): a warp's 32 chunks are one contiguous load and store
+DEQUANT_CH = 8
 
 # The fused scale layouts (SCALE_LAYOUT 1..4) only change where a scale byte is stored, the same code for every
 # element format: the compile check builds them with e4m3 and e2m1 (the MXFP8 / MXFP4 formats GEMMs read) on
@@ -63,8 +65,9 @@ _READ_LAYOUTS = (*_LAYOUTS, SCALE_LAYOUT_TURBO16X4_U32)
 DEQUANTIZE_MX = KernelSpec(
     symbol="dequantize_mx",
     file="quant/dequantize_mx.hip",
-    required=("EFMT", "GATE", "OUT_DTYPE", "SL", "THREADS"),
+    required=("CH", "EFMT", "GATE", "OUT_DTYPE", "SL", "THREADS"),
     variants=define_grid(
+        CH=(DEQUANT_CH,),
         EFMT=tuple(FMT_CODES.values()),
         GATE=(0,),
         OUT_DTYPE=tuple(GEMM_OUT_DTYPE_CODES.values()),
@@ -72,6 +75,7 @@ DEQUANTIZE_MX = KernelSpec(
         THREADS=(DEQUANT_THREADS,),
     )
     + define_grid(
+        CH=(DEQUANT_CH,),
         EFMT=_FUSED_FMTS,
         GATE=(0,),
         OUT_DTYPE=tuple(GEMM_OUT_DTYPE_CODES.values()),
@@ -79,6 +83,7 @@ DEQUANTIZE_MX = KernelSpec(
         THREADS=(DEQUANT_THREADS,),
     )
     + define_grid(
+        CH=(DEQUANT_CH,),
         EFMT=_GEMM_FMTS,
         GATE=(1,),
         OUT_DTYPE=(GEMM_OUT_DTYPE_CODES["bfloat16"],),

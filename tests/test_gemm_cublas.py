@@ -121,11 +121,12 @@ def test_compile_check_lists_the_gated_dequant_builds() -> None:
     built = [dict(d) for d in quant_kernels.DEQUANTIZE_MX.variants]
     for fmt in ("e4m3", "e5m2", "e2m1"):
         for sl in (*SCALE_LAYOUT_CODES.values(), 5):
-            d = dict(CH=8, EFMT=FMT_CODES[fmt], GATE=1, OUT_DTYPE=GEMM_OUT_DTYPE_CODES["bfloat16"], SL=sl, THREADS=256)
+            d = dict(CH=16, EFMT=FMT_CODES[fmt], GATE=1, OUT_DTYPE=GEMM_OUT_DTYPE_CODES["bfloat16"], SL=sl,
+                     THREADS=256)  # fmt: skip
             assert d in built, (fmt, sl)
     for fmt in FMT_CODES.values():
         for out in GEMM_OUT_DTYPE_CODES.values():
-            assert dict(CH=8, EFMT=fmt, GATE=0, OUT_DTYPE=out, SL=0, THREADS=256) in built
+            assert dict(CH=16, EFMT=fmt, GATE=0, OUT_DTYPE=out, SL=0, THREADS=256) in built
 
 
 def test_padded_k_gives_16_byte_rows() -> None:

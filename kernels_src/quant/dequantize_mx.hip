@@ -10,7 +10,7 @@
 //          DQ_VEC_OUT: out 16-byte aligned and ldo * sizeof(OUT) % 16 == 0)
 // grid     (min(ceil(rows * ceil(ldo/CH) / (THREADS * 32/CH)), 2^20),1,1)   block (THREADS,1,1)   smem 0
 //          grid-stride loop over CH-element chunks, 32/CH per thread in flight (one scale byte, one code load each)
-// defines  THREADS, EFMT (MXRT_FMT_*), OUT_DTYPE (MXRT_OUT_*), SL (MXRT_SCALE_LAYOUT_* 0..5), GATE (0 / 1), CH (8)
+// defines  THREADS, EFMT (MXRT_FMT_*), OUT_DTYPE (MXRT_OUT_*), SL (MXRT_SCALE_LAYOUT_* 0..5), GATE (0 / 1), CH (16)
 // requires ldo >= k, rows * kbs and the scale storage < 2^31; gate zeroed by the caller    checked by mxrt/ops/dequant.py
 #include "../common/mx_dequant.h"
 #include "../common/scale_layouts.h"
@@ -31,7 +31,7 @@ struct __attribute__((aligned(8))) dq_u32x2 {
 #error "THREADS, EFMT, OUT_DTYPE, SL and GATE must be defined by the launcher"
 #endif
 #if !defined(CH)
-#define CH 8u  // elements per chunk: a warp's loads and stores cover 32 consecutive chunks
+#define CH 16u  // elements per chunk
 #endif
 MXRT_STATIC_ASSERT(CH == 8u || CH == 16u, "CH: 8 or 16 elements per chunk");
 MXRT_STATIC_ASSERT(THREADS % 64 == 0 && THREADS <= 1024 && THREADS >= 256, "THREADS: 256..1024, a multiple of 64");
@@ -67,6 +67,7 @@ MXRT_DEVICE u32 dq_scale(const u8* __restrict__ s, u32 r, u32 b, u32 rows, u32 k
 
 // One CH-element chunk: its row, first column, scale byte and codes (fp8 / fp6 bytes, or e2m1 nibbles), packed.
 #define DQ_W (EFMT == MXRT_FMT_E2M1 ? CH / 8u : CH / 4u)  // code words per chunk
+#define DQ_O (OUT_DTYPE == MXRT_OUT_F32 ? CH : CH / 2u)   // output words per chunk
 struct DqChunk {
   u32 r, j0, sc, w[DQ_W];
 };
@@ -128,14 +129,13 @@ MXRT_DEVICE void dq_store(void* __restrict__ out, u32 ldo, u32 flags, const DqCh
 #pragma unroll
       for (u32 v = 0; v < CH / 8u; ++v) {
         mxrt_u32x4 w;
-        w.x = o[8u * v] | (o[8u * v + 1u] << 16), w.y = o[8u * v + 2u] | (o[8u * v + 3u] << 16);
-        w.z = o[8u * v + 4u] | (o[8u * v + 5u] << 16), w.w = o[8u * v + 6u] | (o[8u * v + 7u] << 16);
+        w.x = o[4u * v], w.y = o[4u * v + 1u], w.z = o[4u * v + 2u], w.w = o[4u * v + 3u];
         reinterpret_cast<mxrt_u32x4*>(dst)[v] = w;
       }
     } else {
 #pragma unroll
       for (u32 i = 0; i < CH; ++i)
-        if (ch.j0 + i < ldo) dst[i] = (u16)o[i];
+        if (ch.j0 + i < ldo) dst[i] = (u16)(o[i / 2u] >> (16u * (i % 2u)));
     }
   }
 }
@@ -153,7 +153,7 @@ MXRT_DEVICE u32 dq_fast_elem(u32 c, u32 sc) {
 // subnormal code in the chunk; ncu, session 10 call 3: the per-element route was issue-bound at 81% SM throughput
 // and 36% DRAM): two codes become an f16x2 (e4m3: one cvt.rn.f16x2.e4m3x2, exact, subnormals normalised; e5m2: the
 // code is the f16's high byte), then both halves move to bf16 at once: magnitude >> 3 (the f16 mantissa's low 7 bits
-// are zero for fp8 values), the exponent rebased by s - 15 >= 0 where the half is nonzero, the sign kept.
+// are zero for fp8 values) and one exact bf16x2 multiply by 2^(s - 15).
 #if defined(MXRT_CUDA)
 #define DQ_PACKED (OUT_DTYPE == MXRT_OUT_BF16 && (EFMT == MXRT_FMT_E4M3 || EFMT == MXRT_FMT_E5M2))
 #else
@@ -175,11 +175,14 @@ MXRT_DEVICE u32 dq_f16x2(u32 w, u32 h) {
   }
 }
 
-// an f16x2 of fp8 values (finite, normal or zero in f16) times 2^(s - 127), as a bf16x2
-MXRT_DEVICE u32 dq_bf16x2(u32 h2, u32 add) {
-  const u32 mag = h2 & 0x7FFF7FFFu;
-  const u32 nz = ((mag + 0x7FFF7FFFu) & 0x80008000u) >> 15;  // 1 in each nonzero half (no carry between halves)
-  return (((mag >> 3) + add) & (nz * 0xFFFFu)) | (h2 & 0x80008000u);
+// an f16x2 of fp8 values (finite, normal or zero in f16) times 2^(s - 127), as a bf16x2: each half's f16 fields
+// shifted into bf16 position read as 2^(e16 - 127) * 1.m (normal: e16 >= 1; zero stays zero), times the bf16x2 f2 =
+// 2^(s - 15) in both halves, one exact bf16x2 multiply (results normal for s in the fast window)
+MXRT_DEVICE u32 dq_bf16x2(u32 h2, u32 f2) {
+  const u32 x = ((h2 & 0x7FFF7FFFu) >> 3) | (h2 & 0x80008000u);
+  u32 r;
+  asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(r) : "r"(x), "r"(f2));
+  return r;
 }
 
 // any e5m2 subnormal code (exponent 0, mantissa != 0) among the 4 bytes of w
@@ -226,7 +229,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 4)
     for (u32 u = 0; u < DQ_UNROLL; ++u) {
       if (ch[u].r == ~0u) continue;  // past the end (so is every later chunk of the group)
       const u32 sc = ch[u].sc;
-      u32 o[CH];
+      u32 o[DQ_O];  // output words: one per element (float32) or one per pair (16-bit)
       if (GATE && ch[u].j0 < k) {  // a NaN block (scale 0xFF) is exact whatever its codes: NaN in, NaN out
         u32 sp = 0u;
 #pragma unroll
@@ -235,7 +238,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 4)
       }
       bool packed = false;
 #if DQ_PACKED
-      if (sc >= 15u && sc <= Fmt::FAST_HI && ch[u].j0 + CH <= k) {  // s >= 15: a non-negative exponent shift
+      if (sc >= Fmt::FAST_LO && sc <= Fmt::FAST_HI && ch[u].j0 + CH <= k) {
         u32 sp = 0u;
 #pragma unroll
         for (u32 i = 0; i < DQ_W; ++i) {
@@ -245,25 +248,33 @@ extern "C" __global__ void __launch_bounds__(THREADS, 4)
         packed = sp == 0u;
       }
       if (packed) {
-        const u32 add = (sc - 15u) << 7, add2 = add | (add << 16);
+        const u32 f = (sc + 112u) << 7, f2 = f | (f << 16);  // bf16 2^(s - 15), twice
 #pragma unroll
-        for (u32 i = 0; i < CH / 2u; ++i) {
-          const u32 b2 = dq_bf16x2(dq_f16x2(ch[u].w[i / 2u], i % 2u), add2);
-          o[2u * i] = b2 & 0xFFFFu, o[2u * i + 1u] = b2 >> 16;
-        }
+        for (u32 i = 0; i < CH / 2u; ++i) o[i] = dq_bf16x2(dq_f16x2(ch[u].w[i / 2u], i % 2u), f2);
       }
 #endif
-      if (packed) {
-      } else if (sc >= Fmt::FAST_LO && sc <= Fmt::FAST_HI) {
+      if (!packed) {
+        u32 e[CH];
+        if (sc >= Fmt::FAST_LO && sc <= Fmt::FAST_HI) {
 #pragma unroll
-        for (u32 i = 0; i < CH; ++i) o[i] = dq_fast_elem(dq_code(ch[u], i), sc);
-      } else {
+          for (u32 i = 0; i < CH; ++i) e[i] = dq_fast_elem(dq_code(ch[u], i), sc);
+        } else {
 #pragma unroll
-        for (u32 i = 0; i < CH; ++i) o[i] = dq_exact<EFMT, OUT_DTYPE>(dq_code(ch[u], i), sc);
+          for (u32 i = 0; i < CH; ++i) e[i] = dq_exact<EFMT, OUT_DTYPE>(dq_code(ch[u], i), sc);
+        }
+        if (ch[u].j0 + CH > k) {
+#pragma unroll
+          for (u32 i = 0; i < CH; ++i)
+            if (ch[u].j0 + i >= k) e[i] = 0u;
+        }
+        if constexpr (OUT_DTYPE == MXRT_OUT_F32) {
+#pragma unroll
+          for (u32 i = 0; i < CH; ++i) o[i] = e[i];
+        } else {
+#pragma unroll
+          for (u32 i = 0; i < CH / 2u; ++i) o[i] = e[2u * i] | (e[2u * i + 1u] << 16);
+        }
       }
-#pragma unroll
-      for (u32 i = 0; i < CH; ++i)
-        if (ch[u].j0 + i >= k) o[i] = 0u;
       dq_store(out, ldo, flags, ch[u], o);
     }
   }

@@ -10,8 +10,8 @@ from ..runtime.kernel_spec import KernelSpec, define_grid
 QUANT_ROWWISE_THREADS = 256
 QUANT_DUAL_THREADS = 256
 DEQUANT_THREADS = 256
-#: elements per chunk of the dequantizer (CH): a warp's 32 chunks are one contiguous load and store
-DEQUANT_CH = 8
+#: elements per chunk of the dequantizer (CH; 16 measured 8-10% faster than 8, session 10 call 4)
+DEQUANT_CH = 16
 
 # The fused scale layouts (SCALE_LAYOUT 1..4) only change where a scale byte is stored, the same code for every
 # element format: the compile check builds them with e4m3 and e2m1 (the MXFP8 / MXFP4 formats GEMMs read) on

@@ -149,7 +149,7 @@ MXRT_DEVICE u32 dq_fast_elem(u32 c, u32 sc) {
     return dq_bits<EFMT, OUT_DTYPE>(c, sc);
 }
 
-// The packed route (CUDA, fp8 -> bfloat16, scale byte in the fast window, no NaN / Inf code and, for e5m2, no
+// The packed route (CUDA, fp8 -> bfloat16, scale byte in [FAST_LO, 142], no NaN / Inf code and, for e5m2, no
 // subnormal code in the chunk; ncu, session 10 call 3: the per-element route was issue-bound at 81% SM throughput
 // and 36% DRAM): two codes become an f16x2 (e4m3: one cvt.rn.f16x2.e4m3x2, exact, subnormals normalised; e5m2: the
 // code is the f16's high byte), then both halves move to bf16 at once: magnitude >> 3 (the f16 mantissa's low 7 bits
@@ -177,7 +177,7 @@ MXRT_DEVICE u32 dq_f16x2(u32 w, u32 h) {
 
 // an f16x2 of fp8 values (finite, normal or zero in f16) times 2^(s - 127), as a bf16x2: each half's f16 fields
 // shifted into bf16 position read as 2^(e16 - 127) * 1.m (normal: e16 >= 1; zero stays zero), times the bf16x2 f2 =
-// 2^(s - 15) in both halves, one exact bf16x2 multiply (results normal for s in the fast window)
+// 2^(s - 15) in both halves (s <= 142: a finite bf16), one exact bf16x2 multiply (results normal)
 MXRT_DEVICE u32 dq_bf16x2(u32 h2, u32 f2) {
   const u32 x = ((h2 & 0x7FFF7FFFu) >> 3) | (h2 & 0x80008000u);
   u32 r;
@@ -238,7 +238,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 4)
       }
       bool packed = false;
 #if DQ_PACKED
-      if (sc >= Fmt::FAST_LO && sc <= Fmt::FAST_HI && ch[u].j0 + CH <= k) {
+      if (sc >= Fmt::FAST_LO && sc <= 142u && ch[u].j0 + CH <= k) {  // 2^(s - 15) a finite bf16
         u32 sp = 0u;
 #pragma unroll
         for (u32 i = 0; i < DQ_W; ++i) {

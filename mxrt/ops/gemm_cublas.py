@@ -12,12 +12,12 @@ Serves every format pair, any k, every scale layout and every out dtype (float16
 that the split-K reduce kernel rounds to fp16; cublasGemmEx has no bf16 x bf16 -> fp16). Memory: the two bf16
 workspaces, ``2 * (m + n) * round_up(k, 8)`` bytes, as the workaround it replaces (plus ``4 * m * n`` for fp16 out).
 
-Automatic selection (H200, session 10 call 2, n, k = 7168, 4096): float32 out with an fp8 operand at every m (it beats
-``sm90_bf16`` at every m measured: 62 vs 38 TFLOP/s at m = 65, 601 vs 318 at 2048; the decode and fp8 paths decline
-that case, which otherwise ran on ``generic``); 16-bit out from ``AUTO_MIN_M`` = 512 rows (below,
-dequantising the whole weight costs more than ``sm90_ws``: 223 vs 276 at m = 256, 358 vs 297 at 512), and for any m
-where the fp8 engines cannot run (k % 16 != 0 with an fp8 operand, code bases not 16-byte aligned: ``generic``
-otherwise). ``MXRT_GEMM_PATH=sm90_cublas`` forces it for any m.
+Automatic selection (H200, session 10 call 5, n, k = 7168, 4096, MXFP8, TFLOP/s): every m > 64 (at or above
+``sm90_ws`` at every m measured: 80 vs 73 at m = 65, 148 vs 142 at 128, 279 vs 278 at 256, 427 vs 300 at 512, 662 vs
+364 at 2048; far above ``sm90_bf16`` for fp32 out: 79 vs 38 at 65, 653 vs 321 at 2048); fp32 out with an fp8 operand
+at every m (the decode and fp8 paths decline it; it ran on ``generic`` below 65); any m where the fp8 engines cannot
+run (k % 16 != 0 with an fp8 operand, code bases not 16-byte aligned; ``generic`` otherwise). m <= 64 with 16-bit out
+stays with ``sm90_decode`` / ``sm90_wgmma``. ``MXRT_GEMM_PATH=sm90_cublas`` forces it for any m.
 """
 
 from __future__ import annotations
@@ -40,8 +40,8 @@ NAME = "sm90_cublas"
 TARGET = "sm_90a"
 #: above sm90_bf16 (27) and sm90_ws (25) where it runs; below sm90_decode (30)
 PRIORITY = 28
-#: automatic selection: the smallest m served with 16-bit out where sm90_ws can run (the measured crossover)
-AUTO_MIN_M = 512
+#: automatic selection: the smallest m served with 16-bit out where sm90_ws can run (m <= 64: sm90_decode / wgmma)
+AUTO_MIN_M = 65
 _LIMIT = 2**31
 OUT_DTYPES = ("bfloat16", "float32", "float16")
 
@@ -83,7 +83,7 @@ def supports(dg: DeviceGemm) -> str | None:
     if dtype_name(p.out_dtype) == "float32":
         return None
     if p.m < AUTO_MIN_M and _ws_cannot(dg) is None:
-        return f"m = {p.m} < {AUTO_MIN_M}: sm90_ws is faster here (MXRT_GEMM_PATH forces sm90_cublas)"
+        return f"m = {p.m} < {AUTO_MIN_M}: left to the decode / wgmma paths (MXRT_GEMM_PATH forces sm90_cublas)"
     return None
 
 

@@ -18,6 +18,7 @@ BACKENDS = ("auto", "numpy", "gpu")
 
 #: The public ops that have GPU kernels (each defined in mxrt/api/, calling its mxrt/ops/ twin explicitly).
 GPU_OPS = (
+    "dequantize_mx",
     "gemm_mx",
     "grouped_gemm_mx",
     "grouped_gemm_mx_wgrad",

@@ -87,6 +87,39 @@ def quantize_mx_dual_cases() -> Iterator[Case]:
             )
 
 
+def dequantize_mx_cases() -> Iterator[Case]:
+    """Every code x every scale byte (rows of 256 codes, one scale byte per row) and a ragged random case, for each
+    output dtype: the GPU kernel's bits against the numpy twin's (bfloat16 compared as values, NaN == NaN)."""
+    from ..api.quant import dequantize_mx
+    from ..formats.mx import MXArray
+
+    rng = np.random.default_rng(7)
+    grids = {
+        "every code x scale e4m3": ("e4m3", np.tile(np.arange(256, dtype=np.uint8), (256, 1)), (256, 256)),
+        "every code x scale e5m2": ("e5m2", np.tile(np.arange(256, dtype=np.uint8), (256, 1)), (256, 256)),
+        "random e2m1 37x100": ("e2m1", rng.integers(0, 16, (37, 100)).astype(np.uint8), (37, 100)),
+        "random e3m2 5x33": ("e3m2", rng.integers(0, 64, (5, 33)).astype(np.uint8), (5, 33)),
+    }
+    for name, (fmt, codes, shape) in grids.items():
+        kb = -(-shape[1] // 32)
+        scales = (np.arange(shape[0])[:, None] % 256).repeat(kb, 1).astype(np.uint8)
+        if fmt == "e2m1":
+            padded = np.concatenate([codes, np.zeros((shape[0], shape[1] % 2), np.uint8)], 1)
+            data = (padded[:, 0::2] | (padded[:, 1::2] << 4)).astype(np.uint8)
+        else:
+            data = codes
+        q = MXArray(data, scales, fmt, 32, 1, shape, "floor")
+        for dt in (np.float32, ml_dtypes.bfloat16, np.float16):
+
+            def on_gpu(q=q, dt=dt):
+                cp = _cupy()
+                dq = MXArray(cp.asarray(q.data), cp.asarray(q.scales), q.fmt, 32, 1, q.shape, "floor")
+                h = cp.asnumpy(dequantize_mx(dq, dt))
+                return h.view(ml_dtypes.bfloat16) if dt == ml_dtypes.bfloat16 else h
+
+            yield f"{name} -> {np.dtype(dt).name}", on_gpu, lambda q=q, dt=dt: dequantize_mx(q, dt)
+
+
 _SCALE_FORMS = [
     ("aiter32x8", None),
     ("turbo16x4", None),
@@ -188,6 +221,7 @@ def moe_combine_cases() -> Iterator[Case]:
 
 #: op name -> generator of (case, run_gpu, run_numpy). Add one line per new GPU op.
 GPU_CASES: dict[str, Callable[[], Iterable[Case]]] = {
+    "dequantize_mx": dequantize_mx_cases,
     "quantize_mx": quantize_mx_cases,
     "quantize_mx_dual": quantize_mx_dual_cases,
     "preshuffle_scales": preshuffle_scales_cases,

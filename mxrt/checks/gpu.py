@@ -31,6 +31,8 @@ def _cupy():
 
 def _arrays(result: Any) -> list[Any]:
     """Flatten an op result to its arrays (MXArray -> data, scales; tuples recursively)."""
+    if isinstance(result, np.ndarray):  # (``.data`` of a bfloat16 ndarray is a memoryview numpy cannot make)
+        return [result]
     if hasattr(result, "data") and hasattr(result, "scales"):
         return [result.data, result.scales]
     if isinstance(result, tuple):
@@ -89,7 +91,7 @@ def quantize_mx_dual_cases() -> Iterator[Case]:
 
 def dequantize_mx_cases() -> Iterator[Case]:
     """Every code x every scale byte (rows of 256 codes, one scale byte per row) and a ragged random case, for each
-    output dtype: the GPU kernel's bits against the numpy twin's (bfloat16 compared as values, NaN == NaN)."""
+    output dtype: the GPU kernel's values against the numpy twin's (bfloat16 as exact float32 values, NaN == NaN)."""
     from ..api.quant import dequantize_mx
     from ..formats.mx import MXArray
 
@@ -114,10 +116,14 @@ def dequantize_mx_cases() -> Iterator[Case]:
             def on_gpu(q=q, dt=dt):
                 cp = _cupy()
                 dq = MXArray(cp.asarray(q.data), cp.asarray(q.scales), q.fmt, 32, 1, q.shape, "floor")
-                h = cp.asnumpy(dequantize_mx(dq, dt))
-                return h.view(ml_dtypes.bfloat16) if dt == ml_dtypes.bfloat16 else h
+                h = cp.asnumpy(dequantize_mx(dq, dt))  # bfloat16: uint16 bits in CuPy
+                return h.view(ml_dtypes.bfloat16).astype(np.float32) if dt == ml_dtypes.bfloat16 else h
 
-            yield f"{name} -> {np.dtype(dt).name}", on_gpu, lambda q=q, dt=dt: dequantize_mx(q, dt)
+            def on_numpy(q=q, dt=dt):  # bfloat16 compared as its exact float32 values (NaN == NaN)
+                d = dequantize_mx(q, dt)
+                return d.astype(np.float32) if dt == ml_dtypes.bfloat16 else d
+
+            yield f"{name} -> {np.dtype(dt).name}", on_gpu, on_numpy
 
 
 _SCALE_FORMS = [

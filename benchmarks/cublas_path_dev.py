@@ -132,6 +132,40 @@ def section_crossover() -> None:
         print(f"m={m}: " + " | ".join(row))
 
 
+def section_eager() -> None:
+    """Wall time per eager ``mxrt.gemm_mx`` call (CuPy MXArrays, 200 calls, one sync at the end): the small-call plan
+    (prepared launches) vs every call through path.run (``MXRT_LAUNCH=cupy``), and sm90_ws planned, beside the
+    graph-replayed kernel time."""
+    import time
+
+    print("## eager calls (us per call, 200 calls, one sync) vs the graph-replayed kernels")
+    for m in (65, 128, 512):
+        qa, qb = operands(m, 7168, 4096)
+        row = []
+        for label, env in (("cublas plan", {}), ("cublas no plan", {"MXRT_LAUNCH": "cupy"}),
+                           ("ws plan", {"MXRT_GEMM_PATH": "sm90_ws"})):  # fmt: skip
+            old = {k_: os.environ.get(k_) for k_ in env}
+            os.environ.update(env)
+            try:
+                from mxrt.api import gemm as api_gemm
+
+                api_gemm.clear_plans()
+                for _ in range(5):
+                    mxrt.gemm_mx(qa, qb)
+                cupy.cuda.Device().synchronize()
+                t = time.perf_counter()
+                for _ in range(200):
+                    mxrt.gemm_mx(qa, qb)
+                cupy.cuda.Device().synchronize()
+                row.append(f"{label} {(time.perf_counter() - t) / 200 * 1e6:.1f}")
+            finally:
+                for k_, v in old.items():
+                    os.environ.pop(k_) if v is None else os.environ.__setitem__(k_, v)
+        fn, _ = path_call("sm90_cublas", qa, qb, "bfloat16")
+        row.append(f"kernels (graph) {graph_time_us(fn):.1f}")
+        print(f"m={m}: " + " | ".join(row))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sections", default="dequant,outs,crossover")
@@ -139,7 +173,7 @@ def main() -> None:
     print(get_arch())
     for s in args.sections.split(","):
         sections = {"dequant": section_dequant, "dequant_once": section_dequant_once, "outs": section_outs,
-                    "crossover": section_crossover}  # fmt: skip
+                    "crossover": section_crossover, "eager": section_eager}  # fmt: skip
         sections[s]()
         cupy.get_default_memory_pool().free_all_blocks()
 

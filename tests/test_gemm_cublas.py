@@ -316,3 +316,36 @@ def test_auto_selected_and_graph_captured(monkeypatch: pytest.MonkeyPatch) -> No
         graph.launch(stream=stream)
         stream.synchronize()
         assert not check_result(out, qa, qb, "bfloat16")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("out_dtype", ["bfloat16", "float32"])
+@pytest.mark.parametrize("gated", [False, True], ids=["window", "gated"])
+def test_prepared_plan_is_bitwise_the_unplanned_route(monkeypatch: pytest.MonkeyPatch, out_dtype, gated) -> None:
+    """The small-call plan (three prepared launches + cuBLAS) gives the bits of the first, unplanned call on fresh
+    buffers of the same key, through the fallback too (a scale outside the window), with poisoned workspaces."""
+    cupy = pytest.importorskip("cupy")
+    from support.gemm_cases import check_result, operands, to_device
+
+    from mxrt.api import gemm as api_gemm
+    from mxrt.runtime import get_arch
+
+    if get_arch().target != "sm_90a" or not cublas.available():
+        pytest.skip("sm_90a with CuPy's cuBLAS only")
+    monkeypatch.delenv("MXRT_GEMM_PATH", raising=False)
+    api_gemm.clear_plans()
+    m, n, k = 200, 300, 1000
+    for seed in (1, 2):
+        _, _, qa, qb = operands(m, n, k, "e4m3", "e4m3", seed=seed)
+        if gated:
+            qa.scales[7, 3] = 140
+        da, db = to_device(qa), to_device(qb)
+        first = mxrt.gemm_mx(da, db, out_dtype=out_dtype)
+        with mxrt.runtime.debug(poison=0xFF):
+            planned = [mxrt.gemm_mx(da, db, out_dtype=out_dtype) for _ in range(2)]
+        plan = api_gemm._PLANS[api_gemm._plan_key(da, db, out_dtype, 1, True, None, "auto", None, None)]
+        assert plan.runner is not None
+        assert not check_result(first, qa, qb, out_dtype)
+        for d in planned:
+            assert bool((d == first).all())
+        cupy.cuda.Device().synchronize()

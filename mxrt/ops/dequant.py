@@ -54,6 +54,46 @@ def check_dequant_limits(op: str, rows: int, k: int, layout: str | None) -> None
             )
 
 
+def dequant_entry(
+    q_ptr: int,
+    out_ptr: int,
+    scales: Any,
+    rows: int,
+    k: int,
+    ldo: int,
+    fmt: str,
+    layout: str | None,
+    out_dtype: str,
+    arch: Any,
+    gated: bool,
+    ch: int = quant_kernels.DEQUANT_CH,
+) -> tuple[Any, LaunchConfig, tuple[np.uint32, ...]]:
+    """The kernel, launch configuration and trailing scalars ``(rows, k, ldo, kbs, flags)`` of one dequantisation
+    (the vector flags from the code / output addresses' 16-byte alignment, which a small-call plan keys on)."""
+    kbs = -(-k // 32)
+    row_bytes = -(-k // 2) if fmt == "e2m1" else k
+    flags = 0
+    if k % 16 == 0 and q_ptr % (8 if fmt == "e2m1" else 16) == 0 and row_bytes % (8 if fmt == "e2m1" else 16) == 0:
+        flags |= _FLAG_VEC_IN
+    isz = 4 if out_dtype == "float32" else 2
+    if out_ptr % 16 == 0 and (ldo * isz) % 16 == 0:
+        flags |= _FLAG_VEC_OUT
+    d = defines(
+        CH=ch,
+        EFMT=codes.FMT_CODES[fmt],
+        GATE=int(gated),
+        OUT_DTYPE=codes.GEMM_OUT_DTYPE_CODES[out_dtype],
+        SL=layout_code(layout, scales),
+        THREADS=quant_kernels.DEQUANT_THREADS,
+    )
+    kernel = build(quant_kernels.DEQUANTIZE_MX, d, arch)
+    chunks = rows * -(-ldo // ch)
+    blocks = min(-(-chunks // (32 // ch * quant_kernels.DEQUANT_THREADS)), _MAX_BLOCKS)  # 32 / ch chunks a thread
+    cfg = LaunchConfig((blocks, 1, 1), (quant_kernels.DEQUANT_THREADS, 1, 1), 0)
+    u32 = np.uint32
+    return kernel, cfg, (u32(rows), u32(k), u32(ldo), u32(kbs), u32(flags))
+
+
 def launch_dequant(
     op: str,
     q: Any,
@@ -76,29 +116,12 @@ def launch_dequant(
     16). No host synchronisation."""
     if rows == 0 or ldo == 0:
         return
-    kbs = -(-k // 32)
-    row_bytes = -(-k // 2) if fmt == "e2m1" else k
-    flags = 0
-    if k % 16 == 0 and q.data.ptr % (8 if fmt == "e2m1" else 16) == 0 and row_bytes % (8 if fmt == "e2m1" else 16) == 0:
-        flags |= _FLAG_VEC_IN
-    isz = 4 if out_dtype == "float32" else 2
-    if out.data.ptr % 16 == 0 and (ldo * isz) % 16 == 0:
-        flags |= _FLAG_VEC_OUT
-    d = defines(
-        CH=ch,
-        EFMT=codes.FMT_CODES[fmt],
-        GATE=int(gate is not None),
-        OUT_DTYPE=codes.GEMM_OUT_DTYPE_CODES[out_dtype],
-        SL=layout_code(layout, scales),
-        THREADS=quant_kernels.DEQUANT_THREADS,
+    entry = dequant_entry(
+        q.data.ptr, out.data.ptr, scales, rows, k, ldo, fmt, layout, out_dtype, arch, gate is not None, ch
     )
-    kernel = build(quant_kernels.DEQUANTIZE_MX, d, arch)
-    chunks = rows * -(-ldo // ch)
-    blocks = min(-(-chunks // (32 // ch * quant_kernels.DEQUANT_THREADS)), _MAX_BLOCKS)  # 32 / ch chunks a thread
-    cfg = LaunchConfig((blocks, 1, 1), (quant_kernels.DEQUANT_THREADS, 1, 1), 0)
-    u32 = np.uint32
-    g = gate if gate is not None else 0
-    launch(op, kernel, cfg, (q, scales, out, g, u32(rows), u32(k), u32(ldo), u32(kbs), u32(flags)))
+    kernel, cfg, scalars = entry
+    g = gate if gate is not None else np.uint64(0)  # a null pointer (a numpy scalar: the driver route packs it)
+    launch(op, kernel, cfg, (q, scales, out, g, *scalars))
 
 
 def check_device_mx(q: Any, op: str) -> tuple[MXArray, int, int]:

@@ -30,9 +30,10 @@ from ..config import gemm_path_override
 from ..errors import UnsupportedArchError
 from ..problems.gemm import GEMM_FORMAT_PAIRS
 from ..runtime import alloc, cublas
-from .dequant import check_dequant_limits, launch_dequant
-from .gemm_generic import run_gated
-from .gemm_paths import DeviceGemm, GemmPath, register_gemm_path
+from ..runtime.launch import prepare
+from .dequant import check_dequant_limits, dequant_entry, launch_dequant
+from .gemm_generic import gated_entry, run_gated
+from .gemm_paths import DeviceGemm, GemmPath, PreparedGemm, register_gemm_path
 from .gemm_sm90_ws import _cannot as _ws_cannot
 from .gemm_splitk import launch_reduce, workspace
 
@@ -115,4 +116,47 @@ def run(dg: DeviceGemm) -> None:
     run_gated(dg, gate)
 
 
-register_gemm_path(GemmPath(NAME, TARGET, PRIORITY, supports, run))
+def prepare_run(dg: DeviceGemm) -> PreparedGemm | None:
+    """:func:`run` for ``dg``'s plan with its three launches prepared (bf16 / fp32 out; fp16 out stays on
+    :func:`run`): a call allocates the workspaces and the gate word from the pool, zeroes the gate
+    (``cudaMemsetAsync``), launches both dequantisations, cuBLAS and the gated fallback."""
+    p = dg.p
+    out = dtype_name(p.out_dtype)
+    if p.is_empty or out == "float16" or cannot(dg) is not None:
+        return None
+    import cupy
+
+    kp, m, n, arch = padded_k(p.k), p.m, p.n, dg.arch
+    ws_aligned = 1 << 20  # the pool's blocks are 512-byte aligned: the workspaces' vector flag is on
+    ka, cfga, sa_ = dequant_entry(
+        dg.a_codes.data.ptr, ws_aligned, dg.a_scales, m, p.k, kp, p.a_fmt, p.a_scale_layout, "bfloat16", arch, True
+    )
+    kb, cfgb, sb_ = dequant_entry(
+        dg.b_codes.data.ptr, ws_aligned, dg.b_scales, n, p.k, kp, p.b_fmt, p.b_scale_layout, "bfloat16", arch, True
+    )
+    kg, cfgg, sg_ = gated_entry(dg)
+    ptr = np.uint64(0)
+    pa = prepare(p.op, ka, cfga, (dg.a_codes, dg.a_scales, ptr, ptr, *sa_))
+    pb = prepare(p.op, kb, cfgb, (dg.b_codes, dg.b_scales, ptr, ptr, *sb_))
+    pg = prepare(p.op, kg, cfgg, (dg.a_codes, dg.a_scales, dg.b_codes, dg.b_scales, ptr, *sg_, ptr))
+    if pa is None or pb is None or pg is None:
+        return None
+    va, vb, vg = (tuple(int(x) for x in t) for t in (sa_, sb_, sg_))
+    memset = cupy.cuda.runtime.memsetAsync
+    stream = cupy.cuda.get_current_stream
+
+    def g(a_ptr: int, b_ptr: int, sa_ptr: int, sb_ptr: int, out_ptr: int) -> None:
+        wa = alloc.empty((m, kp), np.uint16)
+        wb = alloc.empty((n, kp), np.uint16)
+        gate = alloc.empty(1, np.uint32)
+        gp = gate.data.ptr
+        memset(gp, 0, 4, stream().ptr)
+        pa(a_ptr, sa_ptr, wa.data.ptr, gp, *va)
+        pb(b_ptr, sb_ptr, wb.data.ptr, gp, *vb)
+        cublas.gemm_bf16_nt(m, n, kp, wa.data.ptr, kp, wb.data.ptr, kp, out_ptr, n, out)
+        pg(a_ptr, sa_ptr, b_ptr, sb_ptr, out_ptr, *vg, gp)
+
+    return PreparedGemm(g, (pa, pb, pg))
+
+
+register_gemm_path(GemmPath(NAME, TARGET, PRIORITY, supports, run, prepare_run))

@@ -8,6 +8,8 @@ atomics). The mode logic and the reduce launch are shared with the other paths: 
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from .. import codes
@@ -67,7 +69,9 @@ def _row_bytes(fmt: str, k: int) -> int:
     return _cdiv(k, 2) if fmt == "e2m1" else k
 
 
-def _launch_gemm(dg: DeviceGemm, dst, out_code: int, atomic: bool, gate=None) -> None:
+def _gemm_entry(dg: DeviceGemm, out_code: int, atomic: bool) -> tuple[Any, LaunchConfig, tuple]:
+    """The kernel, launch configuration and trailing scalars ``(m, n, k, split_k, la, lb, sa_shift, sb_shift,
+    flags)`` of one generic GEMM launch (the vector flags from the code addresses' 16-byte alignment)."""
     p = dg.p
     bm, bn = gemm_kernels.GEMM_GENERIC_TILE
     d = defines(
@@ -89,14 +93,25 @@ def _launch_gemm(dg: DeviceGemm, dst, out_code: int, atomic: bool, gate=None) ->
         grid=(_cdiv(p.n, bn), _cdiv(p.m, bm), p.split_k), block=(gemm_kernels.GEMM_GENERIC_THREADS, 1, 1)
     )
     u32 = np.uint32
-    args = (dg.a_codes, dg.a_scales, dg.b_codes, dg.b_scales, dst, u32(p.m), u32(p.n), u32(p.k), u32(p.split_k))
-    launch(p.op, kernel, cfg, (*args, la, lb, sa_shift, sb_shift, u32(flags), 0 if gate is None else gate))
+    return kernel, cfg, (u32(p.m), u32(p.n), u32(p.k), u32(p.split_k), la, lb, sa_shift, sb_shift, u32(flags))
+
+
+def _launch_gemm(dg: DeviceGemm, dst, out_code: int, atomic: bool, gate=None) -> None:
+    kernel, cfg, scalars = _gemm_entry(dg, out_code, atomic)
+    args = (dg.a_codes, dg.a_scales, dg.b_codes, dg.b_scales, dst)
+    launch(dg.p.op, kernel, cfg, (*args, *scalars, np.uint64(0) if gate is None else gate))
 
 
 def run(dg: DeviceGemm) -> None:
     """Launch the generic GEMM (and the reduce) on CuPy's current stream; never synchronises with the host."""
     check_limits(dg)
     run_split_k(dg, lambda dst, out_code, atomic: _launch_gemm(dg, dst, out_code, atomic))
+
+
+def gated_entry(dg: DeviceGemm) -> tuple[Any, LaunchConfig, tuple]:
+    """:func:`run_gated`'s kernel, configuration and scalars (a small-call plan prepares them once)."""
+    check_limits(dg)
+    return _gemm_entry(dg, codes.GEMM_OUT_DTYPE_CODES[dtype_name(dg.p.out_dtype)], False)
 
 
 def run_gated(dg: DeviceGemm, gate) -> None:

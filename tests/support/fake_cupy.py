@@ -127,7 +127,7 @@ def install(*, record: bool = False) -> Iterator[dict]:
     from mxrt.api import interop
     from mxrt.ops import gemm_sm90
     from mxrt.runtime import arch as arch_mod
-    from mxrt.runtime import compiler
+    from mxrt.runtime import compiler, cublas
 
     launch = importlib.import_module("mxrt.runtime.launch")  # the package exports a function of the same name
     state: dict = {"builds": [], "launches": [], "device": 0}
@@ -177,6 +177,7 @@ def install(*, record: bool = False) -> Iterator[dict]:
         "get_arch": arch_mod.get_arch,
         "driver": launch._DRIVER,
         "encode": gemm_sm90._driver,
+        "cublas": cublas.available,
     }
     mods = [m for name, m in sys.modules.items() if name.startswith("mxrt.") and hasattr(m, "build")]
     mods += [m for name, m in sys.modules.items() if name.startswith("mxrt.") and hasattr(m, "get_arch")]
@@ -192,6 +193,7 @@ def install(*, record: bool = False) -> Iterator[dict]:
         interop.array_kind = array_kind
         launch._DRIVER = fn
         gemm_sm90._driver = _encode  # cuTensorMapEncodeTiled
+        cublas.available = lambda: False  # cuBLAS is not faked: the sm90_cublas path declines, the engines run
         _reset_caches()
         yield state
     finally:
@@ -204,6 +206,7 @@ def install(*, record: bool = False) -> Iterator[dict]:
         interop.array_kind = kind
         launch._DRIVER = saved["driver"]
         gemm_sm90._driver = saved["encode"]
+        cublas.available = saved["cublas"]
         _reset_caches()
 
 

@@ -41,7 +41,7 @@ def write(path: Path, cells: dict, device: str = DEV, target: str = "sm_90a", sc
     gemm_decode.reload_table()
 
 
-def dense(m=1, n=7168, k=18432, arch=H100):
+def dense(m=1, n=7168, k=12288, arch=H100):
     p = NS(m=m, n=n, k=k, k_blocks=k // 32, split_k=1, a_scale_layout=None, b_scale_layout=None,
            out_dtype="bfloat16", a_fmt="e4m3", b_fmt="e4m3", op="gemm_mx")  # fmt: skip
     buf = NS(data=NS(ptr=0x10000))
@@ -52,7 +52,7 @@ def test_buckets():
     assert [T.bucket(m) for m in (1, 2, 3, 4, 5, 8, 9, 16, 17, 33, 64)] == [1, 2, 4, 4, 8, 8, 16, 16, 32, 64, 64]
     with pytest.raises(ValueError):
         T.bucket(65)
-    assert T.lookup("sm_90a", DEV, 7168, 18432, 65) is None
+    assert T.lookup("sm_90a", DEV, 7168, 12288, 65) is None
 
 
 def test_default_user_path(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
@@ -68,13 +68,17 @@ def test_shipped_table_is_package_data_with_measured_cells_only():
     assert 'mxrt = ["py.typed", "data/*.json"]' in (ROOT / "pyproject.toml").read_text()  # non-editable installs
     cells, meta = T.load_file(T.shipped_path())
     assert "measured cells only" in meta["source"]
-    assert [r["argv"][:2] for r in meta["runs"]] == [["tune", "gemm"]]
-    # the cell 7168 x 4096 at every bucket, as `mxrt tune gemm` measured it on the H100; nothing else
-    assert {(n, k) for (_, _, n, k, _) in cells} == {(7168, 4096)} and len(cells) == len(T.M_BUCKETS)
+    assert {tuple(r["argv"][:2]) for r in meta["runs"]} == {("tune", "gemm")}
+    # the cell 7168 x 4096 at every bucket as `mxrt tune gemm` measured it on the H100, and the 15 N x K
+    # decode cells of benchmarks/bench_decode.py (TP 1 and 8) at every bucket up to 64, measured on an H200
+    h100 = {(n, k, mb) for (_, d, n, k, mb) in cells if d == DEV}
+    h200 = {(n, k, mb) for (_, d, n, k, mb) in cells if d == "NVIDIA H200"}
+    assert {(n, k) for n, k, _ in h100} == {(7168, 4096)} and len(h100) == len(T.M_BUCKETS)
+    assert len({(n, k) for n, k, _ in h200}) == 15 and len(h200) == 15 * 7 and len(cells) == len(h100) + len(h200)
     for (target, device, n, k, mb), e in cells.items():
-        assert (target, device, e.path) == ("sm_90a", DEV, "sm90_decode")
+        assert (target, e.path) == ("sm_90a", "sm90_decode")
         assert e.us is not None and e.split is not None  # measured
-        c, split = gemm_decode.plan(mb, n, k, 1, 132, "sm_90a", DEV)
+        c, split = gemm_decode.plan(mb, n, k, 1, 132, "sm_90a", device)
         assert (c.kw, c.stages, c.rt, split) == (e.kw, e.stages, e.rt or 1, e.split)
 
 
@@ -88,17 +92,17 @@ def test_lookup_device_fallback_and_misses():
 
 
 def test_user_table_overrides_shipped(user_table: Path):
-    write(user_table, {"7168x18432": {"4": {"path": "sm90_decode", "kw": 8, "stages": 2, "split": 2, "us": 9.5}}})
-    e = T.lookup("sm_90a", DEV, 7168, 18432, 3)
+    write(user_table, {"7168x12288": {"4": {"path": "sm90_decode", "kw": 8, "stages": 2, "split": 2, "us": 9.5}}})
+    e = T.lookup("sm_90a", DEV, 7168, 12288, 3)
     assert e == T.Entry("sm90_decode", 8, 2, 2, 9.5)
-    assert T.lookup("sm_90a", DEV, 7168, 18432, 1) is None  # no shipped cell: the envelope default runs
-    c, split = gemm_decode.plan(3, 7168, 18432, 1, 132, "sm_90a", DEV)
+    assert T.lookup("sm_90a", DEV, 7168, 12288, 1) is None  # no shipped cell: the envelope default runs
+    c, split = gemm_decode.plan(3, 7168, 12288, 1, 132, "sm_90a", DEV)
     assert (c.mt, c.kw, c.stages, split) == (1, 8, 2, 2)
-    assert gemm_decode.plan(3, 7168, 18432, 2, 132, "sm_90a", DEV)[0].kw == 8  # the entry's own split
-    assert gemm_decode.plan(3, 7168, 18432, 3, 132, "sm_90a", DEV) == gemm_decode.plan(3, 7168, 18432, 3, 132)
+    assert gemm_decode.plan(3, 7168, 12288, 2, 132, "sm_90a", DEV)[0].kw == 8  # the entry's own split
+    assert gemm_decode.plan(3, 7168, 12288, 3, 132, "sm_90a", DEV) == gemm_decode.plan(3, 7168, 12288, 3, 132)
     # another device's user entry still beats the shipped file of this device
-    write(user_table, {"7168x18432": {"4": {"path": "sm90_decode", "kw": 4, "stages": 4, "split": 1}}}, "Other")
-    assert T.lookup("sm_90a", DEV, 7168, 18432, 4).stages == 4
+    write(user_table, {"7168x12288": {"4": {"path": "sm90_decode", "kw": 4, "stages": 4, "split": 1}}}, "Other")
+    assert T.lookup("sm_90a", DEV, 7168, 12288, 4).stages == 4
 
 
 @pytest.fixture
@@ -131,7 +135,7 @@ def test_an_entry_whose_rings_outgrow_a_layouts_staged_words_runs_the_defaults(u
 def test_path_entry_routes_to_the_other_path(user_table: Path, registry: dict, monkeypatch: pytest.MonkeyPatch):
     assert gemm_decode.supports(dense()) is None
     assert select_gemm_path(dense()).name == "sm90_decode"
-    write(user_table, {"7168x18432": {"1": {"path": "sm90_wgmma", "us": 30.0}}})
+    write(user_table, {"7168x12288": {"1": {"path": "sm90_wgmma", "us": 30.0}}})
     assert gemm_decode.supports(dense()) == "tuned table routes it to sm90_wgmma"
     assert select_gemm_path(dense()).name == "sm90_wgmma"
     assert gemm_decode.supports(dense(m=2)) is None  # another bucket: the shipped decode entry
@@ -140,7 +144,7 @@ def test_path_entry_routes_to_the_other_path(user_table: Path, registry: dict, m
     monkeypatch.delenv(ENV_GEMM_PATH)
     registry["why"] = "declines"  # the routed path cannot run the call: the decode path keeps it
     assert gemm_decode.supports(dense()) is None
-    write(user_table, {"7168x18432": {"1": {"path": "no_such_path"}}})
+    write(user_table, {"7168x12288": {"1": {"path": "no_such_path"}}})
     assert gemm_decode.supports(dense()) is None
     with pytest.raises(UnsupportedArchError):
         select_gemm_path(dense(m=65), "sm90_decode")

@@ -1,5 +1,5 @@
 """The ``sm90_cublas`` GEMM path (exact dequantisation to bf16 + one cuBLAS bf16 GEMM, gated exact fallback): what it
-declines and the automatic policy with it present (CPU, fake devices, cuBLAS bindings stubbed present); its
+declines and the automatic policy with it present (CPU, fake devices, cuBLAS stubbed present); its
 compile-check builds; on an sm_90a device (marker ``gpu``): every format pair, fp32 / bf16 out and K tails no other
 Hopper path serves against the float64 reference with bitwise reruns, the gate and its exact fallback (scales
 outside the window, NaN / Inf codes in finite blocks, extreme scale pairs), scale layouts bitwise equal to row-major,
@@ -26,7 +26,7 @@ _dg = sm90_device_gemm
 
 @pytest.fixture
 def present(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Automatic selection on an H100 whose CuPy has the cuBLAS bindings."""
+    """Automatic selection on an H100 where mxrt finds libcublas."""
     monkeypatch.delenv("MXRT_GEMM_PATH", raising=False)
     monkeypatch.setattr(cublas, "available", lambda: True)
 
@@ -41,7 +41,7 @@ def test_registered_between_bf16_route_and_decode() -> None:
 
 def test_declines_without_the_bindings(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(cublas, "available", lambda: False)
-    assert "cuBLAS bindings" in gemm_cublas.supports(_dg())
+    assert "cuBLAS is not available" in gemm_cublas.supports(_dg())
 
 
 @pytest.mark.parametrize(
@@ -146,7 +146,7 @@ def cupy_sm90(monkeypatch: pytest.MonkeyPatch):
     if get_arch().target != "sm_90a":
         pytest.skip("sm90_cublas runs on sm_90a only")
     if not cublas.available():
-        pytest.skip("CuPy has no cuBLAS bindings")
+        pytest.skip("no libcublas")
     monkeypatch.setenv("MXRT_GEMM_PATH", "sm90_cublas")
     return cupy
 
@@ -284,7 +284,7 @@ def test_auto_selected_and_graph_captured(monkeypatch: pytest.MonkeyPatch) -> No
     from mxrt.runtime import get_arch
 
     if get_arch().target != "sm_90a" or not cublas.available():
-        pytest.skip("sm_90a with CuPy's cuBLAS bindings only")
+        pytest.skip("sm_90a with libcublas only")
     monkeypatch.delenv("MXRT_GEMM_PATH", raising=False)
     m, n, k = gemm_cublas.AUTO_MIN_M, 160, 640
     _, _, qa0, qb0 = operands(m, n, k, "e4m3", "e4m3", seed=40)

@@ -27,7 +27,7 @@ import numpy as np
 from .._kinds import dtype_name
 from ..codes import GEMM_OUT_DTYPE_CODES
 from ..config import gemm_path_override
-from ..errors import UnsupportedArchError
+from ..errors import ShapeError, UnsupportedArchError
 from ..problems.gemm import GEMM_FORMAT_PAIRS
 from ..runtime import alloc, cublas
 from ..runtime.launch import prepare
@@ -56,7 +56,7 @@ def cannot(dg: DeviceGemm) -> str | None:
     """What the path cannot run at all."""
     p = dg.p
     if not cublas.available():
-        return "CuPy's cuBLAS bindings (gemmEx) are not available"
+        return "cuBLAS is not available (no CuPy, ROCm, or no libcublas found: mxrt.runtime.cublas.available())"
     if p.split_k != 1:
         return f"split_k = {p.split_k} (cuBLAS picks its own split)"
     if (p.a_fmt, p.b_fmt) not in GEMM_FORMAT_PAIRS:
@@ -68,7 +68,7 @@ def cannot(dg: DeviceGemm) -> str | None:
     for rows, layout in ((p.m, p.a_scale_layout), (p.n, p.b_scale_layout)):
         try:
             check_dequant_limits(p.op, rows, p.k, layout)
-        except Exception as e:  # ShapeError: the reason, not an error, while choosing a path
+        except ShapeError as e:  # the reason, not an error, while choosing a path
             return str(e)
     return None
 

@@ -1,6 +1,6 @@
 """The Hopper GEMM path ``sm90_cublas``: exact dequantisation of both MX operands to bf16
 (kernels_src/quant/dequantize_mx.hip, one pass each into pooled ``[rows, round_up(k, 8)]`` workspaces, K padding
-zeroed) and one cuBLAS bf16 GEMM with fp32 accumulation (:mod:`mxrt.runtime.cublas`, through CuPy's bindings).
+zeroed) and one cuBLAS bf16 GEMM with fp32 accumulation (:mod:`mxrt.runtime.cublas`: ctypes on CuPy's libcublas).
 
 It is the compiled "dequantize + cuBLAS" baseline done by mxrt, made exact for every input: the dequantisation
 pass also raises a device gate word where a block's scale byte lies outside the window in which bf16 operands and

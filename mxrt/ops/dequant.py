@@ -27,18 +27,12 @@ from ..runtime.compiler import build
 from ..runtime.kernel_spec import defines
 from ..runtime.launch import LaunchConfig, launch
 from . import quant_kernels
+from .gemm_sm90 import scale_layout_code
 
 GPU_OUT_DTYPES = ("float32", "bfloat16", "float16")
 _LIMIT = 2**31
 _FLAG_VEC_IN, _FLAG_VEC_OUT = 1, 2
 _MAX_BLOCKS = 1 << 20
-
-
-def layout_code(layout: str | None, scales: Any) -> int:
-    """SL of a scale operand: its layout's code; turbo16x4 stored as uint32 words its own code."""
-    if layout == "turbo16x4" and dtype_name(scales.dtype) == "uint32":
-        return codes.SCALE_LAYOUT_TURBO16X4_U32
-    return codes.SCALE_LAYOUT_CODES[layout]
 
 
 def check_dequant_limits(op: str, rows: int, k: int, layout: str | None) -> None:
@@ -83,7 +77,7 @@ def dequant_entry(
         EFMT=codes.FMT_CODES[fmt],
         GATE=int(gated),
         OUT_DTYPE=codes.GEMM_OUT_DTYPE_CODES[out_dtype],
-        SL=layout_code(layout, scales),
+        SL=scale_layout_code(layout, scales),
         THREADS=quant_kernels.DEQUANT_THREADS,
     )
     kernel = build(quant_kernels.DEQUANTIZE_MX, d, arch)

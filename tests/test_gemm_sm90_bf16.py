@@ -119,28 +119,11 @@ def cupy_sm90(monkeypatch: pytest.MonkeyPatch):
     return cupy
 
 
-_OUT = {"bfloat16": "uint16", "float16": "float16", "float32": "float32"}
+def _launch(cupy, *args, **tune):
+    """gemm_sm90_bf16.run on device copies (tests/support/gemm_cases.py run_path); host float64 result."""
+    from support.gemm_cases import run_path
 
-
-def _launch(cupy, codes_a, sa, codes_b, sb, fa, fb, k, out_dtype, layouts=(None, None), **tune):
-    """gemm_sm90_bf16.run on device copies (output poisoned first); host float64 result."""
-    from mxrt.problems import gemm_problem
-
-    def dev_scales(s, layout):
-        d = cupy.asarray(s)
-        return d if layout is None else mxrt.preshuffle_scales(d, layout)
-
-    a = (cupy.asarray(codes_a), dev_scales(sa, layouts[0]), fa, k)
-    b = (cupy.asarray(codes_b), dev_scales(sb, layouts[1]), fb, k)
-    p = gemm_problem(a, b, out_dtype=out_dtype, a_scale_layout=layouts[0], b_scale_layout=layouts[1])
-    out = cupy.empty((p.m, p.n), _OUT[out_dtype])
-    out.view(cupy.uint8).fill(0xFF)
-    dg = gemm_paths.DeviceGemm(p, a[0], b[0], a[1], b[1], out, mxrt.runtime.get_arch())
-    assert gemm_sm90_bf16.supports(dg) is None
-    gemm_sm90_bf16.run(dg, **tune)
-    cupy.cuda.runtime.deviceSynchronize()
-    h = cupy.asnumpy(out)
-    return h.view(ml_dtypes.bfloat16).astype(np.float64) if out_dtype == "bfloat16" else h.astype(np.float64)
+    return run_path(gemm_sm90_bf16, *args, **tune)
 
 
 def _check(got, want, out_dtype):
@@ -167,15 +150,11 @@ def _check(got, want, out_dtype):
 def test_window_data_persistent_walk_and_reruns(cupy_sm90, m, n, k, fa, fb, out) -> None:
     """Scales over the whole fast window, more tiles than CTAs (3 CTAs), K tails: the reference within the bar,
     bitwise reruns, and the SM-count grid bitwise equal."""
-    from support.gemm_cases import operands
+    from support.gemm_cases import operands, window_scales
 
     cupy = cupy_sm90
     _, _, qa, qb = operands(m, n, k, fa, fb, seed=m + k)
-    rng = np.random.default_rng(m + n)
-    kb = -(-k // 32)
-    lo = {"e4m3": 10, "e5m2": 17, "e2m1": 10}
-    sa = rng.integers(lo[fa], 135, (m, kb)).astype(np.uint8)
-    sb = (lo[fb] + 134 - rng.integers(lo[fb], 135, (n, kb))).astype(np.uint8)  # products stay in range
+    sa, sb = window_scales(m, n, k, fa, fb, seed=m + n)
     want = mxrt.reference.gemm_mx((qa.data, sa, fa, k), (qb.data, sb, fb, k), out_dtype="float64")
     got = _launch(cupy, qa.data, sa, qb.data, sb, fa, fb, k, out, ctas=3)
     _check(got, want, out)
@@ -190,27 +169,10 @@ def test_window_check_routes_to_the_exact_fallback(cupy_sm90, case, out) -> None
     """Anything the bf16 conversion would get wrong sets the gate and the exact fallback computes the output:
     one scale byte below / above the window, a NaN e4m3 code or an Inf e5m2 code in a finite-scale block, scale
     pairs over the whole E8M0 range (true factors near 1). Against the float64 reference (NaN where it is NaN)."""
-    from support.gemm_cases import operands
+    from support.gemm_cases import gate_case
 
     cupy = cupy_sm90
-    m, n, k = 300, 260, 320
-    fa, fb = ("e4m3", "e5m2") if case == "inf_code_e5m2" else ("e4m3", "e4m3")
-    _, _, qa, qb = operands(m, n, k, fa, fb, seed=7)
-    ac, bc = qa.data.copy(), qb.data.copy()
-    sa, sb = np.full_like(qa.scales, 127), np.full_like(qb.scales, 120)
-    if case == "scale_low":
-        sa[5, 3] = 9
-    elif case == "scale_high":
-        sb[200, 9] = 135
-    elif case == "nan_code_e4m3":
-        ac[17, 40] = 0x7F
-    elif case == "inf_code_e5m2":
-        bc[33, 70] = 0x7C
-    else:
-        kb = k // 32
-        base = np.linspace(0, 254, kb).astype(np.int64)
-        sa = np.tile(base, (m, 1)).astype(np.uint8)
-        sb = np.tile(254 - base, (n, 1)).astype(np.uint8)
+    ac, sa, bc, sb, fa, fb, k = gate_case(case)
     want = mxrt.reference.gemm_mx((ac, sa, fa, k), (bc, sb, fb, k), out_dtype="float64")
     got = _launch(cupy, ac, sa, bc, sb, fa, fb, k, out)
     _check(got, want, out)

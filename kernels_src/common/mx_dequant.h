@@ -118,6 +118,37 @@ MXRT_DEVICE u32 dq_bits(u32 c, u32 s) {
   return sign | (f >> (23u - W));
 }
 
+// Any byte of w (4 fp8 codes of format F) a NaN (e4m3: magnitude 0x7F) or Inf / NaN (e5m2: exponent 31) code; 0 for
+// the formats without specials. Shared by the dequantizer's gate and the bf16 route's window check.
+template <int F>
+MXRT_DEVICE u32 mxrt_fp8_special4(u32 w) {
+  if constexpr (F == MXRT_FMT_E4M3) {
+    const u32 x = w & 0x7F7F7F7Fu;
+    return (x + 0x01010101u) & 0x80808080u;
+  } else if constexpr (F == MXRT_FMT_E5M2) {
+    const u32 x = w & 0x7C7C7C7Cu;
+    return (x + 0x04040404u) & 0x80808080u;
+  } else {
+    return 0u * w;
+  }
+}
+
+#if defined(MXRT_CUDA)
+// 4 finite fp8 codes (bytes of w) -> the bf16x2 pairs (b0, b1) and (b2, b3), each times the bf16x2 multiplier
+// `mult`: the magnitude's exponent and mantissa fields moved into bf16 position by one byte permute and a shift of SH
+// (4 for e4m3, 3 for e5m2; the value read is the code's times 2^-BIAS, BIAS = 120 / 112: subnormal codes become bf16
+// subnormals, which the multiply keeps), the sign byte kept, one exact `mul.rn.bf16x2` per pair by
+// mult = 2^(s - 127 + BIAS) (finite for s <= 254 - BIAS). Shared by the bf16 GEMM route and the dequantizer.
+template <int SH>
+MXRT_DEVICE void mxrt_fp8x4_to_bf16(u32 w, u32 mult, u32& lo, u32& hi) {
+  const u32 mag = w & 0x7F7F7F7Fu;
+  const u32 xl = (__byte_perm(mag, 0u, 0x1404u) >> SH) | (__byte_perm(w, 0u, 0x1404u) & 0x80008000u);
+  const u32 xh = (__byte_perm(mag, 0u, 0x3424u) >> SH) | (__byte_perm(w, 0u, 0x3424u) & 0x80008000u);
+  asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(lo) : "r"(xl), "r"(mult));
+  asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(hi) : "r"(xh), "r"(mult));
+}
+#endif
+
 // The fast route: v = the code's exact fp32 value (dq_decode_f32), s in [FAST_LO, FAST_HI].
 template <int O>
 MXRT_DEVICE u32 dq_fast(float v, u32 s) {

@@ -23,6 +23,7 @@
 #error "SLA, SLB, RING and PRODUCER_REGS must be defined by the launcher"
 #endif
 #include "gemm_sm90_tile.h"
+#include "../common/mx_dequant.h"
 
 #if defined(MXRT_CUDA)
 
@@ -99,16 +100,6 @@ MXRT_DEVICE u32 bf_mult(u32 s, bool in) {
   const u32 e = s + BIAS > 254u ? 254u : s + BIAS;
   const u32 h = !in ? 0u : (s == 255u ? 0x7FC0u : e << 7);
   return h | (h << 16);
-}
-
-// 4 codes (bytes of w) -> the bf16x2 pairs (b0, b1) and (b2, b3), each times its multiplier
-template <int SH>
-MXRT_DEVICE void bf_cvt4(u32 w, u32 mult, u32& lo, u32& hi) {
-  const u32 mag = w & 0x7F7F7F7Fu;
-  const u32 xl = (__byte_perm(mag, 0u, 0x1404u) >> SH) | (__byte_perm(w, 0u, 0x1404u) & 0x80008000u);
-  const u32 xh = (__byte_perm(mag, 0u, 0x3424u) >> SH) | (__byte_perm(w, 0u, 0x3424u) & 0x80008000u);
-  asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(lo) : "r"(xl), "r"(mult));
-  asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(hi) : "r"(xh), "r"(mult));
 }
 
 // MX blocks 8 q .. 8 q + 7 (q = kt / 4: the stages kt .. kt + 3 of a 4-aligned kt) of matrix row `row` in layout L,
@@ -335,14 +326,14 @@ extern "C" __global__ void __launch_bounds__(BF_THREADS, 1)
             u8* row = wt + r * 128u;
             const u32 x = r & 7u;
             uint4 l0, h0, l1, h1;
-            bf_cvt4<BF_SH_B>(c0.x, mb, l0.x, h0.x);
-            bf_cvt4<BF_SH_B>(c0.z, mb, l0.y, h0.y);
-            bf_cvt4<BF_SH_B>(c1.x, mb, l0.z, h0.z);
-            bf_cvt4<BF_SH_B>(c1.z, mb, l0.w, h0.w);
-            bf_cvt4<BF_SH_B>(c0.y, mb, l1.x, h1.x);
-            bf_cvt4<BF_SH_B>(c0.w, mb, l1.y, h1.y);
-            bf_cvt4<BF_SH_B>(c1.y, mb, l1.z, h1.z);
-            bf_cvt4<BF_SH_B>(c1.w, mb, l1.w, h1.w);
+            mxrt_fp8x4_to_bf16<BF_SH_B>(c0.x, mb, l0.x, h0.x);
+            mxrt_fp8x4_to_bf16<BF_SH_B>(c0.z, mb, l0.y, h0.y);
+            mxrt_fp8x4_to_bf16<BF_SH_B>(c1.x, mb, l0.z, h0.z);
+            mxrt_fp8x4_to_bf16<BF_SH_B>(c1.z, mb, l0.w, h0.w);
+            mxrt_fp8x4_to_bf16<BF_SH_B>(c0.y, mb, l1.x, h1.x);
+            mxrt_fp8x4_to_bf16<BF_SH_B>(c0.w, mb, l1.y, h1.y);
+            mxrt_fp8x4_to_bf16<BF_SH_B>(c1.y, mb, l1.z, h1.z);
+            mxrt_fp8x4_to_bf16<BF_SH_B>(c1.w, mb, l1.w, h1.w);
             *reinterpret_cast<uint4*>(row + 16u * ((4u * j) ^ x)) = l0;
             *reinterpret_cast<uint4*>(row + 16u * ((4u * j + 1u) ^ x)) = h0;
             *reinterpret_cast<uint4*>(row + 16u * ((4u * j + 2u) ^ x)) = l1;
@@ -414,8 +405,8 @@ extern "C" __global__ void __launch_bounds__(BF_THREADS, 1)
                 fr[j][h][1][e] = raw[j][h][e].y;
                 fr[j][h][1][2 + e] = raw[j][h][e].y ^ mv;
               } else {
-                bf_cvt4<BF_SH_A>(raw[j][h][e].x, mv, fr[j][h][0][e], fr[j][h][0][2 + e]);
-                bf_cvt4<BF_SH_A>(raw[j][h][e].y, mv, fr[j][h][1][e], fr[j][h][1][2 + e]);
+                mxrt_fp8x4_to_bf16<BF_SH_A>(raw[j][h][e].x, mv, fr[j][h][0][e], fr[j][h][0][2 + e]);
+                mxrt_fp8x4_to_bf16<BF_SH_A>(raw[j][h][e].y, mv, fr[j][h][1][e], fr[j][h][1][2 + e]);
               }
             }
         wg_fence();

@@ -8,26 +8,16 @@
 //          its 32 codes as two 16-byte loads (the second past k skipped)
 // defines  WIN_FMT (e4m3 / e5m2), SL (MXRT_SCALE_LAYOUT_* 0..4, 5 = turbo16x4 as uint32 words)
 // requires rows * kbs < 2^31, code base 16-byte aligned.   Checked by mxrt/ops/gemm_sm90_bf16.py
-#include "../common/mx_gemm.h"
+#include "../common/mx_dequant.h"
 #include "../common/scale_layouts.h"
 
-#if WIN_FMT == MXRT_FMT_E4M3
-#define WIN_LO 10u
-#define WIN_HI 134u
-#else
-#define WIN_LO 17u
-#define WIN_HI 142u
-#endif
+// the window (DqFmt) and the specials test: kernels_src/common/mx_dequant.h, shared with the dequantizer's GEMM gate
+typedef DqFmt<WIN_FMT> Win;
 
-// any byte of w a NaN (e4m3: magnitude 0x7F) or Inf / NaN (e5m2: exponent 31) code
-MXRT_DEVICE u32 special4(u32 w) {
-#if WIN_FMT == MXRT_FMT_E4M3
-  const u32 x = w & 0x7F7F7F7Fu;
-  return (x + 0x01010101u) & 0x80808080u;
-#else
-  const u32 x = w & 0x7C7C7C7Cu;
-  return (x + 0x04040404u) & 0x80808080u;
-#endif
+// any of 16 codes a NaN / Inf code
+MXRT_DEVICE u32 sp16(uint4 c) {
+  return mxrt_fp8_special4<WIN_FMT>(c.x) | mxrt_fp8_special4<WIN_FMT>(c.y) | mxrt_fp8_special4<WIN_FMT>(c.z) |
+         mxrt_fp8_special4<WIN_FMT>(c.w);
 }
 
 extern "C" __global__ void __launch_bounds__(256)
@@ -44,14 +34,14 @@ extern "C" __global__ void __launch_bounds__(256)
   else
     off = MxrtScaleLayout<SL>((u32)rows, (u32)kbs).offset(r, b);
   const u32 s = scales[off];
-  bool bad = s != 255u && (s < WIN_LO || s > WIN_HI);
+  bool bad = s != 255u && (s < Win::WIN_LO || s > Win::WIN_HI);
   if (!bad && s != 255u) {
     const uint4* p = reinterpret_cast<const uint4*>(codes + (u64)r * (u32)kp + 32u * b);
     const uint4 c0 = p[0];
-    u32 sp = special4(c0.x) | special4(c0.y) | special4(c0.z) | special4(c0.w);
+    u32 sp = sp16(c0);
     if (32u * b + 16u < (u32)k) {
       const uint4 c1 = p[1];
-      sp |= special4(c1.x) | special4(c1.y) | special4(c1.z) | special4(c1.w);
+      sp |= sp16(c1);
     }
     bad = sp != 0u;
   }

@@ -45,19 +45,6 @@ typedef DqFmt<EFMT> Fmt;
 MXRT_STATIC_ASSERT(EFMT == MXRT_FMT_E4M3 || EFMT == MXRT_FMT_E5M2 || EFMT == MXRT_FMT_E2M1, "GATE: a GEMM format");
 #endif
 
-// any byte of w a NaN (e4m3: magnitude 0x7F) or Inf / NaN (e5m2: exponent 31) code
-MXRT_DEVICE u32 dq_special4(u32 w) {
-#if EFMT == MXRT_FMT_E4M3
-  const u32 x = w & 0x7F7F7F7Fu;
-  return (x + 0x01010101u) & 0x80808080u;
-#elif EFMT == MXRT_FMT_E5M2
-  const u32 x = w & 0x7C7C7C7Cu;
-  return (x + 0x04040404u) & 0x80808080u;
-#else
-  return 0u * w;
-#endif
-}
-
 MXRT_DEVICE u32 dq_scale(const u8* __restrict__ s, u32 r, u32 b, u32 rows, u32 kbs) {
   if constexpr (SL == MXRT_SCALE_LAYOUT_TURBO16X4_U32)
     return s[(u64)MxrtScaleLayout<MXRT_SCALE_LAYOUT_TURBO16X4>(rows, kbs).offset(r, b) << 2];
@@ -149,50 +136,17 @@ MXRT_DEVICE u32 dq_fast_elem(u32 c, u32 sc) {
     return dq_bits<EFMT, OUT_DTYPE>(c, sc);
 }
 
-// The packed route (CUDA, fp8 -> bfloat16, scale byte in [FAST_LO, 142], no NaN / Inf code and, for e5m2, no
-// subnormal code in the chunk; ncu, session 10 call 3: the per-element route was issue-bound at 81% SM throughput
-// and 36% DRAM): two codes become an f16x2 (e4m3: one cvt.rn.f16x2.e4m3x2, exact, subnormals normalised; e5m2: the
-// code is the f16's high byte), then both halves move to bf16 at once: magnitude >> 3 (the f16 mantissa's low 7 bits
-// are zero for fp8 values) and one exact bf16x2 multiply by 2^(s - 15).
+// The packed route (CUDA, fp8 -> bfloat16, scale byte in [FAST_LO, 254 - bias], no NaN / Inf code in the chunk; ncu,
+// session 10 call 3: the per-element route was issue-bound at 81% SM throughput and 36% DRAM): four codes at a time
+// through mxrt_fp8x4_to_bf16 (common/mx_dequant.h, the bf16 GEMM route's conversion: a byte permute, a shift and one
+// exact bf16x2 multiply per pair by 2^(s - 127 + bias); subnormal codes included).
 #if defined(MXRT_CUDA)
 #define DQ_PACKED (OUT_DTYPE == MXRT_OUT_BF16 && (EFMT == MXRT_FMT_E4M3 || EFMT == MXRT_FMT_E5M2))
 #else
 #define DQ_PACKED 0
 #endif
-
-#if DQ_PACKED
-// codes 2h, 2h+1 of word w (bytes) as an f16x2 (code 2h in the low half)
-MXRT_DEVICE u32 dq_f16x2(u32 w, u32 h) {
-  if constexpr (EFMT == MXRT_FMT_E4M3) {
-    u32 r;
-    if (h == 0u)
-      asm("{ .reg .b16 lo, hi; mov.b32 {lo, hi}, %1; cvt.rn.f16x2.e4m3x2 %0, lo; }" : "=r"(r) : "r"(w));
-    else
-      asm("{ .reg .b16 lo, hi; mov.b32 {lo, hi}, %1; cvt.rn.f16x2.e4m3x2 %0, hi; }" : "=r"(r) : "r"(w));
-    return r;
-  } else {
-    return h == 0u ? __byte_perm(w, 0u, 0x1404u) : __byte_perm(w, 0u, 0x3424u);  // bytes 0/1 or 2/3 to the highs
-  }
-}
-
-// an f16x2 of fp8 values (finite, normal or zero in f16) times 2^(s - 127), as a bf16x2: each half's f16 fields
-// shifted into bf16 position read as 2^(e16 - 127) * 1.m (normal: e16 >= 1; zero stays zero), times the bf16x2 f2 =
-// 2^(s - 15) in both halves (s <= 142: a finite bf16), one exact bf16x2 multiply (results normal)
-MXRT_DEVICE u32 dq_bf16x2(u32 h2, u32 f2) {
-  const u32 x = ((h2 & 0x7FFF7FFFu) >> 3) | (h2 & 0x80008000u);
-  u32 r;
-  asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(r) : "r"(x), "r"(f2));
-  return r;
-}
-
-// any e5m2 subnormal code (exponent 0, mantissa != 0) among the 4 bytes of w
-MXRT_DEVICE u32 dq_e5m2_sub4(u32 w) {
-  const u32 e0 = ~w & 0x7C7C7C7Cu;                                // exponent bits inverted
-  const u32 ez = ((e0 & 0x7C7C7C7Cu) + 0x04040404u) & 0x80808080u;  // per byte: exponent == 0
-  const u32 mz = ((w & 0x03030303u) + 0x7F7F7F7Fu) & 0x80808080u;   // per byte: mantissa != 0
-  return ez & mz;
-}
-#endif
+#define DQ_SH (EFMT == MXRT_FMT_E4M3 ? 4 : 3)          // fields into bf16 position
+#define DQ_BIAS (EFMT == MXRT_FMT_E4M3 ? 120u : 112u)  // ... read as the code times 2^-bias
 
 #define DQ_UNROLL (32u / CH)  // chunks per thread with their loads in flight together (32 elements)
 
@@ -230,27 +184,18 @@ extern "C" __global__ void __launch_bounds__(THREADS, 4)
       if (ch[u].r == ~0u) continue;  // past the end (so is every later chunk of the group)
       const u32 sc = ch[u].sc;
       u32 o[DQ_O];  // output words: one per element (float32) or one per pair (16-bit)
-      if (GATE && ch[u].j0 < k) {  // a NaN block (scale 0xFF) is exact whatever its codes: NaN in, NaN out
-        u32 sp = 0u;
+      u32 sp = 0u;  // any NaN / Inf code in the chunk (zero codes past k)
 #pragma unroll
-        for (u32 i = 0; i < DQ_W; ++i) sp |= dq_special4(ch[u].w[i]);
-        bad |= (u32)(sc != 255u && (sp != 0u || sc < Fmt::WIN_LO || sc > Fmt::WIN_HI));
-      }
-      bool packed = false;
+      for (u32 i = 0; i < DQ_W; ++i) sp |= mxrt_fp8_special4<EFMT>(ch[u].w[i]);
+      // a NaN block (scale 0xFF) is exact whatever its codes: NaN in, NaN out
+      if (GATE && ch[u].j0 < k) bad |= (u32)(sc != 255u && (sp != 0u || sc < Fmt::WIN_LO || sc > Fmt::WIN_HI));
+      // the packed route: 2^(s - 127 + bias) a finite bf16, a whole chunk, finite codes
+      const bool packed = DQ_PACKED && sc >= Fmt::FAST_LO && sc <= 254u - DQ_BIAS && ch[u].j0 + CH <= k && sp == 0u;
 #if DQ_PACKED
-      if (sc >= Fmt::FAST_LO && sc <= 142u && ch[u].j0 + CH <= k) {  // 2^(s - 15) a finite bf16
-        u32 sp = 0u;
-#pragma unroll
-        for (u32 i = 0; i < DQ_W; ++i) {
-          sp |= dq_special4(ch[u].w[i]);
-          if constexpr (EFMT == MXRT_FMT_E5M2) sp |= dq_e5m2_sub4(ch[u].w[i]);
-        }
-        packed = sp == 0u;
-      }
       if (packed) {
-        const u32 f = (sc + 112u) << 7, f2 = f | (f << 16);  // bf16 2^(s - 15), twice
+        const u32 f = (sc + DQ_BIAS) << 7, f2 = f | (f << 16);  // bf16 2^(s - 127 + bias), twice
 #pragma unroll
-        for (u32 i = 0; i < CH / 2u; ++i) o[i] = dq_bf16x2(dq_f16x2(ch[u].w[i / 2u], i % 2u), f2);
+        for (u32 i = 0; i < DQ_W; ++i) mxrt_fp8x4_to_bf16<DQ_SH>(ch[u].w[i], f2, o[2u * i], o[2u * i + 1u]);
       }
 #endif
       if (!packed) {

@@ -120,3 +120,83 @@ def h100_arch() -> Any:
 def sm90_device_gemm(m=4096, n=4096, k=4096, sa_ptr=1 << 22, sb_ptr=1 << 23, arch=None, **kw):
     """:func:`fake_device_gemm` on :func:`h100_arch` with aligned scale bases (the sm90 paths' decline tests)."""
     return fake_device_gemm(m=m, n=n, k=k, sa_ptr=sa_ptr, sb_ptr=sb_ptr, arch=arch or h100_arch(), **kw)
+
+
+_OUT_STORAGE = {"bfloat16": "uint16", "float32": "float32", "float16": "float16"}
+
+
+def run_path(path: Any, codes_a, sa, codes_b, sb, fa: str, fb: str, k: int, out_dtype: str,
+             layouts: tuple = (None, None), **run_kw: Any) -> np.ndarray:  # fmt: skip
+    """``path.run`` (a GEMM path module: ``supports`` / ``run``) on device copies of host codes and row-major scales
+    (preshuffled on the device into ``layouts``), output poisoned first; the host float64 result."""
+    import cupy
+
+    from mxrt.ops import gemm_paths
+    from mxrt.problems import gemm_problem
+
+    def dev_scales(s, layout):
+        d = cupy.asarray(s)
+        return d if layout is None else mxrt.preshuffle_scales(d, layout)
+
+    a = (cupy.asarray(codes_a), dev_scales(sa, layouts[0]), fa, k)
+    b = (cupy.asarray(codes_b), dev_scales(sb, layouts[1]), fb, k)
+    p = gemm_problem(a, b, out_dtype=out_dtype, a_scale_layout=layouts[0], b_scale_layout=layouts[1])
+    out = cupy.empty((p.m, p.n), _OUT_STORAGE[out_dtype])
+    out.view(cupy.uint8).fill(0xFF)
+    dg = gemm_paths.DeviceGemm(p, a[0], b[0], a[1], b[1], out, mxrt.runtime.get_arch())
+    assert path.supports(dg) is None
+    with mxrt.runtime.debug(poison=0xFF):  # workspaces and gate words start as garbage
+        path.run(dg, **run_kw)
+    cupy.cuda.runtime.deviceSynchronize()
+    h = cupy.asnumpy(out)
+    return h.view(ml_dtypes.bfloat16).astype(np.float64) if out_dtype == "bfloat16" else h.astype(np.float64)
+
+
+def window_scales(m: int, n: int, k: int, fa: str, fb: str, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Scale bytes over the whole bf16-exact window of each format (e4m3 / e2m1 [10, 134], e5m2 [17, 134]), b's
+    mirrored so every product stays in range."""
+    rng = np.random.default_rng(seed)
+    kb = -(-k // 32)
+    lo = {"e4m3": 10, "e5m2": 17, "e2m1": 10}
+    sa = rng.integers(lo[fa], 135, (m, kb)).astype(np.uint8)
+    sb = (lo[fb] + 134 - rng.integers(lo[fb], 135, (n, kb))).astype(np.uint8)
+    return sa, sb
+
+
+#: the inputs a bf16-operand GEMM computes inexactly, each with its formats (gate_case)
+GATE_CASES = {
+    "scale_low": ("e4m3", "e4m3"),
+    "scale_high": ("e4m3", "e4m3"),
+    "nan_code_e4m3": ("e4m3", "e4m3"),
+    "inf_code_e5m2": ("e4m3", "e5m2"),
+    "extreme_pairs": ("e4m3", "e4m3"),
+    "nan_block": ("e4m3", "e4m3"),
+    "fp4_high": ("e2m1", "e4m3"),
+}
+
+
+def gate_case(case: str, m: int = 300, n: int = 260, k: int = 320) -> tuple:
+    """``(codes_a, sa, codes_b, sb, fa, fb, k)`` of one :data:`GATE_CASES` case: scales 127 / 120 with one scale byte
+    below / above the window, a NaN e4m3 or Inf e5m2 code in a finite block, scale pairs over the whole E8M0 range
+    (true factors near 1), a NaN-scale block, an e2m1 block above the window."""
+    fa, fb = GATE_CASES[case]
+    _, _, qa, qb = operands(m, n, k, fa, fb, seed=7)
+    ac, bc = qa.data.copy(), qb.data.copy()
+    sa, sb = np.full_like(qa.scales, 127), np.full_like(qb.scales, 120)
+    if case == "scale_low":
+        sa[5, 3] = 9
+    elif case == "scale_high":
+        sb[200, 9] = 135
+    elif case == "nan_code_e4m3":
+        ac[17, 40] = 0x7F
+    elif case == "inf_code_e5m2":
+        bc[33, 70] = 0x7C
+    elif case == "nan_block":
+        sa[8, 2] = 255
+    elif case == "fp4_high":
+        sa[3, 1] = 200
+    else:
+        base = np.linspace(0, 254, k // 32).astype(np.int64)
+        sa = np.tile(base, (m, 1)).astype(np.uint8)
+        sb = np.tile(254 - base, (n, 1)).astype(np.uint8)
+    return ac, sa, bc, sb, fa, fb, k

@@ -7,8 +7,10 @@ Primus-Turbo PR #330 (run from the repository root).
         [--passes fwd,dgrad,wgrad] [--kernel auto|generic|sm90|sm90_ws|sm90_wgmma] [--wgrad-out bfloat16|float32]
 
 ``--kernel`` sets MXRT_GROUPED_GEMM_KERNEL (``generic``: the portable kernel, for A/B against the native one; on
-sm_90a ``sm90_ws`` / ``sm90_wgmma``: the grouped engine / the older Hopper kernel alone, for their A/B with
-``--passes fwd,dgrad``, as the wgrad runs on the older kernel only).
+sm_90a ``torch``: the torch route alone (exact dequantisation + ``torch._grouped_mm``, auto's choice for bfloat16
+out), ``sm90_ws`` / ``sm90_wgmma``: the grouped engine / the older Hopper kernel alone, for their A/B with
+``--passes fwd,dgrad``, as the wgrad runs on the older kernel only). ``--timing``: ``events`` (default: eager calls on
+both sides, as the torch route cannot be captured) or ``graph`` (CUDA-graph replays; the route steps aside).
 ``--wgrad-out``: the wgrad's out dtype (default bfloat16, what ``torch._grouped_mm`` writes; float32 runs on the
 generic kernel on sm_90a, as the fp8 wgmma partials miss the fp32 1e-5 bar).
 
@@ -18,8 +20,9 @@ B 4 / 32 and M 2048 / 4096; each with balanced group sizes and an unbalanced spl
 expert). Passes: fwd ``y = x_g @ W_g.T``, dgrad ``dx = dy_g @ W_g``, wgrad ``dW_g = dy_g.T @ x_g``. Inputs are made
 and quantized on the GPU (mxrt's GPU quantizers); torch times bf16 copies of the same values (the timing does not
 depend on them) and its result of the forward is compared with mxrt's (calc_diff, a sanity column). Timing:
-mxrt.bench.core (CUDA-graph replays, median of --reps). Shapes stop starting once --budget-s has passed (default
-200 s, so the run stays under 4 minutes on an H100 with the generic kernel at ~20 TFLOP/s).
+``--timing`` (CUDA events around eager calls by default; median of --reps). Shapes stop starting once
+--budget-s has passed (default 200 s, so the run stays under 4 minutes on an H100 with the generic kernel at ~20
+TFLOP/s).
 """
 
 from __future__ import annotations
@@ -70,9 +73,24 @@ def _torch_rows(out) -> cupy.ndarray:
     return cupy.from_dlpack(out.float() if isinstance(out, torch.Tensor) else out)
 
 
+def time_events(fn, reps: int, calls: int = 5) -> tuple[float, str]:
+    """Seconds per call of ``fn`` (mxrt or torch: both queue on the legacy default stream here) by CUDA events
+    around ``calls`` eager calls, median of ``reps``: what a user's eager step sees, host work included where it
+    is not hidden behind the GPU (the torch route cannot be captured, mxrt/ops/grouped_gemm_torch.py)."""
+    fn()
+    cupy.cuda.Device().synchronize()
+
+    def loop() -> None:
+        for _ in range(calls):
+            fn()
+
+    return core.cupy_median_time(loop, reps) / calls, "events"
+
+
 def run_shape(
-    model, name, b, m, n, k, balanced, reps, rng, log, only=("fwd", "dgrad", "wgrad"), wgrad_out="bfloat16"
-) -> list[dict]:
+    model, name, b, m, n, k, balanced, reps, rng, log, only=("fwd", "dgrad", "wgrad"), wgrad_out="bfloat16",
+    timing="events",
+) -> list[dict]:  # fmt: skip
     import torch
 
     lens = group_lens(b, m, balanced, rng)
@@ -110,12 +128,12 @@ def run_shape(
         row = dict(model=model, gemm=name, B=b, M=m, N=n, K=k, split="balanced" if balanced else "unbalanced")
         row["pass"] = p
         try:
-            t, how = core.time_cupy([fn], reps, calls=1, log=log)
+            t, how = time_events(fn, reps) if timing == "events" else core.time_cupy([fn], reps, calls=1, log=log)
             row.update(mxrt_us=t * 1e6, mxrt_tflops=flops / t / 1e12, mxrt_timing=how)
         except Exception as e:
             row["mxrt_error"] = f"{type(e).__name__}: {str(e)[:200]}"
         try:
-            t, how = core.time_torch([peers[p]], reps, log=log)
+            t, how = time_events(peers[p], reps) if timing == "events" else core.time_torch([peers[p]], reps, log=log)
             row.update(torch_us=t * 1e6, torch_tflops=flops / t / 1e12, torch_timing=how)
             if p == "fwd" and "mxrt_us" in row:
                 ref = _torch_rows(peers[p]())
@@ -152,6 +170,10 @@ def main(argv: list[str]) -> int:
         "--kernel", default="auto", help="MXRT_GROUPED_GEMM_KERNEL: auto, generic, sm90, sm90_ws, sm90_wgmma, ..."
     )
     ap.add_argument("--wgrad-out", default="bfloat16", choices=("bfloat16", "float32"))
+    ap.add_argument(
+        "--timing", default="events", choices=("events", "graph"),
+        help="events: eager calls, both sides (the torch route runs eagerly only); graph: CUDA-graph replays",
+    )  # fmt: skip
     args = ap.parse_args(argv)
     os.environ["MXRT_GROUPED_GEMM_KERNEL"] = args.kernel
     only = tuple(x.strip() for x in args.passes.split(","))
@@ -166,7 +188,7 @@ def main(argv: list[str]) -> int:
                 print(f"budget {args.budget_s:.0f} s reached; skipping {shape} balanced={balanced}")
                 continue
             try:
-                rows += run_shape(*shape, balanced, args.reps, rng, print, only, args.wgrad_out)
+                rows += run_shape(*shape, balanced, args.reps, rng, print, only, args.wgrad_out, args.timing)
             except Exception:
                 traceback.print_exc()
     cols = ["model", "gemm", "B", "M", "split", "pass", "mxrt_tflops", "torch_tflops", "mxrt_over_torch"]
@@ -178,7 +200,7 @@ def main(argv: list[str]) -> int:
     if args.json:
         with open(args.json, "w") as fh:
             meta = {"device": core.device_name(), "software": core.software(), "kernel": args.kernel}
-            meta["wgrad_out"] = args.wgrad_out
+            meta["wgrad_out"], meta["timing"] = args.wgrad_out, args.timing
             json.dump({**meta, "rows": rows}, fh, indent=1)
         print(f"wrote {args.json}")
     return 0

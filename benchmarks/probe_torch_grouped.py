@@ -80,8 +80,10 @@ def semantics():
         o = torch._grouped_mm(ga, gb.t(), offs=offs_k, out_dtype=out_dtype)
         ref = torch.stack([ga[:, :32].float() @ gb[:, :32].float().T, torch.zeros(n, k, device=dev),
                            ga[:, 32:].float() @ gb[:, 32:].float().T])  # fmt: skip
-        return f"{tuple(o.shape)} {o.dtype} max err {(o.float() - ref).abs().max().item():.3g} (empty group max " \
-               f"{o[1].float().abs().max().item()})"
+        return (
+            f"{tuple(o.shape)} {o.dtype} max err {(o.float() - ref).abs().max().item():.3g} (empty group max "
+            f"{o[1].float().abs().max().item()})"
+        )
 
     probe("wgrad_rowA_colB_bf16", wgrad)
     probe("wgrad_rowA_colB_f32", lambda: wgrad(torch.float32))
@@ -145,9 +147,9 @@ def timing():
             del x, w, dy
             offs = torch.from_numpy(np.cumsum(lens).astype(np.int32)).cuda()
             cases = {
-                "fwd": (qx, qw.row, lambda A, B: torch._grouped_mm(A, B.transpose(-2, -1), offs=offs)),
-                "dgrad": (qdy, qw.col, lambda A, B: torch._grouped_mm(A, B.transpose(-2, -1), offs=offs)),
-                "wgrad": (qdy_c, qx_c, lambda A, B: torch._grouped_mm(A, B.t(), offs=offs)),
+                "fwd": (qx, qw.row, lambda A, B, o=offs: torch._grouped_mm(A, B.transpose(-2, -1), offs=o)),
+                "dgrad": (qdy, qw.col, lambda A, B, o=offs: torch._grouped_mm(A, B.transpose(-2, -1), offs=o)),
+                "wgrad": (qdy_c, qx_c, lambda A, B, o=offs: torch._grouped_mm(A, B.t(), offs=o)),
             }
             for p, (qa, qb, mm) in cases.items():
                 A = bf(mxrt.dequantize_mx(qa, "bfloat16"))

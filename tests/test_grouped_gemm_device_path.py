@@ -72,11 +72,12 @@ def device(monkeypatch, tmp_path_factory):
         lib = _lib(build_dir, 11, **{k: v for k, v in d if k != "THREADS"})
 
         def kernel(grid, block, args, shared_mem=0):
-            assert block == (256, 1, 1) and len(args) == 14
+            assert block == (256, 1, 1) and len(args) == 15
             ptrs = [ctypes.c_void_p(a.ctypes.data) for a in args[:6]]
             assert all(isinstance(a, np.ndarray) and type(a).__module__ == "cupy" for a in args[:6])
-            u = np.array([int(v) for v in args[6:]], np.uint32)
-            assert all(isinstance(v, np.uint32) for v in args[6:])
+            u = np.array([int(v) for v in args[6:14]], np.uint32)
+            assert all(isinstance(v, np.uint32) for v in args[6:14])
+            assert isinstance(args[14], np.uint64) and int(args[14]) == 0  # no gate: the plain launch
             rc = lib.simt_gemm(*ptrs, ctypes.c_void_p(u.ctypes.data), u.size, *grid, 2)
             assert rc == 0, lib.simt_error().decode()
             launches.append((dict(d), grid))

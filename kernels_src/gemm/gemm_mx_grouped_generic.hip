@@ -4,7 +4,8 @@
 //          kernel's main loop (gemm_generic_tile.h); groups read on the device only (details below)
 // args     const u8* a | const u8* sa [m, ceil(k/32)] | const u8* b | const u8* sb [G*n or n, ceil(kb/32)] |
 //          void* out | const void* groups (int32, or int64 when lens_i64) | u32 m, n, k, kb, num_groups, extra
-//          (mode 2: max_m, 3: align) | u32 flags (MXRT_GEMM_FLAG_VEC_A/_B) | u32 lens_i64
+//          (mode 2: max_m, 3: align) | u32 flags (MXRT_GEMM_FLAG_VEC_A/_B) | u32 lens_i64 | const u32* gate (null,
+//          or a word: the grid returns at once while it is 0; the exact fallback of the torch route)
 // grid     mode 0: (ceil(n/64), ceil(m/128)+G+1, 1); 1: (ceil(n/64), ceil(m/128), 1); 2: (ceil(n/64),
 //          ceil(max_m/128), G); 3, 4: (ceil(n/64), ceil(m/128), G)   block (THREADS,1,1)   smem <= 35.6 KB static
 // defines  THREADS (256), MODE, FMT_A, FMT_B, OUT_DTYPE, ACCUM (modes 3, 4), SCALE_F32 + SF_GMN_B (modes 1, 2, 4)
@@ -50,7 +51,9 @@ MXRT_STATIC_ASSERT(MODE != 4 || (FMT_A != MXRT_FMT_E2M1 && FMT_B != MXRT_FMT_E2M
 extern "C" __global__ void __launch_bounds__(THREADS)
     gemm_mx_grouped_generic(const u8* __restrict__ a, const u8* __restrict__ sa, const u8* __restrict__ b,
                             const u8* __restrict__ sb, void* __restrict__ out, const void* __restrict__ groups, u32 m,
-                            u32 n, u32 k, u32 kb, u32 num_groups, u32 extra, u32 flags, u32 lens_i64) {
+                            u32 n, u32 k, u32 kb, u32 num_groups, u32 extra, u32 flags, u32 lens_i64,
+                            const u32* __restrict__ gate) {
+  if (gate != nullptr && *gate == 0u) return;  // the whole grid, before any barrier
   __shared__ i64 part[THREADS];
   const u32 tid = MXRT_TID_X, tx = tid % 16u, ty = tid / 16u;
   const u32 n0 = MXRT_BID_X * BN;

@@ -22,6 +22,7 @@ column ranges are cut at the operands' width.
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,7 +36,14 @@ from ..errors import ShapeError, UnsupportedArchError
 from ..problems.grouped_gemm import GroupedGemmProblem
 from ..runtime.kernel_spec import Defines, KernelSpec, defines, select
 from ..runtime.launch import MAX_GRID_YZ, LaunchConfig
-from . import gemm_kernels, grouped_gemm_amd, grouped_gemm_kernels, grouped_gemm_sm90, grouped_gemm_sm90_ws
+from . import (
+    gemm_kernels,
+    grouped_gemm_amd,
+    grouped_gemm_kernels,
+    grouped_gemm_sm90,
+    grouped_gemm_sm90_ws,
+    grouped_gemm_torch,
+)
 
 _U32 = 2**32
 _I31 = 2**31
@@ -119,10 +127,12 @@ def choose_kernel(p: GroupedGemmProblem, target: str, force: str | None = None) 
     return spec
 
 
-def grouped_plan(p: GroupedGemmProblem, target: str = "generic", num_sms: int | None = None) -> GroupedPlan:
-    """The launch of ``p`` on ``target`` (:func:`choose_kernel`) from host-known sizes only; typed errors for what
-    the kernel cannot index. ``num_sms``: the device's SM count, the persistent grid of the Hopper grouped engine
-    (None: one CTA per tile of its bound)."""
+def grouped_plan(
+    p: GroupedGemmProblem, target: str = "generic", num_sms: int | None = None, force: str | None = None
+) -> GroupedPlan:
+    """The launch of ``p`` on ``target`` (:func:`choose_kernel`, ``force`` as there) from host-known sizes only;
+    typed errors for what the kernel cannot index. ``num_sms``: the device's SM count, the persistent grid of the
+    Hopper grouped engine (None: one CTA per tile of its bound)."""
     op = p.op
     bm, bn = gemm_kernels.GEMM_GENERIC_TILE
     g = p.num_groups
@@ -152,7 +162,7 @@ def grouped_plan(p: GroupedGemmProblem, target: str = "generic", num_sms: int | 
         extra = p.align
     if grid[1] > MAX_GRID_YZ or grid[2] > MAX_GRID_YZ:
         raise ShapeError(f"{op}: the launch grid {grid} is past 65535 in y or z (too many row tiles or groups)")
-    spec = choose_kernel(p, target)
+    spec = choose_kernel(p, target, force)
     if spec is _SM90_WS:  # the Hopper grouped engine: persistent 1-D grid, 384 threads
         cfg = grouped_gemm_sm90_ws.launch_config(p, num_sms)
         return GroupedPlan(grouped_gemm_sm90_ws.kernel_defines(p), cfg, spec, p.m, p.n, p.k, kb, g, extra)
@@ -200,6 +210,18 @@ def unsupported_reason(p: GroupedGemmProblem) -> str | None:
     return None
 
 
+def torch_route_reason(p: GroupedGemmProblem, target: str) -> str | None:
+    """Why the torch route (:mod:`mxrt.ops.grouped_gemm_torch`) does not run ``p`` now (None: it does): what it
+    cannot serve, or a CUDA-graph capture underway on CuPy's stream."""
+    why = grouped_gemm_torch.unsupported(target, p)
+    if why is None:
+        from ..runtime import torch_grouped
+
+        if torch_grouped.capturing():
+            return "CuPy's stream is capturing a CUDA graph (the route's result is a torch allocation)"
+    return why
+
+
 def _upload(x: Any, dtype: Any = np.uint8) -> Any:
     import cupy
 
@@ -214,8 +236,6 @@ def grouped_gemm_gpu(p: GroupedGemmProblem) -> Any:
     """
     from ..runtime import alloc
     from ..runtime.arch import get_arch
-    from ..runtime.compiler import build
-    from ..runtime.launch import launch
 
     host = not p.device
     if host:  # upload codes, row-major scales, groups and a given out (rows the op does not own must survive)
@@ -233,8 +253,19 @@ def grouped_gemm_gpu(p: GroupedGemmProblem) -> Any:
             device=True,
         )
     arch = get_arch()
-    plan = grouped_plan(p, arch.target, arch.num_cus)
     groups = p.groups
+    force = grouped_gemm_kernel_override()
+    if force in (None, grouped_gemm_torch.NAME) and math.prod(p.out_shape) and p.n:
+        why = torch_route_reason(p, arch.target)
+        if why is None:
+            out = p.out.view("uint16") if p.out is not None else None
+            out = grouped_gemm_torch.run(p, groups, out, arch)
+            return download(out, p.out_dtype) if host else out
+        if force is not None:
+            raise UnsupportedArchError(f"{p.op}: {ENV_GROUPED_GEMM_KERNEL}={force} cannot run this problem: {why}")
+    elif force == grouped_gemm_torch.NAME:  # nothing to compute: the plain path writes the empty result
+        force = "generic"
+    plan = grouped_plan(p, arch.target, arch.num_cus, None if force == grouped_gemm_torch.NAME else force)
     if p.kind == "indices" and dtype_name(groups.dtype) != "int32":
         groups = groups.astype("int32")  # a device op, no synchronisation
     out = p.out if p.out is not None else alloc.empty(p.out_shape, DEVICE_OUT_DTYPES[dtype_name(p.out_dtype)])
@@ -245,20 +276,32 @@ def grouped_gemm_gpu(p: GroupedGemmProblem) -> Any:
     elif out.size and p.n and plan.spec is _SM90:
         grouped_gemm_sm90.launch_sm90(p, groups, out, arch)
     elif out.size and p.n:  # every other case has nothing to write
-        kernel = build(plan.spec, plan.defines, arch)
-        flags = 0
-        rows_a = 32 if p.kind == "kgrouped" else _row_bytes(p.a_fmt, plan.k)  # kgrouped: ks[g] % 32 == 0 (host)
-        rows_b = 32 if p.kind == "kgrouped" else _row_bytes(p.b_fmt, plan.kb)
-        if p.a.data.data.ptr % 16 == 0 and rows_a % 16 == 0:
-            flags |= codes.GEMM_FLAG_VEC_A
-        if p.b.data.data.ptr % 16 == 0 and rows_b % 16 == 0:
-            flags |= codes.GEMM_FLAG_VEC_B
-        lens_i64 = int(dtype_name(groups.dtype) == "int64")
-        u32 = np.uint32
-        args = (p.a.data, p.a.scales, p.b.data, p.b.scales, out, groups)
-        args += (u32(plan.m), u32(plan.n), u32(plan.k), u32(plan.kb), u32(plan.num_groups), u32(plan.extra))
-        launch(p.op, kernel, plan.cfg, (*args, u32(flags), u32(lens_i64)))
+        launch_plain(p, plan, groups, out, arch)
     return download(out, p.out_dtype) if host else out
+
+
+def launch_plain(p: GroupedGemmProblem, plan: GroupedPlan, groups: Any, out: Any, arch: Any, gate: Any = None) -> None:
+    """Queue a generic or AMD grouped kernel (``plan.spec``) writing ``out``; ``gate`` (generic kernel only): a
+    device uint32 word, the grid returns at once while it is 0 (the torch route's exact fallback)."""
+    from ..runtime.compiler import build
+    from ..runtime.launch import launch
+
+    kernel = build(plan.spec, plan.defines, arch)
+    flags = 0
+    rows_a = 32 if p.kind == "kgrouped" else _row_bytes(p.a_fmt, plan.k)  # kgrouped: ks[g] % 32 == 0 (host)
+    rows_b = 32 if p.kind == "kgrouped" else _row_bytes(p.b_fmt, plan.kb)
+    if p.a.data.data.ptr % 16 == 0 and rows_a % 16 == 0:
+        flags |= codes.GEMM_FLAG_VEC_A
+    if p.b.data.data.ptr % 16 == 0 and rows_b % 16 == 0:
+        flags |= codes.GEMM_FLAG_VEC_B
+    lens_i64 = int(dtype_name(groups.dtype) == "int64")
+    u32 = np.uint32
+    args = (p.a.data, p.a.scales, p.b.data, p.b.scales, out, groups)
+    args += (u32(plan.m), u32(plan.n), u32(plan.k), u32(plan.kb), u32(plan.num_groups), u32(plan.extra))
+    args += (u32(flags), u32(lens_i64))
+    if plan.spec is grouped_gemm_kernels.GEMM_MX_GROUPED_GENERIC:  # its last argument; the AMD kernels have none
+        args += (np.uint64(0) if gate is None else gate,)  # null: a numpy scalar the driver route packs
+    launch(p.op, kernel, plan.cfg, args)
 
 
 def download(out: Any, out_dtype: np.dtype) -> np.ndarray:

@@ -20,7 +20,7 @@ static void run_kernel() {
   gemm_mx_generic(g_a, g_sa, g_b, g_sb, g_out, g_u[0], g_u[1], g_u[2], g_u[3], 0u, 0u, 0u, 0u, g_u[4], nullptr);
 #else
   gemm_mx_grouped_generic(g_a, g_sa, g_b, g_sb, g_out, g_groups, g_u[0], g_u[1], g_u[2], g_u[3], g_u[4], g_u[5],
-                          g_u[6], g_u[7]);
+                          g_u[6], g_u[7], nullptr);
 #endif
 }
 // Blocks in a scrambled order (order 2) or in launch order; every block's fibers in `order`.

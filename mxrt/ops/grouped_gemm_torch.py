@@ -1,0 +1,103 @@
+"""The ``torch`` route of the grouped MX GEMMs on sm_90a: exact dequantisation of both operands to bf16
+(kernels_src/quant/dequantize_mx.hip, as the dense ``sm90_cublas`` path) and PyTorch's grouped bf16 GEMM
+``torch._grouped_mm`` (:mod:`mxrt.runtime.torch_grouped`), which reads the group offsets on the device: no host
+synchronisation. It is the "dequantize + ``torch._grouped_mm``" workaround of a Hopper user, done by mxrt and made
+exact for every input:
+
+- the dequantisation passes raise a device gate word where a block's scale lies outside the window in which bf16
+  operands and fp32 accumulation are exact, or a finite block holds a NaN / Inf code (the ``sm90_cublas`` window),
+  and the forward also raises it where ``group_lens`` on the device is not a valid split of the rows (an entry
+  outside ``[0, M]``, a sum other than ``M``); a gated launch of the generic grouped kernel then recomputes every
+  output exactly with mxrt's semantics (its CTAs return at once while the gate is 0);
+- the wgrad's column ranges are the generic kernel's (lengths clamped, padded to ``align``, cut at the width), so
+  they need no gate.
+
+Serves (:func:`unsupported`): the forward / dgrad by ``group_lens`` and the variable-K wgrad with bfloat16 out (the
+output dtype ``torch._grouped_mm`` has for bf16 inputs), every format pair, any K (workspaces padded to 8 columns);
+not ``accumulate`` (the product must stay fp32 until it is added), not DeepGEMM's id / masked layouts (rows they do
+not own must stay untouched; ``torch._grouped_mm`` writes every row), not ``b`` padded past K. It needs torch with
+CUDA and is skipped while CuPy's stream captures a CUDA graph (its result is a torch allocation that a replay would
+write after torch reused it): a capture takes the Hopper grouped kernels, which are capture-safe.
+
+Speed (H200, session 11 call 1, the Primus-Turbo #330 shapes, eager): ``torch._grouped_mm`` alone over the route
+0.56-0.89 (the two dequantisation passes are its whole cost), against 0.34-0.58 for the Hopper grouped engine.
+Memory: the bf16 copies of both operands, ``2 * (rows of a + rows of b) * round_up(K, 8)`` bytes, as the workaround.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .. import codes
+from .._kinds import dtype_name
+from ..errors import ShapeError
+from ..problems.grouped_gemm import GroupedGemmProblem
+from .dequant import check_dequant_limits
+
+NAME = "torch"
+TARGET = "sm_90a"
+KINDS = ("lens", "wgrad")
+_LIMIT = 2**31
+
+
+def padded(k: int) -> int:
+    """The workspaces' row length: ``k`` rounded up to 8 bf16 elements (16-byte leading dimensions)."""
+    return -(-k // 8) * 8
+
+
+def unsupported(target: str, p: GroupedGemmProblem) -> str | None:
+    """Why the torch route does not take ``p`` on ``target`` (None: it does). Asks torch once whether it can run."""
+    if target != TARGET:
+        return f"the torch route runs on {TARGET}, not {target!r}"
+    if p.kind not in KINDS:
+        return f"the {p.kind!r} layout (its rows outside the groups stay untouched; torch._grouped_mm writes every row)"
+    if dtype_name(p.out_dtype) != "bfloat16":
+        return f"out dtype {dtype_name(p.out_dtype)} (torch._grouped_mm writes bfloat16 for bfloat16 inputs)"
+    if p.accumulate:
+        return "accumulate (the product must stay in fp32 until it is added to out)"
+    if not 1 <= p.num_groups <= codes.GROUPED_MAX_GROUPS:
+        return f"{p.num_groups} groups (the exact fallback takes 1 to {codes.GROUPED_MAX_GROUPS})"
+    if p.k == 0:
+        return "k = 0"
+    b_rows, kb = int(p.b.shape[0]), int(p.b.shape[1])
+    if p.kind == "lens" and kb != p.k:
+        return f"b is padded past k ({kb} columns for k = {p.k}; the route dequantises whole rows)"
+    if max(p.m, p.n, padded(p.k), b_rows) >= _LIMIT:
+        return "sizes of 2^31 or more (int32 offsets)"
+    for rows in (p.m, b_rows):
+        try:
+            check_dequant_limits(p.op, rows, p.k, None)
+        except ShapeError as e:  # the reason, not an error, while choosing a route
+            return str(e)
+    from ..runtime import torch_grouped
+
+    return torch_grouped.unavailable()
+
+
+def run(p: GroupedGemmProblem, groups: Any, out: Any, arch: Any) -> Any:
+    """Queue the route on CuPy's current stream and return the result (``out`` when given, else the array torch
+    allocated; bfloat16 as uint16 bits). No host synchronisation."""
+    from ..runtime import alloc, torch_grouped
+    from .dequant import launch_dequant
+    from .grouped_gemm import grouped_plan, launch_plain
+
+    kp = padded(p.k)
+    b_rows = int(p.b.shape[0])
+    wa = alloc.empty((p.m, kp), np.uint16)
+    wb = alloc.empty((b_rows, kp), np.uint16)
+    gate = alloc.zeros(1, np.uint32)
+    bf = "bfloat16"
+    launch_dequant(p.op, p.a.data, p.a.scales, wa, p.m, p.k, kp, p.a_fmt, None, bf, arch, gate)
+    launch_dequant(p.op, p.b.data, p.b.scales, wb, b_rows, p.k, kp, p.b_fmt, None, bf, arch, gate)
+    if p.kind == "lens":
+        res = torch_grouped.grouped_mm_rows(wa, wb.reshape(p.num_groups, p.n, kp), groups, gate)
+    else:
+        res = torch_grouped.grouped_mm_wgrad(wa, wb, groups, p.align, p.k)
+    if out is not None:
+        out[...] = res.reshape(out.shape)
+        res = out
+    plan = grouped_plan(p, "generic", force="generic")
+    launch_plain(p, plan, groups, res, arch, gate)  # returns at once unless the gate is raised
+    return res

@@ -1,0 +1,135 @@
+"""PyTorch's grouped bf16 GEMM (``torch._grouped_mm``: CUTLASS grouped kernels that read the group offsets on the
+device) run on CuPy arrays, on CuPy's current stream, for the ``torch`` route of the grouped MX GEMMs
+(:mod:`mxrt.ops.grouped_gemm_torch`). torch is an optional peer: this module imports it only when asked and
+:func:`unavailable` says why the route cannot run (no torch, no CUDA device in torch, no ``_grouped_mm``).
+
+Arrays cross by DLPack without copies; bfloat16 travels as CuPy uint16 bits (viewed as int16, which both sides
+share, then as ``torch.bfloat16``). Work is queued on CuPy's current stream: torch runs under a
+``torch.cuda.ExternalStream`` of it unless torch's current stream is already that stream.
+
+What the route relies on (measured on an H200, torch 2.11, session 11 call 1): offsets past the last group leave
+those output rows unwritten (torch allocates the result uninitialised); empty groups are fine; the 2-D x 2-D form
+(``a [n, Mc]`` row-major times a column-major view ``[Mc, k]``, offsets along Mc) gives ``[G, n, k]`` with zeros for
+empty groups; every leading dimension must be a multiple of 16 bytes; the output dtype is the inputs' (bfloat16;
+``out_dtype=torch.float32`` raises). The result is a new torch allocation, so a CUDA-graph capture of the route
+would leave the graph writing memory that torch's allocator has taken back: :func:`capturing` lets the caller
+decline it while CuPy's stream captures.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from functools import lru_cache
+from typing import Any
+
+
+@lru_cache(maxsize=1)
+def unavailable() -> str | None:
+    """Why ``torch._grouped_mm`` cannot serve mxrt here (None: it can). Imports torch the first time when it is
+    installed (about a second)."""
+    if "torch" not in sys.modules and importlib.util.find_spec("torch") is None:
+        return "torch is not installed (the torch route runs torch._grouped_mm)"
+    try:
+        import torch
+    except Exception as e:  # a broken install is a reason, not an error
+        return f"torch does not import ({type(e).__name__}: {e})"
+    if not hasattr(torch, "_grouped_mm"):
+        return f"torch {torch.__version__} has no torch._grouped_mm"
+    if torch.version.cuda is None or not torch.cuda.is_available():
+        return "torch has no CUDA device"
+    major, _ = torch.cuda.get_device_capability()
+    if major != 9:
+        return f"torch._grouped_mm is used on sm_90 only here (device capability {major}.x)"
+    return None
+
+
+def capturing() -> bool:
+    """Whether CuPy's current stream is capturing a CUDA graph."""
+    import cupy
+
+    s = cupy.cuda.get_current_stream().ptr
+    return bool(cupy.cuda.runtime.streamIsCapturing(s))
+
+
+class _OnCupyStream:
+    """Context: torch's current stream is CuPy's current stream."""
+
+    def __enter__(self) -> Any:
+        import cupy
+        import torch
+
+        ptr = cupy.cuda.get_current_stream().ptr
+        dev = cupy.cuda.Device().id
+        raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+        cur = raw(dev) if raw is not None else torch.cuda.current_stream(dev).cuda_stream
+        self._ctx = None
+        if cur != ptr:
+            self._ctx = torch.cuda.stream(torch.cuda.ExternalStream(ptr, device=torch.device("cuda", dev)))
+            self._ctx.__enter__()
+        return torch
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._ctx is not None:
+            self._ctx.__exit__(*exc)
+
+
+def _bf16(torch: Any, x: Any) -> Any:
+    """CuPy uint16 bits -> a torch bfloat16 view (no copy)."""
+    import cupy
+
+    return torch.from_dlpack(x.view(cupy.int16)).view(torch.bfloat16)
+
+
+def _back(x: Any) -> Any:
+    """A torch bfloat16 tensor -> CuPy uint16 bits (no copy; the CuPy array keeps the tensor alive)."""
+    import cupy
+    import torch
+
+    return cupy.from_dlpack(x.view(torch.int16)).view(cupy.uint16)
+
+
+def grouped_mm_rows(a: Any, b: Any, lens: Any, gate: Any) -> Any:
+    """``out[rows of g] = a[rows of g] @ b[g].T`` for bf16 bits ``a [m, kp]`` and ``b [G, n, kp]``
+    (C-contiguous CuPy uint16, ``kp`` a multiple of 8, columns past ``k`` zero); ``lens`` a CuPy int32 / int64
+    ``[G]`` on the device. Returns ``out [m, n]`` (CuPy uint16 bits).
+
+    Offsets are ``min(cumsum(clamp(lens, 0, m)), m)`` (monotone, inside ``a``); where ``lens`` has an entry
+    outside ``[0, m]`` or does not sum to ``m``, bit 2 of the device word ``gate`` (CuPy uint32 ``[1]``) is set, so
+    the caller's exact fallback recomputes every row with mxrt's semantics (rows past the last group zero). No host
+    synchronisation."""
+    m = int(a.shape[0])
+    with _OnCupyStream() as torch:
+        ta, tb = _bf16(torch, a), _bf16(torch, b)
+        offs, bad = row_offsets(torch, torch.from_dlpack(lens), m)
+        torch.from_dlpack(gate.view("int32")).bitwise_or_(bad.to(torch.int32) * 2)
+        out = torch._grouped_mm(ta, tb.transpose(-2, -1), offs=offs)
+        return _back(out)
+
+
+def row_offsets(torch: Any, lens: Any, m: int) -> tuple[Any, Any]:
+    """``(offs, bad)`` for torch integer ``lens [G]``: int32 group ends ``min(cumsum(clamp(lens, 0, m)), m)`` (the
+    kernels' row offsets: lengths clamped to ``[0, m]``, the prefix cut at ``m``; no int64 overflow) and a bool
+    scalar tensor, true where ``lens`` is not a split of ``m`` rows."""
+    cl = lens.clamp(0, m)
+    offs = torch.cumsum(cl, 0).clamp(max=m).to(torch.int32)
+    return offs, (cl != lens).any() | (cl.sum() != m)
+
+
+def column_offsets(torch: Any, lens: Any, align: int, mc: int) -> Any:
+    """int32 group ends of the wgrad's column ranges: the prefix of ``ceil(clamp(lens, 0, mc) / align) * align``
+    cut at ``mc`` (the generic kernel's MODE 3, :func:`mxrt.pad_group_layout` for valid lengths)."""
+    cl = lens.clamp(0, mc)
+    return torch.cumsum((cl + (align - 1)) // align * align, 0).clamp(max=mc).to(torch.int32)
+
+
+def grouped_mm_wgrad(a: Any, b: Any, lens: Any, align: int, mc: int) -> Any:
+    """``out[g] = a[:, P[g]:P[g+1]] @ b[:, P[g]:P[g+1]].T`` for bf16 bits ``a [n, kp]``, ``b [k, kp]``
+    (C-contiguous CuPy uint16, ``kp`` a multiple of 8) with ``P`` the prefix of ``ceil(clamp(lens, 0, mc) / align) *
+    align`` cut at ``mc`` (the generic kernel's MODE 3 columns); ``out [G, n, k]`` CuPy uint16 bits, zeros for empty
+    groups. No host synchronisation."""
+    with _OnCupyStream() as torch:
+        ta, tb = _bf16(torch, a), _bf16(torch, b)
+        offs = column_offsets(torch, torch.from_dlpack(lens), align, mc)
+        out = torch._grouped_mm(ta, tb.t(), offs=offs)
+        return _back(out)

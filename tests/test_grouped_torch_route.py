@@ -1,0 +1,119 @@
+"""The torch route of the grouped MX GEMMs without a GPU (mxrt/ops/grouped_gemm_torch.py,
+mxrt/runtime/torch_grouped.py): what it takes and declines, and its device offset math (run with CPU torch) against
+an independent loop over the generic kernel's rules (kernels_src/gemm/gemm_grouped_tiles.h ``gg_offsets``). The
+route itself runs in tests/test_gpu_grouped_torch.py."""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import mxrt
+from mxrt.ops import grouped_gemm_torch
+from mxrt.problems.grouped_gemm import grouped_gemm_problem, wgrad_problem
+from mxrt.runtime import torch_grouped
+
+
+def _kernel_starts(lens, cap: int, pad: int, total: int) -> np.ndarray:
+    """gg_offsets, one group at a time: starts[g + 1] = min(sum_{j <= g} pad(clamp(lens[j], 0, cap)), total)."""
+    run, ends = 0, []
+    for v in lens:
+        v = min(max(int(v), 0), cap)
+        run += -(-v // pad) * pad
+        ends.append(min(run, total))
+    return np.array(ends, np.int64)
+
+
+LENS = [[3, 0, 5], [10, 20, 5, 0], [400, 400, 400, 400], [-5, 300, -1, 2], [2**40, 0, 0, 0], [0, 0], [8], [-(2**62), 2]]
+
+
+@pytest.mark.parametrize("lens", LENS, ids=str)
+def test_row_and_column_offsets_follow_the_kernels(lens):
+    torch = pytest.importorskip("torch")
+    m, mc, align = 8, 96, 32
+    t = torch.tensor(lens, dtype=torch.int64)
+    offs, bad = torch_grouped.row_offsets(torch, t, m)
+    assert offs.dtype == torch.int32
+    np.testing.assert_array_equal(offs.numpy(), _kernel_starts(lens, m, 1, m))
+    valid = all(0 <= v <= m for v in lens) and sum(lens) == m
+    assert bool(bad) is not valid
+    if valid:
+        np.testing.assert_array_equal(offs.numpy(), mxrt.group_offsets(np.array(lens))[1:])
+    cols = torch_grouped.column_offsets(torch, t, align, mc)
+    np.testing.assert_array_equal(cols.numpy(), _kernel_starts(lens, mc, align, mc))
+    if all(abs(v) < 2**31 for v in lens):  # int32 device lengths: the same offsets
+        np.testing.assert_array_equal(torch_grouped.column_offsets(torch, t.int(), align, mc).numpy(), cols.numpy())
+        np.testing.assert_array_equal(torch_grouped.row_offsets(torch, t.int(), m)[0].numpy(), offs.numpy())
+
+
+def _x(rng, shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+@pytest.fixture
+def torch_present(monkeypatch):
+    monkeypatch.setattr(torch_grouped, "unavailable", lambda: None)
+
+
+def _lens_problem(out_dtype="bfloat16", k=64, pad=32, fa="e4m3"):
+    rng = np.random.default_rng(0)
+    lens = np.array([5, 0, 11])
+    qa = mxrt.quantize_mx(_x(rng, (16, k)), fa)
+    qw = mxrt.quantize_mx_dual_grouped(_x(rng, (3, 24, k)), pad=pad)
+    return grouped_gemm_problem(qa, qw.row, lens, out_dtype=out_dtype)
+
+
+def test_takes_bf16_forward_and_wgrad(torch_present):
+    assert grouped_gemm_torch.unsupported("sm_90a", _lens_problem()) is None
+    rng = np.random.default_rng(3)
+    qa, qb = mxrt.quantize_mx(_x(rng, (16, 40)), "e2m1"), mxrt.quantize_mx(_x(rng, (3, 24, 40)), "e4m3", axis=2)
+    assert grouped_gemm_torch.unsupported("sm_90a", grouped_gemm_problem(qa, qb, np.array([5, 0, 11]))) is None
+    rng = np.random.default_rng(1)
+    lens = np.array([40, 0, 24])
+    qg = mxrt.quantize_mx_grouped(_x(rng, (64, 48)), lens, colwise=True, col_align=32)
+    qx = mxrt.quantize_mx_grouped(_x(rng, (64, 40)), lens, colwise=True, col_align=32)
+    p = wgrad_problem(qg, qx, lens, out_dtype="bfloat16")
+    assert grouped_gemm_torch.unsupported("sm_90a", p) is None
+    assert "out dtype float32" in grouped_gemm_torch.unsupported("sm_90a", wgrad_problem(qg, qx, lens))
+    out = np.zeros((3, 48, 40), ml_dtypes.bfloat16)
+    acc = wgrad_problem(qg, qx, lens, out_dtype="bfloat16", out=out, accumulate=True)
+    assert "accumulate" in grouped_gemm_torch.unsupported("sm_90a", acc)
+
+
+@pytest.mark.parametrize(
+    "make,target,reason",
+    [
+        (lambda: _lens_problem("float32"), "sm_90a", "out dtype float32"),
+        (lambda: _lens_problem("float16"), "sm_90a", "out dtype float16"),
+        (lambda: _lens_problem(k=40), "sm_90a", "padded past k"),
+        (lambda: _lens_problem(), "gfx950", "runs on sm_90a"),
+        (lambda: _lens_problem(), "generic", "runs on sm_90a"),
+    ],
+)
+def test_declines_with_a_reason(torch_present, make, target, reason):
+    assert reason in grouped_gemm_torch.unsupported(target, make())
+
+
+def test_deepgemm_layouts_declined(torch_present):
+    rng = np.random.default_rng(2)
+    qa = mxrt.quantize_mx(_x(rng, (16, 64)))
+    qb = mxrt.quantize_mx(_x(rng, (2, 24, 64)), axis=2)
+    ids = np.array([0] * 8 + [-1] * 3 + [1] * 5, np.int32)
+    p = grouped_gemm_problem(qa, qb, ids, kind="indices", out=np.zeros((16, 24), np.float32), out_dtype="float32")
+    assert "'indices' layout" in grouped_gemm_torch.unsupported("sm_90a", p)
+
+
+def test_unavailable_says_why_without_a_cuda_torch():
+    torch_grouped.unavailable.cache_clear()
+    try:
+        why = torch_grouped.unavailable()
+        torch = pytest.importorskip("torch")
+        if not torch.cuda.is_available():
+            assert why is not None and "CUDA" in why
+    finally:
+        torch_grouped.unavailable.cache_clear()
+
+
+def test_padded_rows():
+    assert [grouped_gemm_torch.padded(k) for k in (1, 8, 9, 33, 7168)] == [8, 8, 16, 40, 7168]

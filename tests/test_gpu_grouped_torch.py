@@ -292,3 +292,28 @@ def test_a_moe_step_in_torch_uses_the_route(route):
     y.float().square().sum().backward()
     assert "lens" in route
     assert torch.isfinite(x.grad).all() and torch.isfinite(w.grad).all()
+
+
+@pytest.mark.parametrize("n,k", [(50, 36), (65, 96)])
+def test_output_widths_torch_pads(route, n, k):
+    """Output rows whose width is not a multiple of 8 (torch pads their stride): a C-contiguous result, right
+    values, and the fallback (an out-of-window scale) writes it with mxrt's row stride."""
+    rng = np.random.default_rng(n)
+    lens = np.array([70, 0, 58, 32])
+    m = int(lens.sum())
+    go, x = _x(rng, (m, n)), _x(rng, (m, k))
+    qg = mxrt.quantize_mx_grouped(go, lens, colwise=True, col_align=32)
+    qx = mxrt.quantize_mx_grouped(x, lens, colwise=True, col_align=32)
+    got = mxrt.grouped_gemm_mx_wgrad(dev(qg.col), dev(qx.col), cupy.asarray(lens), out_dtype="bfloat16")
+    assert got.flags.c_contiguous and got.shape == (4, n, k)
+    check(host(got), grouped_gemm_f64(wgrad_problem(qg, qx, lens))[0], "wgrad")
+    qa, qb = mxrt.quantize_mx(x), mxrt.quantize_mx(_x(rng, (4, n, k)), axis=2)
+    sa = qa.scales.copy()
+    sa[3, 0] = 140  # above the window: the gated fallback writes every row
+    for s in (qa.scales, sa):
+        a = (cupy.asarray(qa.data), cupy.asarray(s), "e4m3", k)
+        got = mxrt.grouped_gemm_mx(a, dev(qb), cupy.asarray(lens))
+        assert got.flags.c_contiguous and got.shape == (m, n)
+        p = grouped_gemm_problem((qa.data, s, "e4m3", k), qb, lens, out_dtype="float32")
+        check(host(got), grouped_gemm_f64(p)[0], "fwd")
+    assert route == ["wgrad", "lens", "lens"]

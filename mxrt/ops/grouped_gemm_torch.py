@@ -98,6 +98,8 @@ def run(p: GroupedGemmProblem, groups: Any, out: Any, arch: Any) -> Any:
     if out is not None:
         out[...] = res.reshape(out.shape)
         res = out
+    elif not res.flags.c_contiguous:  # torch pads the rows of an output whose width is not a multiple of 8
+        res = res.copy()  # C-contiguous, as every mxrt result and the fallback kernel's row stride
     plan = grouped_plan(p, "generic", force="generic")
     launch_plain(p, plan, groups, res, arch, gate)  # returns at once unless the gate is raised
     return res

@@ -317,3 +317,23 @@ def test_output_widths_torch_pads(route, n, k):
         p = grouped_gemm_problem((qa.data, s, "e4m3", k), qb, lens, out_dtype="float32")
         check(host(got), grouped_gemm_f64(p)[0], "fwd")
     assert route == ["wgrad", "lens", "lens"]
+
+
+@pytest.mark.parametrize("dtype", ["int32", "int64"])
+def test_offsets_kernel_against_its_twin(route, dtype):
+    """kernels_src/gemm/grouped_offsets.hip against offsets_numpy: random, invalid and extreme lengths, G up to
+    1024, rows (with the split check) and padded columns (without)."""
+    rng = np.random.default_rng(21)
+    arch = get_arch()
+    big = 2**31 - 1 if dtype == "int32" else 2**40
+    sets = [[3, 0, 5], [10, 20, 5, 0], [-5, 300, -1, 2], [big, 0, 0], [0] * 1024, list(rng.integers(0, 9, 1024))]
+    sets += [list(rng.integers(-3, 50, g)) for g in (1, 7, 257, 1000)]
+    for lens in sets:
+        d = cupy.asarray(np.array(lens, dtype))
+        total = min(max(int(np.clip(lens, 0, None).sum()), 1), 2**31 - 6)  # the kernel: total < 2^31
+        for cap, pad, tot, checked in ((total, 1, total, True), (total + 5, 1, total + 5, True), (500, 32, 500, False)):
+            gate = cupy.zeros(1, cupy.uint32)
+            offs = grouped_gemm_torch.launch_offsets("t", d, cap, pad, tot, arch, gate if checked else None)
+            want, bad = grouped_gemm_torch.offsets_numpy(lens, cap, pad, tot)
+            np.testing.assert_array_equal(offs.get(), want, err_msg=f"{lens[:8]} cap {cap} pad {pad}")
+            assert int(gate.get()[0]) == (2 if checked and bad else 0), f"{lens[:8]} cap {cap}"

@@ -29,22 +29,22 @@ LENS = [[3, 0, 5], [10, 20, 5, 0], [400, 400, 400, 400], [-5, 300, -1, 2], [2**4
 
 
 @pytest.mark.parametrize("lens", LENS, ids=str)
-def test_row_and_column_offsets_follow_the_kernels(lens):
-    torch = pytest.importorskip("torch")
+def test_offsets_twin_follows_the_kernels(lens):
+    """grouped_offsets' numpy twin: the rows (pad 1, cut at m) and the wgrad columns (pad = align, cut at Mc) of
+    gg_offsets, and the split check; for valid lengths, mxrt.group_offsets / pad_group_layout."""
     m, mc, align = 8, 96, 32
-    t = torch.tensor(lens, dtype=torch.int64)
-    offs, bad = torch_grouped.row_offsets(torch, t, m)
-    assert offs.dtype == torch.int32
-    np.testing.assert_array_equal(offs.numpy(), _kernel_starts(lens, m, 1, m))
+    ends, bad = grouped_gemm_torch.offsets_numpy(lens, m, 1, m)
+    assert ends.dtype == np.int32
+    np.testing.assert_array_equal(ends, _kernel_starts(lens, m, 1, m))
     valid = all(0 <= v <= m for v in lens) and sum(lens) == m
-    assert bool(bad) is not valid
+    assert bad is not valid
     if valid:
-        np.testing.assert_array_equal(offs.numpy(), mxrt.group_offsets(np.array(lens))[1:])
-    cols = torch_grouped.column_offsets(torch, t, align, mc)
-    np.testing.assert_array_equal(cols.numpy(), _kernel_starts(lens, mc, align, mc))
-    if all(abs(v) < 2**31 for v in lens):  # int32 device lengths: the same offsets
-        np.testing.assert_array_equal(torch_grouped.column_offsets(torch, t.int(), align, mc).numpy(), cols.numpy())
-        np.testing.assert_array_equal(torch_grouped.row_offsets(torch, t.int(), m)[0].numpy(), offs.numpy())
+        np.testing.assert_array_equal(ends, mxrt.group_offsets(np.array(lens))[1:])
+    cols, _ = grouped_gemm_torch.offsets_numpy(lens, mc, align, mc)
+    np.testing.assert_array_equal(cols, _kernel_starts(lens, mc, align, mc))
+    if all(v >= 0 for v in lens) and sum(lens) <= mc:
+        want = np.minimum(mxrt.pad_group_layout(np.array(lens), align)[1][1:], mc)
+        np.testing.assert_array_equal(cols, want)
 
 
 def _x(rng, shape):

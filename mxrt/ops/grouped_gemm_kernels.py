@@ -197,8 +197,19 @@ GEMM_MX_GROUPED_SM90_WS = KernelSpec(
     expect_mma=(("sm_90a", ("wgmma.mma_async",)),),
 )
 
+#: the torch route's group ends (kernels_src/gemm/grouped_offsets.hip; mxrt/ops/grouped_gemm_torch.py): one CTA
+GROUPED_OFFSETS_THREADS = 1024
+GROUPED_OFFSETS = KernelSpec(
+    symbol="grouped_offsets",
+    file="gemm/grouped_offsets.hip",
+    required=("THREADS",),
+    variants=(defines(THREADS=GROUPED_OFFSETS_THREADS),),
+    targets=("sm_90a",),
+)
+
 SPECS = (
     GEMM_MX_GROUPED_GENERIC,
+    GROUPED_OFFSETS,
     GEMM_MX_GROUPED_GFX950,
     GEMM_MX_GROUPED_GFX942,
     GEMM_MX_GROUPED_SM90,

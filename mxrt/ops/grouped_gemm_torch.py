@@ -76,9 +76,37 @@ def unsupported(target: str, p: GroupedGemmProblem) -> str | None:
     return torch_grouped.unavailable()
 
 
+def offsets_numpy(lens: Any, cap: int, pad: int, total: int) -> tuple[np.ndarray, bool]:
+    """numpy twin of kernels_src/gemm/grouped_offsets.hip: the int32 group ends ``min(sum_{j <= g} pad(clamp(
+    lens[j], 0, cap)), total)`` (``pad(v) = ceil(v / pad) * pad``) and whether ``lens`` is not a split of ``total``
+    (an entry outside ``[0, cap]`` or a sum other than ``total``)."""
+    v = np.asarray(lens, np.int64)
+    cl = np.clip(v, 0, cap)
+    ends = np.minimum(np.cumsum(-(-cl // pad) * pad), total).astype(np.int32)
+    return ends, bool((cl != v).any() or int(cl.sum()) != total)
+
+
+def launch_offsets(op: str, lens: Any, cap: int, pad: int, total: int, arch: Any, gate: Any = None) -> Any:
+    """Queue grouped_offsets: a CuPy int32 ``[G]`` of :func:`offsets_numpy`'s ends; ``gate`` (a device uint32 word)
+    gets bit 2 where ``lens`` is not a split of ``total`` (None: no check). No host synchronisation."""
+    from ..runtime import alloc
+    from ..runtime.compiler import build
+    from ..runtime.launch import LaunchConfig, launch
+    from .grouped_gemm_kernels import GROUPED_OFFSETS, GROUPED_OFFSETS_THREADS
+
+    g = int(lens.shape[0])
+    offs = alloc.empty(g, np.int32)
+    kernel = build(GROUPED_OFFSETS, GROUPED_OFFSETS.variants[0], arch)
+    cfg = LaunchConfig((1, 1, 1), (GROUPED_OFFSETS_THREADS, 1, 1), 0)
+    lens_i64 = np.uint32(dtype_name(lens.dtype) == "int64")
+    args = (lens, offs, np.uint64(0) if gate is None else gate, np.uint32(g), lens_i64)
+    launch(op, kernel, cfg, (*args, np.int64(cap), np.int64(pad), np.int64(total)))
+    return offs
+
+
 def run(p: GroupedGemmProblem, groups: Any, out: Any, arch: Any) -> Any:
-    """Queue the route on CuPy's current stream and return the result (``out`` when given, else the array torch
-    allocated; bfloat16 as uint16 bits). No host synchronisation."""
+    """Queue the route on CuPy's current stream and return the result (``out`` when given, else a C-contiguous
+    array; bfloat16 as uint16 bits). No host synchronisation."""
     from ..runtime import alloc, torch_grouped
     from .dequant import launch_dequant
     from .grouped_gemm import grouped_plan, launch_plain
@@ -91,10 +119,12 @@ def run(p: GroupedGemmProblem, groups: Any, out: Any, arch: Any) -> Any:
     bf = "bfloat16"
     launch_dequant(p.op, p.a.data, p.a.scales, wa, p.m, p.k, kp, p.a_fmt, None, bf, arch, gate)
     launch_dequant(p.op, p.b.data, p.b.scales, wb, b_rows, p.k, kp, p.b_fmt, None, bf, arch, gate)
-    if p.kind == "lens":
-        res = torch_grouped.grouped_mm_rows(wa, wb.reshape(p.num_groups, p.n, kp), groups, gate)
-    else:
-        res = torch_grouped.grouped_mm_wgrad(wa, wb, groups, p.align, p.k)
+    if p.kind == "lens":  # rows: lengths clamped to [0, m], cut at m; a bad split raises the gate
+        offs = launch_offsets(p.op, groups, p.m, 1, p.m, arch, gate)
+        res = torch_grouped.grouped_mm(wa, wb.reshape(p.num_groups, p.n, kp), offs)
+    else:  # wgrad columns: clamped to [0, Mc], padded to align, cut at Mc (the generic kernel's MODE 3)
+        offs = launch_offsets(p.op, groups, p.k, p.align, p.k, arch)
+        res = torch_grouped.grouped_mm(wa, wb, offs)
     if out is not None:
         out[...] = res.reshape(out.shape)
         res = out

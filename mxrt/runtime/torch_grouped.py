@@ -89,47 +89,15 @@ def _back(x: Any) -> Any:
     return cupy.from_dlpack(x.view(torch.int16)).view(cupy.uint16)
 
 
-def grouped_mm_rows(a: Any, b: Any, lens: Any, gate: Any) -> Any:
-    """``out[rows of g] = a[rows of g] @ b[g].T`` for bf16 bits ``a [m, kp]`` and ``b [G, n, kp]``
-    (C-contiguous CuPy uint16, ``kp`` a multiple of 8, columns past ``k`` zero); ``lens`` a CuPy int32 / int64
-    ``[G]`` on the device. Returns ``out [m, n]`` (CuPy uint16 bits).
-
-    Offsets are ``min(cumsum(clamp(lens, 0, m)), m)`` (monotone, inside ``a``); where ``lens`` has an entry
-    outside ``[0, m]`` or does not sum to ``m``, bit 2 of the device word ``gate`` (CuPy uint32 ``[1]``) is set, so
-    the caller's exact fallback recomputes every row with mxrt's semantics (rows past the last group zero). No host
-    synchronisation."""
-    m = int(a.shape[0])
+def grouped_mm(a: Any, b: Any, offs: Any) -> Any:
+    """``torch._grouped_mm`` on CuPy arrays: bf16 bits ``a [m, kp]`` (C-contiguous uint16, ``kp`` a multiple of 8)
+    and either ``b [G, n, kp]`` (the forward / dgrad: ``out[rows of g] = a[rows of g] @ b[g].T``, ``out [m, n]``) or
+    ``b [n, kp]`` (the wgrad: ``out[g] = a[:, cols of g] @ b[:, cols of g].T``, ``out [G, m, n]``, groups along kp);
+    ``offs`` CuPy int32 ``[G]`` group ends on the device (non-decreasing, at most the grouped length). Returns
+    ``out`` as CuPy uint16 bits, the array torch allocated (its rows may be padded to 16 bytes). No host
+    synchronisation; queued on CuPy's current stream."""
     with _OnCupyStream() as torch:
         ta, tb = _bf16(torch, a), _bf16(torch, b)
-        offs, bad = row_offsets(torch, torch.from_dlpack(lens), m)
-        torch.from_dlpack(gate.view("int32")).bitwise_or_(bad.to(torch.int32) * 2)
-        out = torch._grouped_mm(ta, tb.transpose(-2, -1), offs=offs)
-        return _back(out)
-
-
-def row_offsets(torch: Any, lens: Any, m: int) -> tuple[Any, Any]:
-    """``(offs, bad)`` for torch integer ``lens [G]``: int32 group ends ``min(cumsum(clamp(lens, 0, m)), m)`` (the
-    kernels' row offsets: lengths clamped to ``[0, m]``, the prefix cut at ``m``; no int64 overflow) and a bool
-    scalar tensor, true where ``lens`` is not a split of ``m`` rows."""
-    cl = lens.clamp(0, m)
-    offs = torch.cumsum(cl, 0).clamp(max=m).to(torch.int32)
-    return offs, (cl != lens).any() | (cl.sum() != m)
-
-
-def column_offsets(torch: Any, lens: Any, align: int, mc: int) -> Any:
-    """int32 group ends of the wgrad's column ranges: the prefix of ``ceil(clamp(lens, 0, mc) / align) * align``
-    cut at ``mc`` (the generic kernel's MODE 3, :func:`mxrt.pad_group_layout` for valid lengths)."""
-    cl = lens.clamp(0, mc)
-    return torch.cumsum((cl + (align - 1)) // align * align, 0).clamp(max=mc).to(torch.int32)
-
-
-def grouped_mm_wgrad(a: Any, b: Any, lens: Any, align: int, mc: int) -> Any:
-    """``out[g] = a[:, P[g]:P[g+1]] @ b[:, P[g]:P[g+1]].T`` for bf16 bits ``a [n, kp]``, ``b [k, kp]``
-    (C-contiguous CuPy uint16, ``kp`` a multiple of 8) with ``P`` the prefix of ``ceil(clamp(lens, 0, mc) / align) *
-    align`` cut at ``mc`` (the generic kernel's MODE 3 columns); ``out [G, n, k]`` CuPy uint16 bits, zeros for empty
-    groups. No host synchronisation."""
-    with _OnCupyStream() as torch:
-        ta, tb = _bf16(torch, a), _bf16(torch, b)
-        offs = column_offsets(torch, torch.from_dlpack(lens), align, mc)
-        out = torch._grouped_mm(ta, tb.t(), offs=offs)
+        to = torch.from_dlpack(offs)
+        out = torch._grouped_mm(ta, tb.transpose(-2, -1), offs=to)
         return _back(out)

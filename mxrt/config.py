@@ -97,7 +97,9 @@ def tuned_table_path() -> Path:
 
 
 #: ``MXRT_GROUPED_GEMM_KERNEL``: force the kernel of the grouped GEMMs (``grouped_gemm_mx``, ``_wgrad``, the DeepGEMM
-#: calls): ``generic`` (the portable kernel, e.g. for A/B timings) or the target's own (``sm90``: the Hopper grouped
+#: calls): ``torch`` (sm_90a: the torch route, exact dequantisation + ``torch._grouped_mm``,
+#: mxrt/ops/grouped_gemm_torch.py; raises where it declines; every other value keeps the route out), ``generic``
+#: (the portable kernel, e.g. for A/B timings) or the target's own (``sm90``: the Hopper grouped
 #: engine, else the older Hopper kernel; ``sm90_ws`` / ``sm90_wgmma``: one of them, for A/B timings; ``gfx950``,
 #: ``gfx942``: raises UnsupportedArchError with the kernels' reasons where none takes the problem). Unset or
 #: ``auto``: the target's kernel where it takes the problem, else generic (:func:`mxrt.ops.grouped_gemm.choose_kernel`).

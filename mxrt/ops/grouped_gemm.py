@@ -5,7 +5,9 @@ dense AMD kernels' main loops); on sm_90a the Hopper grouped engine for the lens
 with 16-bit out (:mod:`mxrt.ops.grouped_gemm_sm90_ws`; the issue-10 engine walking a device-built work list) and the
 older Hopper grouped kernel for the wgrad and what the engine declines (:mod:`mxrt.ops.grouped_gemm_sm90`; the dense
 sm90_wgmma tile); tensor maps by value on both. :func:`choose_kernel` picks one per problem and target
-(``MXRT_GROUPED_GEMM_KERNEL`` forces one).
+(``MXRT_GROUPED_GEMM_KERNEL`` forces one). Before any of them, on sm_90a with torch present, the torch route
+(:mod:`mxrt.ops.grouped_gemm_torch`: exact dequantisation + ``torch._grouped_mm``, a gated generic fallback) takes
+the bf16-out forward / dgrad / wgrad when no CUDA graph is being captured (:func:`torch_route_reason`).
 
 The group description stays on the device and is never read back: the kernel turns ``group_lens`` into row (or,
 for wgrad, padded column) offsets and row tiles itself, and the launch grid comes from host-known bounds

@@ -4,7 +4,8 @@ bfloat16 wgrad, generic for the float32 wgrad) against ``torch._grouped_mm`` in 
 Primus-Turbo PR #330 (run from the repository root).
 
     python benchmarks/bench_grouped_gemm.py [--json FILE] [--budget-s 200] [--reps 3] [--shapes deepseek,gpt-oss]
-        [--passes fwd,dgrad,wgrad] [--kernel auto|generic|sm90|sm90_ws|sm90_wgmma] [--wgrad-out bfloat16|float32]
+        [--passes fwd,dgrad,wgrad] [--kernel auto|torch|generic|sm90|sm90_ws|sm90_wgmma]
+        [--wgrad-out bfloat16|float32] [--timing events|graph] [--with-quant]
 
 ``--kernel`` sets MXRT_GROUPED_GEMM_KERNEL (``generic``: the portable kernel, for A/B against the native one; on
 sm_90a ``torch``: the torch route alone (exact dequantisation + ``torch._grouped_mm``, auto's choice for bfloat16
@@ -153,6 +154,59 @@ def run_shape(
     return rows  # the buffers die with this frame; main() returns them to the pools
 
 
+def run_with_quant(model, name, b, m, n, k, balanced, reps, rng, log) -> list[dict]:
+    """The seed's with-quantization rows: a training step's expert GEMM from bf16 tensors. mxrt "fwd+q": quantize x
+    (rowwise) and the weights (``quantize_mx_dual_grouped``: rows for the forward, columns for the dgrad), then the
+    forward; "bwd+q": quantize dy rowwise (dgrad) and dy / x colwise per group (``quantize_mx_grouped``, wgrad), then
+    the dgrad and the bf16 wgrad (what ``mxrt.torch.grouped_linear_mx`` runs). Peer: ``torch._grouped_mm`` on the bf16
+    tensors, one GEMM forward, two backward. FLOPs: 2 M n k per GEMM."""
+    import torch
+
+    lens = group_lens(b, m, balanced, rng)
+    mt = int(lens.sum())
+    dev = "cuda"
+    tx = torch.randn(mt, k, device=dev, dtype=torch.bfloat16)
+    tw = torch.randn(b, n, k, device=dev, dtype=torch.bfloat16)
+    tdy = torch.randn(mt, n, device=dev, dtype=torch.bfloat16)
+    lens_t = torch.from_numpy(lens).to(dev)
+    offs = torch.from_numpy(np.cumsum(lens).astype(np.int32)).to(dev)
+    qw = mxrt.quantize_mx_dual_grouped(tw)
+
+    def mx_fwd():
+        q = mxrt.quantize_mx_dual_grouped(tw)
+        return mxrt.grouped_gemm_mx(mxrt.quantize_mx(tx), q.row, lens_t)
+
+    def mx_bwd():
+        dx = mxrt.grouped_gemm_mx(mxrt.quantize_mx(tdy), qw.col, lens_t)
+        qg = mxrt.quantize_mx_grouped(tdy, lens_t, colwise=True, col_align=32)
+        qx = mxrt.quantize_mx_grouped(tx, lens_t, colwise=True, col_align=32)
+        return dx, mxrt.grouped_gemm_mx_wgrad(qg, qx, lens_t, out_dtype="bfloat16")
+
+    cases = {
+        "fwd+q": (mx_fwd, lambda: torch._grouped_mm(tx, tw.transpose(-2, -1), offs=offs), 2 * mt * n * k),
+        "bwd+q": (
+            mx_bwd,
+            lambda: (torch._grouped_mm(tdy, tw, offs=offs), torch._grouped_mm(tdy.t(), tx, offs=offs)),
+            4 * mt * n * k,
+        ),
+    }
+    rows = []
+    for p, (fn, peer, flops) in cases.items():
+        row = dict(model=model, gemm=name, B=b, M=m, N=n, K=k, split="balanced" if balanced else "unbalanced")
+        row["pass"] = p
+        try:
+            t, _ = time_events(fn, reps)
+            row.update(mxrt_us=t * 1e6, mxrt_tflops=flops / t / 1e12)
+            t, _ = time_events(peer, reps)
+            row.update(torch_us=t * 1e6, torch_tflops=flops / t / 1e12)
+            row["mxrt_over_torch"] = row["torch_us"] / row["mxrt_us"]
+        except Exception as e:
+            row["error"] = f"{type(e).__name__}: {str(e)[:200]}"
+        rows.append(row)
+        log(f"  {model} {name} B={b} M={m} {row['split']} {p}: {row.get('mxrt_over_torch', float('nan')):.2f}x")
+    return rows
+
+
 def _empty_torch_cache() -> None:
     import torch
 
@@ -171,6 +225,10 @@ def main(argv: list[str]) -> int:
     )
     ap.add_argument("--wgrad-out", default="bfloat16", choices=("bfloat16", "float32"))
     ap.add_argument(
+        "--with-quant", action="store_true",
+        help="the with-quantization rows (bf16 in: quantizers + GEMMs of a training step) instead of kernel-only",
+    )  # fmt: skip
+    ap.add_argument(
         "--timing", default="events", choices=("events", "graph"),
         help="events: eager calls, both sides (the torch route runs eagerly only); graph: CUDA-graph replays",
     )  # fmt: skip
@@ -188,7 +246,10 @@ def main(argv: list[str]) -> int:
                 print(f"budget {args.budget_s:.0f} s reached; skipping {shape} balanced={balanced}")
                 continue
             try:
-                rows += run_shape(*shape, balanced, args.reps, rng, print, only, args.wgrad_out, args.timing)
+                if args.with_quant:
+                    rows += run_with_quant(*shape, balanced, args.reps, rng, print)
+                else:
+                    rows += run_shape(*shape, balanced, args.reps, rng, print, only, args.wgrad_out, args.timing)
             except Exception:
                 traceback.print_exc()
     cols = ["model", "gemm", "B", "M", "split", "pass", "mxrt_tflops", "torch_tflops", "mxrt_over_torch"]
@@ -200,7 +261,7 @@ def main(argv: list[str]) -> int:
     if args.json:
         with open(args.json, "w") as fh:
             meta = {"device": core.device_name(), "software": core.software(), "kernel": args.kernel}
-            meta["wgrad_out"], meta["timing"] = args.wgrad_out, args.timing
+            meta["wgrad_out"], meta["timing"], meta["with_quant"] = args.wgrad_out, args.timing, args.with_quant
             json.dump({**meta, "rows": rows}, fh, indent=1)
         print(f"wrote {args.json}")
     return 0

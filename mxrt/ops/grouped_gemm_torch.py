@@ -86,16 +86,19 @@ def offsets_numpy(lens: Any, cap: int, pad: int, total: int) -> tuple[np.ndarray
     return ends, bool((cl != v).any() or int(cl.sum()) != total)
 
 
-def launch_offsets(op: str, lens: Any, cap: int, pad: int, total: int, arch: Any, gate: Any = None) -> Any:
-    """Queue grouped_offsets: a CuPy int32 ``[G]`` of :func:`offsets_numpy`'s ends; ``gate`` (a device uint32 word)
-    gets bit 2 where ``lens`` is not a split of ``total`` (None: no check). No host synchronisation."""
+def launch_offsets(
+    op: str, lens: Any, cap: int, pad: int, total: int, arch: Any, gate: Any = None, offs: Any = None
+) -> Any:
+    """Queue grouped_offsets: ``offs`` (a CuPy int32 ``[G]``, allocated when None) gets :func:`offsets_numpy`'s
+    ends; ``gate`` (a device uint32 word) gets bit 2 where ``lens`` is not a split of ``total`` (None: no check).
+    No host synchronisation."""
     from ..runtime import alloc
     from ..runtime.compiler import build
     from ..runtime.launch import LaunchConfig, launch
     from .grouped_gemm_kernels import GROUPED_OFFSETS, GROUPED_OFFSETS_THREADS
 
     g = int(lens.shape[0])
-    offs = alloc.empty(g, np.int32)
+    offs = alloc.empty(g, np.int32) if offs is None else offs
     kernel = build(GROUPED_OFFSETS, GROUPED_OFFSETS.variants[0], arch)
     cfg = LaunchConfig((1, 1, 1), (GROUPED_OFFSETS_THREADS, 1, 1), 0)
     lens_i64 = np.uint32(dtype_name(lens.dtype) == "int64")
@@ -109,27 +112,45 @@ def run(p: GroupedGemmProblem, groups: Any, out: Any, arch: Any) -> Any:
     array; bfloat16 as uint16 bits). No host synchronisation."""
     from ..runtime import alloc, torch_grouped
     from .dequant import launch_dequant
-    from .grouped_gemm import grouped_plan, launch_plain
+    from .grouped_gemm import launch_plain
 
     kp = padded(p.k)
     b_rows = int(p.b.shape[0])
-    wa = alloc.empty((p.m, kp), np.uint16)
-    wb = alloc.empty((b_rows, kp), np.uint16)
     gate = alloc.zeros(1, np.uint32)
     bf = "bfloat16"
-    launch_dequant(p.op, p.a.data, p.a.scales, wa, p.m, p.k, kp, p.a_fmt, None, bf, arch, gate)
-    launch_dequant(p.op, p.b.data, p.b.scales, wb, b_rows, p.k, kp, p.b_fmt, None, bf, arch, gate)
-    if p.kind == "lens":  # rows: lengths clamped to [0, m], cut at m; a bad split raises the gate
-        offs = launch_offsets(p.op, groups, p.m, 1, p.m, arch, gate)
-        res = torch_grouped.grouped_mm(wa, wb.reshape(p.num_groups, p.n, kp), offs)
-    else:  # wgrad columns: clamped to [0, Mc], padded to align, cut at Mc (the generic kernel's MODE 3)
-        offs = launch_offsets(p.op, groups, p.k, p.align, p.k, arch)
-        res = torch_grouped.grouped_mm(wa, wb, offs)
+    with torch_grouped.on_cupy_stream() as torch:  # workspaces from torch's allocator: no DLPack per call
+        ta, wa = torch_grouped.empty(torch, (p.m, kp), "uint16")
+        tb, wb = torch_grouped.empty(torch, (b_rows, kp), "uint16")
+        to, offs = torch_grouped.empty(torch, (p.num_groups,), "int32")
+        launch_dequant(p.op, p.a.data, p.a.scales, wa, p.m, p.k, kp, p.a_fmt, None, bf, arch, gate)
+        launch_dequant(p.op, p.b.data, p.b.scales, wb, b_rows, p.k, kp, p.b_fmt, None, bf, arch, gate)
+        if p.kind == "lens":  # rows: lengths clamped to [0, m], cut at m; a bad split raises the gate
+            launch_offsets(p.op, groups, p.m, 1, p.m, arch, gate, offs)
+            res = torch_grouped.grouped_mm(torch, ta, tb.view(p.num_groups, p.n, kp), to)
+        else:  # wgrad columns: clamped to [0, Mc], padded to align, cut at Mc (the generic kernel's MODE 3)
+            launch_offsets(p.op, groups, p.k, p.align, p.k, arch, None, offs)
+            res = torch_grouped.grouped_mm(torch, ta, tb, to)
     if out is not None:
         out[...] = res.reshape(out.shape)
         res = out
     elif not res.flags.c_contiguous:  # torch pads the rows of an output whose width is not a multiple of 8
         res = res.copy()  # C-contiguous, as every mxrt result and the fallback kernel's row stride
-    plan = grouped_plan(p, "generic", force="generic")
-    launch_plain(p, plan, groups, res, arch, gate)  # returns at once unless the gate is raised
+    launch_plain(p, _fallback_plan(p), groups, res, arch, gate)  # returns at once unless the gate is raised
     return res
+
+
+_PLANS: dict = {}
+
+
+def _fallback_plan(p: GroupedGemmProblem) -> Any:
+    """The generic kernel's plan of ``p`` (host math, cached by everything it reads)."""
+    from .grouped_gemm import grouped_plan
+
+    key = (p.kind, p.a_fmt, p.b_fmt, dtype_name(p.out_dtype), p.m, p.n, p.k, tuple(p.b.shape), p.num_groups)
+    key += (p.align, p.max_m, p.accumulate, p.scale_f32, p.sf_gmn_b)
+    plan = _PLANS.get(key)
+    if plan is None:
+        if len(_PLANS) >= 1024:
+            _PLANS.clear()
+        plan = _PLANS[key] = grouped_plan(p, "generic", force="generic")
+    return plan

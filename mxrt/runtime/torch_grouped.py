@@ -3,9 +3,11 @@ device) run on CuPy arrays, on CuPy's current stream, for the ``torch`` route of
 (:mod:`mxrt.ops.grouped_gemm_torch`). torch is an optional peer: this module imports it only when asked and
 :func:`unavailable` says why the route cannot run (no torch, no CUDA device in torch, no ``_grouped_mm``).
 
-Arrays cross by DLPack without copies; bfloat16 travels as CuPy uint16 bits (viewed as int16, which both sides
-share, then as ``torch.bfloat16``). Work is queued on CuPy's current stream: torch runs under a
-``torch.cuda.ExternalStream`` of it unless torch's current stream is already that stream.
+The route's workspaces (the bf16 operands, the group ends) are torch allocations that CuPy views through their
+pointers (:func:`empty`, :func:`cupy_view`: a few microseconds each, where a DLPack exchange costs tens), and so is
+torch's result. Work is queued on CuPy's current stream: torch runs under a ``torch.cuda.ExternalStream`` of it
+unless torch's current stream is already that stream (:class:`on_cupy_stream`), so torch's allocator hands out memory
+ordered on that stream.
 
 What the route relies on (measured on an H200, torch 2.11, session 11 call 1): offsets past the last group leave
 those output rows unwritten (torch allocates the result uninitialised); empty groups are fine; the 2-D x 2-D form
@@ -52,8 +54,9 @@ def capturing() -> bool:
     return bool(cupy.cuda.runtime.streamIsCapturing(s))
 
 
-class _OnCupyStream:
-    """Context: torch's current stream is CuPy's current stream."""
+class on_cupy_stream:
+    """Context: torch's current stream is CuPy's current stream (a ``torch.cuda.ExternalStream`` of it unless it
+    already is); ``with on_cupy_stream() as torch:`` gives the torch module."""
 
     def __enter__(self) -> Any:
         import cupy
@@ -74,30 +77,34 @@ class _OnCupyStream:
             self._ctx.__exit__(*exc)
 
 
-def _bf16(torch: Any, x: Any) -> Any:
-    """CuPy uint16 bits -> a torch bfloat16 view (no copy)."""
+_TORCH_DTYPES = {"uint16": "bfloat16", "int32": "int32"}
+
+
+def cupy_view(t: Any, dtype: str) -> Any:
+    """A CuPy array over torch tensor ``t``'s memory (its shape and strides; ``dtype`` of the same item size, e.g.
+    uint16 for bfloat16), holding ``t`` alive: a few microseconds, where a DLPack exchange costs tens."""
     import cupy
 
-    return torch.from_dlpack(x.view(cupy.int16)).view(torch.bfloat16)
+    size = t.element_size()
+    nbytes = (max((n - 1) * st for n, st in zip(t.shape, t.stride(), strict=True)) + 1) * size if t.numel() else 0
+    mem = cupy.cuda.UnownedMemory(t.data_ptr(), nbytes, t, t.device.index)
+    strides = tuple(st * size for st in t.stride())
+    return cupy.ndarray(tuple(t.shape), dtype=dtype, memptr=cupy.cuda.MemoryPointer(mem, 0), strides=strides)
 
 
-def _back(x: Any) -> Any:
-    """A torch bfloat16 tensor -> CuPy uint16 bits (no copy; the CuPy array keeps the tensor alive)."""
-    import cupy
-    import torch
+def empty(torch: Any, shape: tuple[int, ...], dtype: str) -> tuple[Any, Any]:
+    """``(tensor, view)``: a torch allocation on the current (CuPy's) stream and its CuPy view of ``dtype``
+    (``"uint16"``: a bfloat16 tensor; ``"int32"``). Call inside :class:`on_cupy_stream`."""
+    t = torch.empty(shape, dtype=getattr(torch, _TORCH_DTYPES[dtype]), device="cuda")
+    return t, cupy_view(t, dtype)
 
-    return cupy.from_dlpack(x.view(torch.int16)).view(cupy.uint16)
 
-
-def grouped_mm(a: Any, b: Any, offs: Any) -> Any:
-    """``torch._grouped_mm`` on CuPy arrays: bf16 bits ``a [m, kp]`` (C-contiguous uint16, ``kp`` a multiple of 8)
-    and either ``b [G, n, kp]`` (the forward / dgrad: ``out[rows of g] = a[rows of g] @ b[g].T``, ``out [m, n]``) or
+def grouped_mm(torch: Any, a: Any, b: Any, offs: Any) -> Any:
+    """``torch._grouped_mm`` on bfloat16 tensors from :func:`empty`: ``a [m, kp]`` (``kp`` a multiple of 8) and
+    either ``b [G, n, kp]`` (the forward / dgrad: ``out[rows of g] = a[rows of g] @ b[g].T``, ``out [m, n]``) or
     ``b [n, kp]`` (the wgrad: ``out[g] = a[:, cols of g] @ b[:, cols of g].T``, ``out [G, m, n]``, groups along kp);
-    ``offs`` CuPy int32 ``[G]`` group ends on the device (non-decreasing, at most the grouped length). Returns
-    ``out`` as CuPy uint16 bits, the array torch allocated (its rows may be padded to 16 bytes). No host
-    synchronisation; queued on CuPy's current stream."""
-    with _OnCupyStream() as torch:
-        ta, tb = _bf16(torch, a), _bf16(torch, b)
-        to = torch.from_dlpack(offs)
-        out = torch._grouped_mm(ta, tb.transpose(-2, -1), offs=to)
-        return _back(out)
+    ``offs`` int32 ``[G]`` group ends on the device (non-decreasing, at most the grouped length). Returns ``out`` as
+    a CuPy uint16 view of the tensor torch allocated (its rows may be padded to 16 bytes). No host
+    synchronisation; queued on the current stream. Call inside :class:`on_cupy_stream`."""
+    out = torch._grouped_mm(a, b.transpose(-2, -1), offs=offs)
+    return cupy_view(out, "uint16")

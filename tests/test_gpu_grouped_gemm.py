@@ -18,6 +18,7 @@ import importlib.util
 import ml_dtypes
 import numpy as np
 import pytest
+from support.grouped_cases import check, dev, group_lens, host, values
 
 import mxrt
 import mxrt.deep_gemm as deep_gemm
@@ -39,46 +40,6 @@ def poisoned():
         yield session
 
 
-def dev(q: mxrt.MXArray) -> mxrt.MXArray:
-    return dataclasses.replace(q, data=cupy.asarray(q.data), scales=cupy.asarray(q.scales))
-
-
-def host(d, out_dtype: str) -> np.ndarray:
-    h = d.get() if hasattr(d, "get") else np.asarray(d)
-    if out_dtype == "bfloat16" and h.dtype == np.uint16:
-        h = h.view(BF16)
-    return h.astype(np.float64)
-
-
-def check(got: np.ndarray, want: np.ndarray, out_dtype: str, what: str = "") -> None:
-    assert np.isfinite(got).all(), f"{what}: poison or NaN left"
-    if out_dtype == "float32":
-        err = np.linalg.norm(got - want) / max(np.linalg.norm(want), 1e-30)
-        assert err <= 1e-5, f"{what}: fp32 relative error {err}"
-    elif np.abs(want).max(initial=0) > 0:
-        diff = mxrt.calc_diff(got, want)
-        assert diff <= 1e-5, f"{what}: calc_diff {diff}"
-
-
-def _x(rng, shape):
-    return (rng.standard_normal(shape) * np.exp2(rng.integers(-3, 4, (*shape[:-1], 1)))).astype(np.float32)
-
-
-def _lens(kind: str, g: int, m: int, rng) -> np.ndarray:
-    if kind == "balanced":
-        return np.full(g, m // g)
-    if kind == "unbalanced":
-        p = rng.dirichlet(np.full(g, 0.3))
-        lens = np.floor(p * m).astype(np.int64)
-        lens[0] += m - lens.sum()
-        return lens
-    if kind == "empty":
-        lens = np.zeros(g, np.int64)
-        lens[g // 2] = m
-        return lens
-    raise ValueError(kind)
-
-
 CASES = [(g, kind) for g in (1, 4, 32, 256) for kind in ("balanced", "unbalanced", "empty")]
 
 
@@ -87,9 +48,9 @@ CASES = [(g, kind) for g in (1, 4, 32, 256) for kind in ("balanced", "unbalanced
 def test_forward_and_dgrad(g, kind, out_dtype):
     rng = np.random.default_rng(g)
     m, n, k = 1024, 192, 256
-    lens = _lens(kind, g, m, rng)
+    lens = group_lens(kind, g, m, rng)
     m = int(lens.sum())
-    x, w, go = _x(rng, (m, k)), _x(rng, (g, n, k)), _x(rng, (m, n))
+    x, w, go = values(rng, (m, k)), values(rng, (g, n, k)), values(rng, (m, n))
     qx, qw, qgo = mxrt.quantize_mx(x), mxrt.quantize_mx_dual_grouped(w), mxrt.quantize_mx(go)
     for a, b, ref_fn in (
         (qx, qw.row, lambda gg, r: x[r] @ w[gg].T),  # forward
@@ -111,7 +72,7 @@ def test_format_pairs(pair):
     rng = np.random.default_rng(5)
     lens = np.array([100, 0, 300, 1])
     m, n, k = int(lens.sum()), 130, 160
-    qa, qb = mxrt.quantize_mx(_x(rng, (m, k)), pair[0]), mxrt.quantize_mx(_x(rng, (4, n, k)), pair[1], axis=2)
+    qa, qb = mxrt.quantize_mx(values(rng, (m, k)), pair[0]), mxrt.quantize_mx(values(rng, (4, n, k)), pair[1], axis=2)
     got = mxrt.grouped_gemm_mx(dev(qa), dev(qb), cupy.asarray(lens), out_dtype="float32")
     want, _ = grouped_gemm_f64(grouped_gemm_problem(qa, qb, lens, out_dtype="float32"))
     check(host(got, "float32"), want, "float32")
@@ -121,7 +82,7 @@ def test_numpy_inputs_on_the_gpu_backend_and_bitwise_reruns():
     rng = np.random.default_rng(6)
     lens = np.array([33, 0, 200, 7])
     m, n, k = int(lens.sum()), 96, 128
-    qa, qb = mxrt.quantize_mx(_x(rng, (m, k))), mxrt.quantize_mx(_x(rng, (4, n, k)), axis=2)
+    qa, qb = mxrt.quantize_mx(values(rng, (m, k))), mxrt.quantize_mx(values(rng, (4, n, k)), axis=2)
     got = mxrt.grouped_gemm_mx(qa, qb, lens, backend="gpu")
     assert isinstance(got, np.ndarray) and got.dtype == BF16
     check(got.astype(np.float64), grouped_gemm_f64(grouped_gemm_problem(qa, qb, lens))[0], "bfloat16")
@@ -136,7 +97,7 @@ def test_device_lens_the_host_cannot_check(bad):
     """Lens summing short of M (rows past the last group become zeros), past M (cut), negative (0): no fault."""
     rng = np.random.default_rng(7)
     lens = np.array([100, 100, 100, 100])
-    qa, qb = mxrt.quantize_mx(_x(rng, (400, 64))), mxrt.quantize_mx(_x(rng, (4, 72, 64)), axis=2)
+    qa, qb = mxrt.quantize_mx(values(rng, (400, 64))), mxrt.quantize_mx(values(rng, (4, 72, 64)), axis=2)
     got = host(mxrt.grouped_gemm_mx(dev(qa), dev(qb), cupy.asarray(bad), out_dtype="float32"), "float32")
     clamped = np.clip(np.asarray(bad), 0, 400)
     eff = np.diff(np.concatenate([[0], np.minimum(np.cumsum(clamped), 400)]))
@@ -148,9 +109,9 @@ def test_device_lens_the_host_cannot_check(bad):
 @pytest.mark.parametrize("g,kind", [(1, "balanced"), (4, "unbalanced"), (32, "empty"), (256, "unbalanced")])
 def test_wgrad(g, kind, out_dtype):
     rng = np.random.default_rng(g + 1)
-    lens = _lens(kind, g, 2048, rng)
+    lens = group_lens(kind, g, 2048, rng)
     m, n, k = int(lens.sum()), 160, 96
-    go, x = _x(rng, (m, n)), _x(rng, (m, k))
+    go, x = values(rng, (m, n)), values(rng, (m, k))
     qg = mxrt.quantize_mx_grouped(go, lens, colwise=True, col_align=32)
     qx = mxrt.quantize_mx_grouped(x, lens, colwise=True, col_align=32)
     got = mxrt.grouped_gemm_mx_wgrad(dev(qg.col), dev(qx.col), cupy.asarray(lens), out_dtype=out_dtype)
@@ -166,9 +127,9 @@ def test_wgrad_accumulate():
     rng = np.random.default_rng(9)
     lens = np.array([5, 0, 300, 64])
     m, n, k = int(lens.sum()), 96, 64
-    qg = mxrt.quantize_mx_grouped(_x(rng, (m, n)), lens, colwise=True, col_align=32)
-    qx = mxrt.quantize_mx_grouped(_x(rng, (m, k)), lens, colwise=True, col_align=32)
-    start = _x(rng, (4, n, k))
+    qg = mxrt.quantize_mx_grouped(values(rng, (m, n)), lens, colwise=True, col_align=32)
+    qx = mxrt.quantize_mx_grouped(values(rng, (m, k)), lens, colwise=True, col_align=32)
+    start = values(rng, (4, n, k))
     out = cupy.asarray(start)
     res = mxrt.grouped_gemm_mx_wgrad(dev(qg.col), dev(qx.col), cupy.asarray(lens), out=out, accumulate=True)
     assert res is out
@@ -182,7 +143,7 @@ def test_deepgemm_contiguous_minus_one_rows_untouched():
     lens = np.array([50, 0, 300, 7, 129])
     ids = mxrt.contiguous_m_indices(lens, 128)
     m, n, k, g = ids.size, 256, 384, lens.size
-    x, w = _x(rng, (m, k)), _x(rng, (g, n, k))
+    x, w = values(rng, (m, k)), values(rng, (g, n, k))
     ca, sa = mxrt.per_token_cast_to_fp8(x, True)  # DeepGEMM's UE8M0 recipe: 1x128 / 128x128, power-of-two sf
     cb, sb = zip(*(mxrt.per_block_cast_to_fp8(w[i], True) for i in range(g)), strict=True)
     sa_b, sb_b = (sa.view(np.uint32) >> 23).astype(np.uint8), (np.stack(sb).view(np.uint32) >> 23).astype(np.uint8)
@@ -204,7 +165,7 @@ def test_deepgemm_contiguous_minus_one_rows_untouched():
 def test_deepgemm_masked_all_masked_m():
     rng = np.random.default_rng(11)
     g, max_m, n, k = 6, 256, 128, 256
-    qa, qb = mxrt.quantize_mx(_x(rng, (g, max_m, k)), axis=2), mxrt.quantize_mx(_x(rng, (g, n, k)), axis=2)
+    qa, qb = mxrt.quantize_mx(values(rng, (g, max_m, k)), axis=2), mxrt.quantize_mx(values(rng, (g, n, k)), axis=2)
     a, b = (cupy.asarray(qa.data), cupy.asarray(qa.scales)), (cupy.asarray(qb.data), cupy.asarray(qb.scales))
     for masked in ([0, 0, 0, 0, 0, 0], [0, 1, 127, 128, 129, 256], [256] * 6):
         mm = np.array(masked, np.int32)
@@ -220,17 +181,17 @@ def test_deepgemm_masked_all_masked_m():
             check(h.view(BF16)[own].astype(np.float64), ref[own].astype(np.float64), "bfloat16", str(masked))
 
 
-def test_cuda_graph_capture_follows_new_group_lens():
+def test_cuda_graph_capture_follows_new_groupgroup_lens():
     """grouped_gemm_mx (group_lens), the wgrad and the masked DeepGEMM call are captured once; between replays new
     sizes are written into the same device buffers and the replay must compute with them."""
     if get_arch().vendor != "nvidia":
         pytest.skip("the capture test uses CUDA stream capture")
     rng = np.random.default_rng(12)
     g, m, n, k = 8, 1024, 128, 128
-    x, w = _x(rng, (m, k)), _x(rng, (g, n, k))
+    x, w = values(rng, (m, k)), values(rng, (g, n, k))
     qa, qb = mxrt.quantize_mx(x), mxrt.quantize_mx(w, axis=2)
     a, b = dev(qa), dev(qb)
-    lens_sets = [_lens("balanced", g, m, rng), _lens("unbalanced", g, m, rng), _lens("empty", g, m, rng)]
+    lens_sets = [group_lens("balanced", g, m, rng), group_lens("unbalanced", g, m, rng), group_lens("empty", g, m, rng)]
     with mxrt.runtime.debug():  # real allocations, no synchronisation inside the capture
         lens_d = cupy.asarray(lens_sets[0])
         out = cupy.empty((m, n), cupy.uint16)
@@ -260,7 +221,7 @@ def test_torch_cuda_tensors_in_and_out():
     rng = np.random.default_rng(13)
     lens = np.array([70, 0, 186])
     m, n, k = int(lens.sum()), 64, 128
-    qa, qb = mxrt.quantize_mx(_x(rng, (m, k))), mxrt.quantize_mx(_x(rng, (3, n, k)), axis=2)
+    qa, qb = mxrt.quantize_mx(values(rng, (m, k))), mxrt.quantize_mx(values(rng, (3, n, k)), axis=2)
     t = lambda v: torch.from_numpy(np.ascontiguousarray(v)).cuda()  # noqa: E731
     ta = dataclasses.replace(qa, data=t(qa.data), scales=t(qa.scales))
     tb = dataclasses.replace(qb, data=t(qb.data), scales=t(qb.scales))
@@ -285,7 +246,7 @@ def test_deepgemm_hopper_recipe_float32_scales():
     lens = np.array([200, 0, 56, 300])
     ids = mxrt.contiguous_m_indices(lens, 128)
     m, n, k, g = ids.size, 256, 512, lens.size
-    x, w = _x(rng, (m, k)), _x(rng, (g, n, k))
+    x, w = values(rng, (m, k)), values(rng, (g, n, k))
     ca, sa = mxrt.per_token_cast_to_fp8(x, False)
     cb, sb = (np.stack(v) for v in zip(*(mxrt.per_block_cast_to_fp8(w[i], False) for i in range(g)), strict=True))
     d = cupy.empty((m, n), cupy.uint16)
@@ -307,7 +268,7 @@ def test_deepgemm_k_grouped(recipe):
     rng = np.random.default_rng(15)
     ks, m, n = [256, 0, 512, 128, 1024], 256, 384
     starts = np.cumsum([0, *ks[:-1]])
-    a, b = _x(rng, (sum(ks), m)), _x(rng, (sum(ks), n))
+    a, b = values(rng, (sum(ks), m)), values(rng, (sum(ks), n))
 
     def cast(v):  # DeepGEMM per_channel_cast_to_fp8 of [K, mn], then K-major per group
         q, sf = mxrt.per_token_cast_to_fp8(np.ascontiguousarray(v.T), recipe != "f32")
@@ -315,7 +276,7 @@ def test_deepgemm_k_grouped(recipe):
         return flat, sf if recipe == "f32" else (sf.view(np.uint32) >> 23).astype(np.uint8)
 
     qa, qb = cast(a), cast(b)
-    c = _x(rng, (len(ks), m, n)) * 32
+    c = values(rng, (len(ks), m, n)) * 32
     want = c.copy()
     deep_gemm.k_grouped_fp8_gemm_nt_contiguous(qa, qb, want, ks, np.array(ks, np.int32), c=want)
     d = cupy.asarray(c)
@@ -333,7 +294,7 @@ def test_deepgemm_psum_layout_on_the_device():
     lens = np.array([50, 0, 300, 7, 129])
     psum, ids = mxrt.contiguous_psum_layout(lens), mxrt.contiguous_m_indices(lens, 128)
     m, n, k = ids.size, 128, 256
-    qa, qb = mxrt.quantize_mx(_x(rng, (m, k))), mxrt.quantize_mx(_x(rng, (lens.size, n, k)), axis=2)
+    qa, qb = mxrt.quantize_mx(values(rng, (m, k))), mxrt.quantize_mx(values(rng, (lens.size, n, k)), axis=2)
     d = cupy.empty((m, n), cupy.uint16)
     d.view(cupy.uint8).fill(POISON)
     a, b = (cupy.asarray(qa.data), cupy.asarray(qa.scales)), (cupy.asarray(qb.data), cupy.asarray(qb.scales))

@@ -14,6 +14,7 @@ import itertools
 import ml_dtypes
 import numpy as np
 import pytest
+from support.grouped_cases import check, dev, group_lens, host, values
 
 import mxrt
 import mxrt.deep_gemm as deep_gemm
@@ -46,46 +47,6 @@ def forced(monkeypatch):
         yield session
 
 
-def dev(q: mxrt.MXArray) -> mxrt.MXArray:
-    return dataclasses.replace(q, data=cupy.asarray(q.data), scales=cupy.asarray(q.scales))
-
-
-def host(d, out_dtype: str) -> np.ndarray:
-    h = d.get() if hasattr(d, "get") else np.asarray(d)
-    if out_dtype == "bfloat16" and h.dtype == np.uint16:
-        h = h.view(BF16)
-    return h.astype(np.float64)
-
-
-def check(got: np.ndarray, want: np.ndarray, out_dtype: str, what: str = "") -> None:
-    assert np.isfinite(got).all(), f"{what}: poison or NaN left ({int((~np.isfinite(got)).sum())})"
-    if out_dtype == "float32":
-        err = np.linalg.norm(got - want) / max(np.linalg.norm(want), 1e-30)
-        assert err <= 1e-5, f"{what}: fp32 relative error {err}"
-    elif np.abs(want).max(initial=0) > 0:
-        diff = mxrt.calc_diff(got, want)
-        assert diff <= 1e-5, f"{what}: calc_diff {diff}"
-
-
-def _x(rng, shape):
-    return (rng.standard_normal(shape) * np.exp2(rng.integers(-3, 4, (*shape[:-1], 1)))).astype(np.float32)
-
-
-def _lens(kind: str, g: int, m: int, rng) -> np.ndarray:
-    if kind == "balanced":
-        return np.full(g, m // g)
-    if kind == "unbalanced":  # unaligned sizes, some empty
-        p = rng.dirichlet(np.full(g, 0.3))
-        lens = np.floor(p * m).astype(np.int64)
-        lens[0] += m - lens.sum()
-        return lens
-    if kind == "one":  # one group holds every row, the others are empty
-        lens = np.zeros(g, np.int64)
-        lens[g // 2] = m
-        return lens
-    raise ValueError(kind)
-
-
 def _uses(p, spec=WS) -> None:
     assert choose_kernel(p, "sm_90a") is spec
 
@@ -108,8 +69,8 @@ def test_forward_and_dgrad(forced, g, kind, m, out_dtype):
     208 = 16 mod 32 (a half MX block at the end)."""
     rng = np.random.default_rng(g + m)
     n, k, nd = 199, 272, 208
-    lens = _lens(kind, g, m, rng)
-    x, w, go, w2 = _x(rng, (m, k)), _x(rng, (g, n, k)), _x(rng, (m, nd)), _x(rng, (g, nd, k))
+    lens = group_lens(kind, g, m, rng)
+    x, w, go, w2 = values(rng, (m, k)), values(rng, (g, n, k)), values(rng, (m, nd)), values(rng, (g, nd, k))
     qw2 = mxrt.quantize_mx_dual_grouped(w2)  # col: [G, k, nd] along nd, the dgrad operand
     for a, b in ((mxrt.quantize_mx(x), mxrt.quantize_mx(w, axis=2)), (mxrt.quantize_mx(go), qw2.col)):
         _uses(grouped_gemm_problem(a, b, lens, out_dtype=out_dtype))
@@ -130,7 +91,7 @@ def test_format_pairs(forced, pair, out_dtype):
     rng = np.random.default_rng(5)
     lens = np.array([100, 0, 300, 1, 623])
     m, n, k = int(lens.sum()), 130, 160
-    qa, qb = mxrt.quantize_mx(_x(rng, (m, k)), pair[0]), mxrt.quantize_mx(_x(rng, (5, n, k)), pair[1], axis=2)
+    qa, qb = mxrt.quantize_mx(values(rng, (m, k)), pair[0]), mxrt.quantize_mx(values(rng, (5, n, k)), pair[1], axis=2)
     got = mxrt.grouped_gemm_mx(dev(qa), dev(qb), cupy.asarray(lens), out_dtype=out_dtype)
     ran(forced, SM90 if out_dtype == "float32" else WS)  # fp32 out (e2m1 x e2m1): the older kernel
     want, _ = grouped_gemm_f64(grouped_gemm_problem(qa, qb, lens, out_dtype="float32"))
@@ -143,12 +104,12 @@ def test_padded_b_rows_are_not_read(forced):
     rng = np.random.default_rng(6)
     lens = np.array([130, 70, 0, 300])
     m, n, k, kb = int(lens.sum()), 136, 208, 256
-    qa = mxrt.quantize_mx(_x(rng, (m, k)))
-    qb = mxrt.quantize_mx(_x(rng, (4, n, kb)), axis=2)
+    qa = mxrt.quantize_mx(values(rng, (m, k)))
+    qb = mxrt.quantize_mx(values(rng, (4, n, kb)), axis=2)
     codes = qb.data.copy()
     codes[:, :, k:] = 0x7F  # e4m3 NaN
     qb = dataclasses.replace(qb, data=codes)
-    qb_k = mxrt.quantize_mx(_x(rng, (4, n, k)), axis=2)  # a twin of b with only k columns for the reference
+    qb_k = mxrt.quantize_mx(values(rng, (4, n, k)), axis=2)  # a twin of b with only k columns for the reference
     qb_k = dataclasses.replace(qb_k, data=np.ascontiguousarray(codes[:, :, :k]), scales=qb.scales[:, :, : k // 32 + 1])
     got = host(mxrt.grouped_gemm_mx(dev(qa), dev(qb), cupy.asarray(lens)), "bfloat16")
     ran(forced)
@@ -159,7 +120,7 @@ def test_padded_b_rows_are_not_read(forced):
 def test_device_lens_the_host_cannot_check(forced):
     """Lens short of m (the tail rows become zeros), past m (cut), negative (0): no fault, the clamped result."""
     rng = np.random.default_rng(7)
-    qa, qb = mxrt.quantize_mx(_x(rng, (400, 64))), mxrt.quantize_mx(_x(rng, (4, 72, 64)), axis=2)
+    qa, qb = mxrt.quantize_mx(values(rng, (400, 64))), mxrt.quantize_mx(values(rng, (4, 72, 64)), axis=2)
     lens = np.array([100, 100, 100, 100])
     for bad in ([10, 20, 5, 0], [400, 400, 400, 400], [-5, 300, -1, 2]):
         got = host(mxrt.grouped_gemm_mx(dev(qa), dev(qb), cupy.asarray(bad)), "bfloat16")
@@ -174,7 +135,7 @@ def test_bitwise_stable_over_reruns(forced):
     rng = np.random.default_rng(8)
     lens = np.array([33, 0, 700, 7, 1300])
     m, n, k = int(lens.sum()), 384, 512
-    qa, qb = mxrt.quantize_mx(_x(rng, (m, k))), mxrt.quantize_mx(_x(rng, (5, n, k)), axis=2)
+    qa, qb = mxrt.quantize_mx(values(rng, (m, k))), mxrt.quantize_mx(values(rng, (5, n, k)), axis=2)
     a, b, dl = dev(qa), dev(qb), cupy.asarray(lens)
     first = mxrt.grouped_gemm_mx(a, b, dl).get()
     ran(forced)
@@ -189,7 +150,7 @@ def test_extreme_scale_pairs(forced, out_dtype):
     rng = np.random.default_rng(21)
     lens = np.array([150, 0, 90, 310])
     m, n, k, g = int(lens.sum()), 136, 320, 4
-    qa, qb = mxrt.quantize_mx(_x(rng, (m, k))), mxrt.quantize_mx(_x(rng, (g, n, k)), axis=2)
+    qa, qb = mxrt.quantize_mx(values(rng, (m, k))), mxrt.quantize_mx(values(rng, (g, n, k)), axis=2)
     off = 36 if out_dtype == "float16" else 0
     kb = k // 32
     base = np.linspace(0, 254, kb).astype(np.int64)
@@ -221,7 +182,7 @@ def test_deepgemm_contiguous_minus_one_rows_untouched(forced):
     lens = np.array([50, 0, 300, 7, 129, 128])
     ids = mxrt.contiguous_m_indices(lens, 128)
     m, n, k, g = ids.size, 256, 384, lens.size
-    x, w = _x(rng, (m, k)), _x(rng, (g, n, k))
+    x, w = values(rng, (m, k)), values(rng, (g, n, k))
     qa, qb = mxrt.quantize_mx(x), mxrt.quantize_mx(w, axis=2)
     a, b = (cupy.asarray(qa.data), cupy.asarray(qa.scales)), (cupy.asarray(qb.data), cupy.asarray(qb.scales))
     ref = np.full((m, n), 0xFFFF, np.uint16).view(BF16)
@@ -251,7 +212,7 @@ def test_deepgemm_contiguous_minus_one_rows_untouched(forced):
 def test_deepgemm_masked_every_masked_m(forced):
     rng = np.random.default_rng(11)
     g, max_m, n, k = 6, 256, 200, 256
-    qa, qb = mxrt.quantize_mx(_x(rng, (g, max_m, k)), axis=2), mxrt.quantize_mx(_x(rng, (g, n, k)), axis=2)
+    qa, qb = mxrt.quantize_mx(values(rng, (g, max_m, k)), axis=2), mxrt.quantize_mx(values(rng, (g, n, k)), axis=2)
     a, b = (cupy.asarray(qa.data), cupy.asarray(qa.scales)), (cupy.asarray(qb.data), cupy.asarray(qb.scales))
     for masked in ([0, 0, 0, 0, 0, 0], [0, 1, 127, 128, 129, 256], [256] * 6, [-3, 300, 5, 0, 255, 64]):
         mm = np.array(masked, np.int32)
@@ -269,14 +230,14 @@ def test_deepgemm_masked_every_masked_m(forced):
             check(h.view(BF16)[own].astype(np.float64), ref[own].astype(np.float64), "bfloat16", str(masked))
 
 
-def test_cuda_graph_capture_follows_new_group_lens(forced):
+def test_cuda_graph_capture_follows_new_groupgroup_lens(forced):
     """Captured once; between replays new sizes are written into the same device buffer (tensor maps by value,
     group sizes read on the device only)."""
     rng = np.random.default_rng(12)
     g, m, n, k = 8, 4096, 256, 256
-    qa, qb = mxrt.quantize_mx(_x(rng, (m, k))), mxrt.quantize_mx(_x(rng, (g, n, k)), axis=2)
+    qa, qb = mxrt.quantize_mx(values(rng, (m, k))), mxrt.quantize_mx(values(rng, (g, n, k)), axis=2)
     a, b = dev(qa), dev(qb)
-    lens_sets = [_lens("balanced", g, m, rng), _lens("unbalanced", g, m, rng), _lens("one", g, m, rng)]
+    lens_sets = [group_lens("balanced", g, m, rng), group_lens("unbalanced", g, m, rng), group_lens("one", g, m, rng)]
     with mxrt.runtime.debug():  # real allocations, no synchronisation inside the capture
         lens_d = cupy.asarray(lens_sets[0])
         out = cupy.empty((m, n), cupy.uint16)
@@ -301,7 +262,7 @@ def test_cuda_graph_capture_follows_new_group_lens(forced):
 def test_forced_kernel_declines_with_a_reason():
     rng = np.random.default_rng(13)
     lens = np.array([40, 24])
-    qa, qb = mxrt.quantize_mx(_x(rng, (64, 64))), mxrt.quantize_mx(_x(rng, (2, 32, 64)), axis=2)
+    qa, qb = mxrt.quantize_mx(values(rng, (64, 64))), mxrt.quantize_mx(values(rng, (2, 32, 64)), axis=2)
     with pytest.raises(mxrt.errors.UnsupportedArchError, match="float32 output with an fp8 operand"):
         mxrt.grouped_gemm_mx(dev(qa), dev(qb), cupy.asarray(lens), out_dtype="float32")
 
@@ -312,8 +273,8 @@ def test_many_tiles_per_cta(forced):
     rng = np.random.default_rng(24)
     lens = np.array([0, 1500, 3, 0, 777, 2100, 129, 1])  # 4510 of 4600 rows: 90 tail rows
     m, n, k, s = 4600, 1024, 256, int(lens.sum())
-    x = _x(rng, (m, k))
-    qa, qb = mxrt.quantize_mx(x), mxrt.quantize_mx(_x(rng, (8, n, k)), axis=2)
+    x = values(rng, (m, k))
+    qa, qb = mxrt.quantize_mx(x), mxrt.quantize_mx(values(rng, (8, n, k)), axis=2)
     p = grouped_gemm_problem(mxrt.quantize_mx(x[:s]), qb, lens, out_dtype="float32")  # the grouped rows (rowwise)
     assert grouped_gemm_sm90_ws.tiles_bound(dataclasses.replace(p, m=m)) > 2 * get_arch().num_cus
     got = host(mxrt.grouped_gemm_mx(dev(qa), dev(qb), cupy.asarray(lens, cupy.int64)), "bfloat16")
@@ -330,7 +291,7 @@ def test_deepgemm_group_counts(forced, g):
     layout of random group sizes (empty ones included) with its -1 padding rows, against the host twin."""
     rng = np.random.default_rng(25 + g)
     max_m, n, k = 192, 136, 256
-    qa, qb = mxrt.quantize_mx(_x(rng, (g, max_m, k)), axis=2), mxrt.quantize_mx(_x(rng, (g, n, k)), axis=2)
+    qa, qb = mxrt.quantize_mx(values(rng, (g, max_m, k)), axis=2), mxrt.quantize_mx(values(rng, (g, n, k)), axis=2)
     mm = rng.integers(0, max_m + 1, g).astype(np.int32)
     mm[0] = max_m
     mm[-1] = 0 if g > 1 else mm[-1]
@@ -348,7 +309,7 @@ def test_deepgemm_group_counts(forced, g):
     lens = rng.integers(0, 200, g)
     lens[g // 2] = 0 if g > 1 else 77
     ids = mxrt.contiguous_m_indices(lens, 128)
-    qx = mxrt.quantize_mx(_x(rng, (ids.size, k)))
+    qx = mxrt.quantize_mx(values(rng, (ids.size, k)))
     d = cupy.empty((ids.size, n), cupy.uint16)
     d.view(cupy.uint8).fill(POISON)
     deep_gemm.m_grouped_fp8_gemm_nt_contiguous(
@@ -369,13 +330,13 @@ def test_older_kernel_forced(forced, monkeypatch):
     rng = np.random.default_rng(26)
     lens = np.array([100, 0, 300, 1, 623])
     m, n, k = int(lens.sum()), 130, 160
-    qa, qb = mxrt.quantize_mx(_x(rng, (m, k))), mxrt.quantize_mx(_x(rng, (5, n, k)), axis=2)
+    qa, qb = mxrt.quantize_mx(values(rng, (m, k))), mxrt.quantize_mx(values(rng, (5, n, k)), axis=2)
     got = mxrt.grouped_gemm_mx(dev(qa), dev(qb), cupy.asarray(lens))
     ran(forced, SM90)
     want, _ = grouped_gemm_f64(grouped_gemm_problem(qa, qb, lens, out_dtype="float32"))
     check(host(got, "bfloat16"), want, "bfloat16", "sm90_wgmma lens")
     g, max_m = 3, 130
-    qa, qb = mxrt.quantize_mx(_x(rng, (g, max_m, k)), axis=2), mxrt.quantize_mx(_x(rng, (g, n, k)), axis=2)
+    qa, qb = mxrt.quantize_mx(values(rng, (g, max_m, k)), axis=2), mxrt.quantize_mx(values(rng, (g, n, k)), axis=2)
     mm = np.array([0, 129, 130], np.int32)
     d = cupy.empty((g, max_m, n), cupy.uint16)
     d.view(cupy.uint8).fill(POISON)
@@ -398,14 +359,14 @@ WGRAD_CASES = [(1, "balanced", 2048), (4, "balanced", 4096), (4, "unbalanced", 1
 
 def _wgrad_ops(rng, lens, n, k, pair=("e4m3", "e4m3"), align=32):
     m = int(np.sum(lens))
-    go, x = _x(rng, (m, n)), _x(rng, (m, k))
+    go, x = values(rng, (m, n)), values(rng, (m, k))
     qg = mxrt.quantize_mx_grouped(go, lens, pair[0], colwise=True, col_align=align).col
     qx = mxrt.quantize_mx_grouped(x, lens, pair[1], colwise=True, col_align=align).col
     return qg, qx
 
 
 def _bf16_start(rng, shape):
-    return _x(rng, shape).astype(BF16)
+    return values(rng, shape).astype(BF16)
 
 
 @pytest.mark.parametrize("accumulate", [False, True], ids=["plain", "accumulate"])
@@ -416,7 +377,7 @@ def test_wgrad(g, kind, m, n, k, accumulate):
     column count (single-element stores); accumulate adds to a bf16 out in fp32 and rounds once; empty groups
     store zeros (plain) or leave out bit-identical (accumulate: out + 0)."""
     rng = np.random.default_rng(g * 7 + m + n)
-    lens = _lens(kind, g, m, rng)
+    lens = group_lens(kind, g, m, rng)
     qg, qx = _wgrad_ops(rng, lens, n, k, align=128 if kind == "balanced" else 32)
     align = 128 if kind == "balanced" else 32
     p = wgrad_problem(qg, qx, lens, align=align, out_dtype="bfloat16")
@@ -513,12 +474,12 @@ def _cols(q, c0, c1):
     return mxrt.dequantize_mx(q).astype(np.float64)[:, c0:c1]
 
 
-def test_wgrad_cuda_graph_capture_follows_new_group_lens():
+def test_wgrad_cuda_graph_capture_follows_new_groupgroup_lens():
     """Captured once; between replays new sizes are written into the same device lens (the column ranges come from
     the device; the operands stay, each lens set reads its own columns of them)."""
     rng = np.random.default_rng(20)
     g, m, n, k = 8, 4096, 256, 192
-    lens_sets = [_lens("balanced", g, m, rng), _lens("unbalanced", g, m, rng), _lens("one", g, m, rng)]
+    lens_sets = [group_lens("balanced", g, m, rng), group_lens("unbalanced", g, m, rng), group_lens("one", g, m, rng)]
     qg, qx = _wgrad_ops(rng, lens_sets[1], n, k)  # the most padded layout: every set fits its columns
     a, b = dev(qg), dev(qx)
     with mxrt.runtime.debug():  # real allocations, no synchronisation inside the capture

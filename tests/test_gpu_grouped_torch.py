@@ -15,6 +15,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 from support.gemm_cases import GATE_CASES, gate_case
+from support.grouped_cases import dev, group_lens, host, values
 
 import mxrt
 from mxrt.errors import UnsupportedArchError
@@ -52,16 +53,7 @@ def route(monkeypatch):
         yield runs
 
 
-def dev(q: mxrt.MXArray) -> mxrt.MXArray:
-    return dataclasses.replace(q, data=cupy.asarray(q.data), scales=cupy.asarray(q.scales))
-
-
-def host(d) -> np.ndarray:
-    h = d.get() if hasattr(d, "get") else np.asarray(d)
-    return (h.view(BF16) if h.dtype == np.uint16 else h).astype(np.float64)
-
-
-def check(got: np.ndarray, want: np.ndarray, what: str = "") -> None:
+def check_nan(got: np.ndarray, want: np.ndarray, what: str = "") -> None:
     """bf16 out against float64: NaN exactly where the reference is NaN, +-Inf where it overflows bf16, calc_diff
     <= 1e-5 elsewhere."""
     nan = np.isnan(want)
@@ -73,34 +65,18 @@ def check(got: np.ndarray, want: np.ndarray, what: str = "") -> None:
         assert mxrt.calc_diff(got[ok], want[ok]) <= 1e-5, what
 
 
-def _x(rng, shape):
-    return (rng.standard_normal(shape) * np.exp2(rng.integers(-3, 4, (*shape[:-1], 1)))).astype(np.float32)
-
-
-def _lens(kind: str, g: int, m: int, rng) -> np.ndarray:
-    if kind == "balanced":
-        return np.full(g, m // g)
-    if kind == "unbalanced":
-        lens = np.floor(rng.dirichlet(np.full(g, 0.3)) * m).astype(np.int64)
-        lens[0] += m - lens.sum()
-        return lens
-    lens = np.zeros(g, np.int64)  # "empty": one group holds every row
-    lens[g // 2] = m
-    return lens
-
-
 @pytest.mark.parametrize("g,kind", [(g, k) for g in (1, 4, 32, 256) for k in ("balanced", "unbalanced", "empty")])
 def test_forward_and_dgrad(route, g, kind):
     rng = np.random.default_rng(g)
-    lens = _lens(kind, g, 1000, rng)  # unaligned groups
+    lens = group_lens(kind, g, 1000, rng)  # unaligned groups
     m, n, k = int(lens.sum()), 192, 256
-    x, w, go = _x(rng, (m, k)), _x(rng, (g, n, k)), _x(rng, (m, n))
+    x, w, go = values(rng, (m, k)), values(rng, (g, n, k)), values(rng, (m, n))
     qx, qw, qgo = mxrt.quantize_mx(x), mxrt.quantize_mx_dual_grouped(w), mxrt.quantize_mx(go)
     offs = mxrt.group_offsets(lens)
     for a, b, ref in ((qx, qw.row, lambda i, r: x[r] @ w[i].T), (qgo, qw.col, lambda i, r: go[r] @ w[i])):
         got = host(mxrt.grouped_gemm_mx(dev(a), dev(b), cupy.asarray(lens, cupy.int32)))
         want, _ = grouped_gemm_f64(grouped_gemm_problem(a, b, lens, out_dtype="float32"))
-        check(got, want, f"G={g} {kind}")
+        check_nan(got, want, f"G={g} {kind}")
         unq = np.concatenate([ref(i, slice(int(offs[i]), int(offs[i + 1]))) for i in range(g)])
         assert mxrt.calc_diff(got, unq) <= 1e-3
     assert route == ["lens", "lens"]
@@ -114,9 +90,9 @@ def test_format_pairs_and_k_tails(route, pair, k):
     rng = np.random.default_rng(5)
     lens = np.array([100, 0, 300, 1])
     m, n = int(lens.sum()), 130
-    qa, qb = mxrt.quantize_mx(_x(rng, (m, k)), pair[0]), mxrt.quantize_mx(_x(rng, (4, n, k)), pair[1], axis=2)
+    qa, qb = mxrt.quantize_mx(values(rng, (m, k)), pair[0]), mxrt.quantize_mx(values(rng, (4, n, k)), pair[1], axis=2)
     got = host(mxrt.grouped_gemm_mx(dev(qa), dev(qb), cupy.asarray(lens)))
-    check(got, grouped_gemm_f64(grouped_gemm_problem(qa, qb, lens, out_dtype="float32"))[0], f"{pair} k={k}")
+    check_nan(got, grouped_gemm_f64(grouped_gemm_problem(qa, qb, lens, out_dtype="float32"))[0], f"{pair} k={k}")
     assert route == ["lens"]
 
 
@@ -138,7 +114,7 @@ def test_inexact_inputs_take_the_exact_fallback(route, case):
     p = grouped_gemm_problem(
         (ac, sa, fa, k), (bc.reshape(g, n, -1), sb.reshape(g, n, -1), fb, k), lens, out_dtype="float32"
     )
-    check(got, grouped_gemm_f64(p)[0], case)
+    check_nan(got, grouped_gemm_f64(p)[0], case)
 
 
 @pytest.mark.parametrize("bad", [[10, 20, 5, 0], [400, 400, 400, 400], [-5, 300, -1, 2], [2**40, 0, 0, 0]], ids=str)
@@ -146,7 +122,7 @@ def test_device_lens_the_host_cannot_check(route, bad):
     """Lengths that do not split the rows (short, past, negative, huge): the generic kernel's semantics, bitwise."""
     rng = np.random.default_rng(9)
     m, n, k = 300, 64, 128
-    qa, qb = mxrt.quantize_mx(_x(rng, (m, k))), mxrt.quantize_mx(_x(rng, (4, n, k)), axis=2)
+    qa, qb = mxrt.quantize_mx(values(rng, (m, k))), mxrt.quantize_mx(values(rng, (4, n, k)), axis=2)
     lens = cupy.asarray(np.array(bad, np.int64))
     got = host(mxrt.grouped_gemm_mx(dev(qa), dev(qb), lens))
     assert route == ["lens"]
@@ -158,14 +134,14 @@ def test_device_lens_the_host_cannot_check(route, bad):
 @pytest.mark.parametrize("g,kind", [(g, k) for g in (1, 4, 32) for k in ("balanced", "unbalanced", "empty")])
 def test_wgrad(route, g, kind):
     rng = np.random.default_rng(g + 1)
-    lens = _lens(kind, g, 2000, rng)
+    lens = group_lens(kind, g, 2000, rng)
     m, n, k = int(lens.sum()), 160, 96
-    go, x = _x(rng, (m, n)), _x(rng, (m, k))
+    go, x = values(rng, (m, n)), values(rng, (m, k))
     qg = mxrt.quantize_mx_grouped(go, lens, colwise=True, col_align=32)
     qx = mxrt.quantize_mx_grouped(x, lens, colwise=True, col_align=32)
     got = host(mxrt.grouped_gemm_mx_wgrad(dev(qg.col), dev(qx.col), cupy.asarray(lens), out_dtype="bfloat16"))
     assert route == ["wgrad"]
-    check(got, grouped_gemm_f64(wgrad_problem(qg, qx, lens))[0], f"wgrad G={g} {kind}")
+    check_nan(got, grouped_gemm_f64(wgrad_problem(qg, qx, lens))[0], f"wgrad G={g} {kind}")
     offs = mxrt.group_offsets(lens)
     unq = np.stack([go[offs[i] : offs[i + 1]].T @ x[offs[i] : offs[i + 1]] for i in range(g)])
     assert mxrt.calc_diff(got, unq) <= 1e-3
@@ -176,7 +152,7 @@ def test_wgrad_device_lens_as_the_generic_kernel(route, bad):
     """Column ranges from device lengths the host cannot check: clamped, padded, cut at the width, as MODE 3."""
     rng = np.random.default_rng(4)
     lens_ok = np.array([64, 100, 0, 36])
-    go, x = _x(rng, (200, 96)), _x(rng, (200, 64))
+    go, x = values(rng, (200, 96)), values(rng, (200, 64))
     qg = dev(mxrt.quantize_mx_grouped(go, lens_ok, colwise=True, col_align=32).col)
     qx = dev(mxrt.quantize_mx_grouped(x, lens_ok, colwise=True, col_align=32).col)
     lens = cupy.asarray(np.array(bad, np.int64))
@@ -192,7 +168,7 @@ def test_out_in_place_bitwise_reruns_and_numpy_inputs(route):
     rng = np.random.default_rng(6)
     lens = np.array([33, 0, 200, 7])
     m, n, k = int(lens.sum()), 96, 128
-    qa, qb = mxrt.quantize_mx(_x(rng, (m, k))), mxrt.quantize_mx(_x(rng, (4, n, k)), axis=2)
+    qa, qb = mxrt.quantize_mx(values(rng, (m, k))), mxrt.quantize_mx(values(rng, (4, n, k)), axis=2)
     a, b, dl = dev(qa), dev(qb), cupy.asarray(lens)
     out = cupy.full((m, n), 0xFFFF, cupy.uint16)
     assert mxrt.grouped_gemm_mx(a, b, dl, out=out) is out
@@ -200,7 +176,7 @@ def test_out_in_place_bitwise_reruns_and_numpy_inputs(route):
     for _ in range(3):
         np.testing.assert_array_equal(mxrt.grouped_gemm_mx(a, b, dl).get(), first)
     want = grouped_gemm_f64(grouped_gemm_problem(qa, qb, lens, out_dtype="float32"))[0]
-    check(host(out), want)
+    check_nan(host(out), want)
     got = mxrt.grouped_gemm_mx(qa, qb, lens, backend="gpu")  # numpy in, uploaded, numpy bfloat16 out
     assert isinstance(got, np.ndarray) and got.dtype == BF16
     np.testing.assert_array_equal(got.view(np.uint16), first)
@@ -213,27 +189,27 @@ def test_torch_tensors_in_and_out(route):
     rng = np.random.default_rng(13)
     lens = np.array([70, 0, 186])
     m, n, k = int(lens.sum()), 64, 128
-    qa, qb = mxrt.quantize_mx(_x(rng, (m, k))), mxrt.quantize_mx(_x(rng, (3, n, k)), axis=2)
+    qa, qb = mxrt.quantize_mx(values(rng, (m, k))), mxrt.quantize_mx(values(rng, (3, n, k)), axis=2)
     t = lambda v: torch.from_numpy(np.ascontiguousarray(v)).cuda()  # noqa: E731
     ta = dataclasses.replace(qa, data=t(qa.data), scales=t(qa.scales))
     tb = dataclasses.replace(qb, data=t(qb.data), scales=t(qb.scales))
     got = mxrt.grouped_gemm_mx(ta, tb, t(lens))
     assert isinstance(got, torch.Tensor) and got.is_cuda and got.dtype == torch.bfloat16
     want = grouped_gemm_f64(grouped_gemm_problem(qa, qb, lens, out_dtype="float32"))[0]
-    check(got.float().cpu().numpy().astype(np.float64), want)
+    check_nan(got.float().cpu().numpy().astype(np.float64), want)
     side = torch.cuda.Stream()  # torch on a side stream, CuPy on its own: the route queues on CuPy's
     with torch.cuda.stream(side):
         d = torch.full((m, n), 7.0, dtype=torch.bfloat16, device="cuda")
         mxrt.grouped_gemm_mx(ta, tb, t(lens), out=d)
     side.synchronize()
-    check(d.float().cpu().numpy().astype(np.float64), want)
+    check_nan(d.float().cpu().numpy().astype(np.float64), want)
     assert route == ["lens", "lens"]
 
 
 def test_declines_and_forcing(route, monkeypatch):
     rng = np.random.default_rng(3)
     lens = np.array([50, 78])
-    qa, qb = dev(mxrt.quantize_mx(_x(rng, (128, 64)))), dev(mxrt.quantize_mx(_x(rng, (2, 32, 64)), axis=2))
+    qa, qb = dev(mxrt.quantize_mx(values(rng, (128, 64)))), dev(mxrt.quantize_mx(values(rng, (2, 32, 64)), axis=2))
     dl = cupy.asarray(lens)
     f32 = host(mxrt.grouped_gemm_mx(qa, qb, dl, out_dtype="float32"))  # fp32 out: the Hopper / generic kernels
     f16 = host(mxrt.grouped_gemm_mx(qa, qb, dl, out_dtype="float16"))
@@ -254,9 +230,9 @@ def test_cuda_graph_capture_steps_aside(route):
     Hopper kernels are captured; replays follow new group sizes."""
     rng = np.random.default_rng(12)
     g, m, n, k = 8, 1024, 128, 128
-    qa, qb = mxrt.quantize_mx(_x(rng, (m, k))), mxrt.quantize_mx(_x(rng, (g, n, k)), axis=2)
+    qa, qb = mxrt.quantize_mx(values(rng, (m, k))), mxrt.quantize_mx(values(rng, (g, n, k)), axis=2)
     a, b = dev(qa), dev(qb)
-    lens_sets = [_lens("balanced", g, m, rng), _lens("unbalanced", g, m, rng)]
+    lens_sets = [group_lens("balanced", g, m, rng), group_lens("unbalanced", g, m, rng)]
     with mxrt.runtime.debug():  # no synchronisation inside the capture
         lens_d = cupy.asarray(lens_sets[0])
         out = cupy.empty((m, n), cupy.uint16)
@@ -274,7 +250,7 @@ def test_cuda_graph_capture_steps_aside(route):
             cupy.cuda.Device().synchronize()
             graph.launch(stream=stream)
             stream.synchronize()
-            check(host(out), grouped_gemm_f64(grouped_gemm_problem(qa, qb, lens, out_dtype="float32"))[0])
+            check_nan(host(out), grouped_gemm_f64(grouped_gemm_problem(qa, qb, lens, out_dtype="float32"))[0])
 
 
 def test_a_moe_step_in_torch_uses_the_route(route):
@@ -301,13 +277,13 @@ def test_output_widths_torch_pads(route, n, k):
     rng = np.random.default_rng(n)
     lens = np.array([70, 0, 58, 32])
     m = int(lens.sum())
-    go, x = _x(rng, (m, n)), _x(rng, (m, k))
+    go, x = values(rng, (m, n)), values(rng, (m, k))
     qg = mxrt.quantize_mx_grouped(go, lens, colwise=True, col_align=32)
     qx = mxrt.quantize_mx_grouped(x, lens, colwise=True, col_align=32)
     got = mxrt.grouped_gemm_mx_wgrad(dev(qg.col), dev(qx.col), cupy.asarray(lens), out_dtype="bfloat16")
     assert got.flags.c_contiguous and got.shape == (4, n, k)
-    check(host(got), grouped_gemm_f64(wgrad_problem(qg, qx, lens))[0], "wgrad")
-    qa, qb = mxrt.quantize_mx(x), mxrt.quantize_mx(_x(rng, (4, n, k)), axis=2)
+    check_nan(host(got), grouped_gemm_f64(wgrad_problem(qg, qx, lens))[0], "wgrad")
+    qa, qb = mxrt.quantize_mx(x), mxrt.quantize_mx(values(rng, (4, n, k)), axis=2)
     sa = qa.scales.copy()
     sa[3, 0] = 140  # above the window: the gated fallback writes every row
     for s in (qa.scales, sa):
@@ -315,7 +291,7 @@ def test_output_widths_torch_pads(route, n, k):
         got = mxrt.grouped_gemm_mx(a, dev(qb), cupy.asarray(lens))
         assert got.flags.c_contiguous and got.shape == (m, n)
         p = grouped_gemm_problem((qa.data, s, "e4m3", k), qb, lens, out_dtype="float32")
-        check(host(got), grouped_gemm_f64(p)[0], "fwd")
+        check_nan(host(got), grouped_gemm_f64(p)[0], "fwd")
     assert route == ["wgrad", "lens", "lens"]
 
 

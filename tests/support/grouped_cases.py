@@ -1,0 +1,61 @@
+"""Shared pieces of the grouped-GEMM GPU tests (test_gpu_grouped_gemm.py, test_gpu_grouped_gemm_sm90.py,
+test_gpu_grouped_torch.py): device copies of MX operands, results back as float64, the accuracy check against the
+float64 reference, inputs over a few binades and the group splits. No cupy import at module level."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import ml_dtypes
+import numpy as np
+
+import mxrt
+
+BF16 = ml_dtypes.bfloat16
+
+
+def dev(q: mxrt.MXArray) -> mxrt.MXArray:
+    """``q`` with its codes and scales copied to the GPU (CuPy)."""
+    import cupy
+
+    return dataclasses.replace(q, data=cupy.asarray(q.data), scales=cupy.asarray(q.scales))
+
+
+def host(d, out_dtype: str = "bfloat16") -> np.ndarray:
+    """A device / host result as float64 (bfloat16 from CuPy's uint16 bits)."""
+    h = d.get() if hasattr(d, "get") else np.asarray(d)
+    if out_dtype == "bfloat16" and h.dtype == np.uint16:
+        h = h.view(BF16)
+    return h.astype(np.float64)
+
+
+def check(got: np.ndarray, want: np.ndarray, out_dtype: str, what: str = "") -> None:
+    """Finite everywhere (no poison left), fp32 relative error <= 1e-5, or bf16 / fp16 calc_diff <= 1e-5."""
+    assert np.isfinite(got).all(), f"{what}: poison or NaN left ({int((~np.isfinite(got)).sum())})"
+    if out_dtype == "float32":
+        err = np.linalg.norm(got - want) / max(np.linalg.norm(want), 1e-30)
+        assert err <= 1e-5, f"{what}: fp32 relative error {err}"
+    elif np.abs(want).max(initial=0) > 0:
+        diff = mxrt.calc_diff(got, want)
+        assert diff <= 1e-5, f"{what}: calc_diff {diff}"
+
+
+def values(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+    """float32 normals, each row scaled by 2^[-3, 3] (blocks of different scales)."""
+    return (rng.standard_normal(shape) * np.exp2(rng.integers(-3, 4, (*shape[:-1], 1)))).astype(np.float32)
+
+
+def group_lens(kind: str, g: int, m: int, rng: np.random.Generator) -> np.ndarray:
+    """``g`` lengths summing to ``m`` (``m // g * g`` for "balanced"): "balanced"; "unbalanced" (Dirichlet 0.3:
+    unaligned sizes, some empty); "empty" / "one" (one group holds every row, the others are empty)."""
+    if kind == "balanced":
+        return np.full(g, m // g)
+    if kind == "unbalanced":
+        lens = np.floor(rng.dirichlet(np.full(g, 0.3)) * m).astype(np.int64)
+        lens[0] += m - lens.sum()
+        return lens
+    if kind in ("empty", "one"):
+        lens = np.zeros(g, np.int64)
+        lens[g // 2] = m
+        return lens
+    raise ValueError(kind)

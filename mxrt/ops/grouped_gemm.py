@@ -212,6 +212,21 @@ def unsupported_reason(p: GroupedGemmProblem) -> str | None:
     return None
 
 
+_GENERIC_PLANS: dict = {}
+
+
+def _generic_plan(p: GroupedGemmProblem) -> GroupedPlan:
+    """The generic kernel's plan of ``p`` (the torch route's exact fallback): host math, cached by all it reads."""
+    key = (p.kind, p.a_fmt, p.b_fmt, dtype_name(p.out_dtype), p.m, p.n, p.k, tuple(p.b.shape), p.num_groups)
+    key += (p.align, p.max_m, p.accumulate, p.scale_f32, p.sf_gmn_b)
+    plan = _GENERIC_PLANS.get(key)
+    if plan is None:
+        if len(_GENERIC_PLANS) >= 1024:
+            _GENERIC_PLANS.clear()
+        plan = _GENERIC_PLANS[key] = grouped_plan(p, "generic", force="generic")
+    return plan
+
+
 def torch_route_reason(p: GroupedGemmProblem, target: str) -> str | None:
     """Why the torch route (:mod:`mxrt.ops.grouped_gemm_torch`) does not run ``p`` now (None: it does): what it
     cannot serve, or a CUDA-graph capture underway on CuPy's stream."""
@@ -261,7 +276,8 @@ def grouped_gemm_gpu(p: GroupedGemmProblem) -> Any:
         why = torch_route_reason(p, arch.target)
         if why is None:
             out = p.out.view("uint16") if p.out is not None else None
-            out = grouped_gemm_torch.run(p, groups, out, arch)
+            out, gate = grouped_gemm_torch.run(p, groups, out, arch)
+            launch_plain(p, _generic_plan(p), groups, out, arch, gate)  # returns at once unless the gate is raised
             return download(out, p.out_dtype) if host else out
         if force is not None:
             raise UnsupportedArchError(f"{p.op}: {ENV_GROUPED_GEMM_KERNEL}={force} cannot run this problem: {why}")

@@ -107,12 +107,13 @@ def launch_offsets(
     return offs
 
 
-def run(p: GroupedGemmProblem, groups: Any, out: Any, arch: Any) -> Any:
-    """Queue the route on CuPy's current stream and return the result (``out`` when given, else a C-contiguous
-    array; bfloat16 as uint16 bits). No host synchronisation."""
+def run(p: GroupedGemmProblem, groups: Any, out: Any, arch: Any) -> tuple[Any, Any]:
+    """Queue the route on CuPy's current stream: ``(result, gate)``, the result ``out`` when given, else a
+    C-contiguous array (bfloat16 as uint16 bits), and the device gate word the caller hands to the generic kernel's
+    gated launch (:func:`mxrt.ops.grouped_gemm.grouped_gemm_gpu`), which recomputes every output where it is raised.
+    No host synchronisation."""
     from ..runtime import alloc, torch_grouped
     from .dequant import launch_dequant
-    from .grouped_gemm import launch_plain
 
     kp = padded(p.k)
     b_rows = int(p.b.shape[0])
@@ -135,22 +136,4 @@ def run(p: GroupedGemmProblem, groups: Any, out: Any, arch: Any) -> Any:
         res = out
     elif not res.flags.c_contiguous:  # torch pads the rows of an output whose width is not a multiple of 8
         res = res.copy()  # C-contiguous, as every mxrt result and the fallback kernel's row stride
-    launch_plain(p, _fallback_plan(p), groups, res, arch, gate)  # returns at once unless the gate is raised
-    return res
-
-
-_PLANS: dict = {}
-
-
-def _fallback_plan(p: GroupedGemmProblem) -> Any:
-    """The generic kernel's plan of ``p`` (host math, cached by everything it reads)."""
-    from .grouped_gemm import grouped_plan
-
-    key = (p.kind, p.a_fmt, p.b_fmt, dtype_name(p.out_dtype), p.m, p.n, p.k, tuple(p.b.shape), p.num_groups)
-    key += (p.align, p.max_m, p.accumulate, p.scale_f32, p.sf_gmn_b)
-    plan = _PLANS.get(key)
-    if plan is None:
-        if len(_PLANS) >= 1024:
-            _PLANS.clear()
-        plan = _PLANS[key] = grouped_plan(p, "generic", force="generic")
-    return plan
+    return res, gate

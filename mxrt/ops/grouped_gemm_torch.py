@@ -8,7 +8,8 @@ exact for every input:
   operands and fp32 accumulation are exact, or a finite block holds a NaN / Inf code (the ``sm90_cublas`` window),
   and the forward also raises it where ``group_lens`` on the device is not a valid split of the rows (an entry
   outside ``[0, M]``, a sum other than ``M``); a gated launch of the generic grouped kernel then recomputes every
-  output exactly with mxrt's semantics (its CTAs return at once while the gate is 0);
+  output exactly with mxrt's semantics (its CTAs return at once while the gate is 0; :func:`run` returns the gate
+  word, :func:`mxrt.ops.grouped_gemm.grouped_gemm_gpu` launches the fallback);
 - the wgrad's column ranges are the generic kernel's (lengths clamped, padded to ``align``, cut at the width), so
   they need no gate.
 
@@ -19,8 +20,10 @@ not own must stay untouched; ``torch._grouped_mm`` writes every row), not ``b`` 
 CUDA and is skipped while CuPy's stream captures a CUDA graph (its result is a torch allocation that a replay would
 write after torch reused it): a capture takes the Hopper grouped kernels, which are capture-safe.
 
-Speed (H200, session 11 call 1, the Primus-Turbo #330 shapes, eager): ``torch._grouped_mm`` alone over the route
-0.56-0.89 (the two dequantisation passes are its whole cost), against 0.34-0.58 for the Hopper grouped engine.
+Speed (H200, session 11 call 10, ``benchmarks/bench_grouped_gemm.py``, the Primus-Turbo #330 shapes, eager calls on
+both sides): 0.70-1.09x ``torch._grouped_mm`` bf16, median 0.85, on all but the smallest cells (the two dequantisation
+passes are the gap), against 0.34-0.58x for the Hopper grouped engine; gpt-oss B = 4, M = 2048 at 0.34-0.79x, where
+the ~340-410 us of host time of an eager call exceeds the GPU work.
 Memory: the bf16 copies of both operands, ``2 * (rows of a + rows of b) * round_up(K, 8)`` bytes, as the workaround.
 """
 

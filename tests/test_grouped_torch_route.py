@@ -5,6 +5,8 @@ route itself runs in tests/test_gpu_grouped_torch.py."""
 
 from __future__ import annotations
 
+import sys
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -117,3 +119,33 @@ def test_unavailable_says_why_without_a_cuda_torch():
 
 def test_padded_rows():
     assert [grouped_gemm_torch.padded(k) for k in (1, 8, 9, 33, 7168)] == [8, 8, 16, 40, 7168]
+
+
+def test_torch_views_span_every_element(monkeypatch):
+    """mxrt.runtime.arrays.view_torch_cuda (the route's workspaces and result, from_torch_cuda's views): the CuPy
+    memory it wraps spans from the first element to the last of any strided tensor (sum of (size - 1) * stride,
+    plus one), never less (a padded-row result of torch._grouped_mm, a transposed view, an empty tensor)."""
+    import types
+
+    torch = pytest.importorskip("torch")
+    from mxrt.runtime import arrays
+
+    fake = types.ModuleType("cupy")
+    fake.cuda = types.SimpleNamespace(
+        UnownedMemory=lambda ptr, nbytes, owner, dev: (ptr, nbytes, owner),
+        MemoryPointer=lambda mem, off: (mem, off),
+    )
+    fake.ndarray = lambda shape, dtype, memptr, strides: dict(shape=shape, dtype=dtype, mem=memptr, strides=strides)
+    monkeypatch.setitem(sys.modules, "cupy", fake)
+    cases = [
+        (torch.empty(3, 72, dtype=torch.bfloat16)[:, :65], (2 * 72 + 64 + 1) * 2),
+        (torch.empty(4, 5), 80),
+        (torch.empty(2, 3, 4).transpose(0, 2), 96),
+        (torch.empty(0, 3), 0),
+    ]
+    for t, nbytes in cases:
+        v = arrays.view_torch_cuda(t, "uint16")
+        (ptr, got, owner), off = v["mem"]
+        assert (ptr, got, owner, off) == (t.data_ptr(), nbytes, t, 0), tuple(t.shape)
+        assert v["shape"] == tuple(t.shape) and v["dtype"] == "uint16"
+        assert v["strides"] == tuple(s * t.element_size() for s in t.stride())

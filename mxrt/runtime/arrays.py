@@ -46,12 +46,22 @@ def from_torch_cuda(t: Any) -> Any:
         return None
     if torch.cuda.current_stream(t.device).cuda_stream != 0:
         return None
+    return view_torch_cuda(t, dt)
+
+
+def view_torch_cuda(t: Any, dtype: Any) -> Any:
+    """A CuPy array over CUDA torch tensor ``t``'s memory (its shape and strides, ``dtype`` of the same item size),
+    holding ``t`` alive; no copy, no stream ordering (the caller's: :func:`from_torch_cuda`, or work queued on one
+    stream as in :mod:`mxrt.runtime.torch_grouped`)."""
+    import cupy
+
     itemsize = t.element_size()
-    nbytes = (max((s - 1) * st for s, st in zip(t.shape, t.stride(), strict=True)) + 1) * itemsize if t.numel() else 0
+    # the span from the first element to the last: sum of (size - 1) * stride over the dims, plus one element
+    nbytes = (sum((s - 1) * st for s, st in zip(t.shape, t.stride(), strict=True)) + 1) * itemsize if t.numel() else 0
     mem = cupy.cuda.UnownedMemory(t.data_ptr(), nbytes, t, t.device.index)
     ptr = cupy.cuda.MemoryPointer(mem, 0)
     strides = tuple(st * itemsize for st in t.stride())
-    return cupy.ndarray(tuple(t.shape), dtype=dt, memptr=ptr, strides=strides)
+    return cupy.ndarray(tuple(t.shape), dtype=dtype, memptr=ptr, strides=strides)
 
 
 def torch_on_legacy_streams(torch: Any, device_index: int) -> bool:

@@ -4,10 +4,10 @@ device) run on CuPy arrays, on CuPy's current stream, for the ``torch`` route of
 :func:`unavailable` says why the route cannot run (no torch, no CUDA device in torch, no ``_grouped_mm``).
 
 The route's workspaces (the bf16 operands, the group ends) are torch allocations that CuPy views through their
-pointers (:func:`empty`, :func:`cupy_view`: a few microseconds each, where a DLPack exchange costs tens), and so is
-torch's result. Work is queued on CuPy's current stream: torch runs under a ``torch.cuda.ExternalStream`` of it
-unless torch's current stream is already that stream (:class:`on_cupy_stream`), so torch's allocator hands out memory
-ordered on that stream.
+pointers (:func:`empty`, :func:`mxrt.runtime.arrays.view_torch_cuda`: a few microseconds each, where a DLPack
+exchange costs tens), and so is torch's result. Work is queued on CuPy's current stream: torch runs under a
+``torch.cuda.ExternalStream`` of it unless torch's current stream is already that stream (:class:`on_cupy_stream`),
+so torch's allocator hands out memory ordered on that stream.
 
 What the route relies on (measured on an H200, torch 2.11, session 11 call 1): offsets past the last group leave
 those output rows unwritten (torch allocates the result uninitialised); empty groups are fine; the 2-D x 2-D form
@@ -24,6 +24,8 @@ import importlib.util
 import sys
 from functools import lru_cache
 from typing import Any
+
+from .arrays import view_torch_cuda
 
 
 @lru_cache(maxsize=1)
@@ -80,23 +82,11 @@ class on_cupy_stream:
 _TORCH_DTYPES = {"uint16": "bfloat16", "int32": "int32"}
 
 
-def cupy_view(t: Any, dtype: str) -> Any:
-    """A CuPy array over torch tensor ``t``'s memory (its shape and strides; ``dtype`` of the same item size, e.g.
-    uint16 for bfloat16), holding ``t`` alive: a few microseconds, where a DLPack exchange costs tens."""
-    import cupy
-
-    size = t.element_size()
-    nbytes = (max((n - 1) * st for n, st in zip(t.shape, t.stride(), strict=True)) + 1) * size if t.numel() else 0
-    mem = cupy.cuda.UnownedMemory(t.data_ptr(), nbytes, t, t.device.index)
-    strides = tuple(st * size for st in t.stride())
-    return cupy.ndarray(tuple(t.shape), dtype=dtype, memptr=cupy.cuda.MemoryPointer(mem, 0), strides=strides)
-
-
 def empty(torch: Any, shape: tuple[int, ...], dtype: str) -> tuple[Any, Any]:
     """``(tensor, view)``: a torch allocation on the current (CuPy's) stream and its CuPy view of ``dtype``
     (``"uint16"``: a bfloat16 tensor; ``"int32"``). Call inside :class:`on_cupy_stream`."""
     t = torch.empty(shape, dtype=getattr(torch, _TORCH_DTYPES[dtype]), device="cuda")
-    return t, cupy_view(t, dtype)
+    return t, view_torch_cuda(t, dtype)
 
 
 def grouped_mm(torch: Any, a: Any, b: Any, offs: Any) -> Any:
@@ -107,4 +97,4 @@ def grouped_mm(torch: Any, a: Any, b: Any, offs: Any) -> Any:
     a CuPy uint16 view of the tensor torch allocated (its rows may be padded to 16 bytes). No host
     synchronisation; queued on the current stream. Call inside :class:`on_cupy_stream`."""
     out = torch._grouped_mm(a, b.transpose(-2, -1), offs=offs)
-    return cupy_view(out, "uint16")
+    return view_torch_cuda(out, "uint16")

@@ -11,7 +11,6 @@ capture), then per Primus-Turbo #330 shape (balanced): fwd / dgrad / wgrad times
 
 from __future__ import annotations
 
-import statistics
 import traceback
 
 import cupy
@@ -19,20 +18,14 @@ import numpy as np
 import torch
 
 import mxrt
+from mxrt.bench import core
 
 
 def t_ms(fn, reps=5):
+    """Median milliseconds of ``fn`` by CUDA events after one warm call (mxrt.bench.core.torch_median_time)."""
     fn()
     torch.cuda.synchronize()
-    ts = []
-    for _ in range(reps):
-        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        e0.record()
-        fn()
-        e1.record()
-        e1.synchronize()
-        ts.append(e0.elapsed_time(e1))
-    return statistics.median(ts)
+    return core.torch_median_time(fn, reps) * 1e3
 
 
 def bf(x):  # CuPy uint16 bits -> torch bf16 (no copy)

@@ -6,6 +6,7 @@ route itself runs in tests/test_gpu_grouped_torch.py."""
 from __future__ import annotations
 
 import sys
+import types
 
 import ml_dtypes
 import numpy as np
@@ -121,13 +122,29 @@ def test_padded_rows():
     assert [grouped_gemm_torch.padded(k) for k in (1, 8, 9, 33, 7168)] == [8, 8, 16, 40, 7168]
 
 
+class _Tensor:
+    """The CUDA torch tensor surface view_torch_cuda reads, over a numpy array (strides in elements)."""
+
+    def __init__(self, x: np.ndarray) -> None:
+        self.x, self.shape, self.device = x, x.shape, types.SimpleNamespace(index=0)
+
+    def stride(self) -> tuple[int, ...]:
+        return tuple(s // self.x.itemsize for s in self.x.strides)
+
+    def element_size(self) -> int:
+        return self.x.itemsize
+
+    def numel(self) -> int:
+        return self.x.size
+
+    def data_ptr(self) -> int:
+        return self.x.__array_interface__["data"][0]
+
+
 def test_torch_views_span_every_element(monkeypatch):
     """mxrt.runtime.arrays.view_torch_cuda (the route's workspaces and result, from_torch_cuda's views): the CuPy
     memory it wraps spans from the first element to the last of any strided tensor (sum of (size - 1) * stride,
     plus one), never less (a padded-row result of torch._grouped_mm, a transposed view, an empty tensor)."""
-    import types
-
-    torch = pytest.importorskip("torch")
     from mxrt.runtime import arrays
 
     fake = types.ModuleType("cupy")
@@ -138,14 +155,14 @@ def test_torch_views_span_every_element(monkeypatch):
     fake.ndarray = lambda shape, dtype, memptr, strides: dict(shape=shape, dtype=dtype, mem=memptr, strides=strides)
     monkeypatch.setitem(sys.modules, "cupy", fake)
     cases = [
-        (torch.empty(3, 72, dtype=torch.bfloat16)[:, :65], (2 * 72 + 64 + 1) * 2),
-        (torch.empty(4, 5), 80),
-        (torch.empty(2, 3, 4).transpose(0, 2), 96),
-        (torch.empty(0, 3), 0),
+        (np.empty((3, 72), np.uint16)[:, :65], (2 * 72 + 64 + 1) * 2),
+        (np.empty((4, 5), np.float32), 80),
+        (np.empty((2, 3, 4), np.float32).transpose(2, 1, 0), 96),
+        (np.empty((0, 3), np.float32), 0),
     ]
-    for t, nbytes in cases:
+    for x, nbytes in cases:
+        t = _Tensor(x)
         v = arrays.view_torch_cuda(t, "uint16")
         (ptr, got, owner), off = v["mem"]
-        assert (ptr, got, owner, off) == (t.data_ptr(), nbytes, t, 0), tuple(t.shape)
-        assert v["shape"] == tuple(t.shape) and v["dtype"] == "uint16"
-        assert v["strides"] == tuple(s * t.element_size() for s in t.stride())
+        assert (ptr, got, owner, off) == (t.data_ptr(), nbytes, t, 0), x.shape
+        assert v["shape"] == x.shape and v["dtype"] == "uint16" and v["strides"] == x.strides

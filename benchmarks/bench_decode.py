@@ -63,6 +63,7 @@ def main(argv=None) -> int:
     ap.add_argument("--fmts", default="e4m3,e2m1", help="weight formats (tokens are e4m3)")
     ap.add_argument("--eager", action="store_true", help="also plain calls (host overhead) on the issue's cell")
     ap.add_argument("--sweep", default="", help="MxNxK list: time the decode builds (rt, split, kw 2/4, stages 2-4)")
+    ap.add_argument("--wg-sweep", default="", help="MxNxK list: the wgmma decode builds (nc, stages, split) vs peers")
     ap.add_argument("--moe", action="store_true", help="MoE decode: DeepSeek-V3 top-8 gate_up / down, 64 experts")
     ap.add_argument("--json", default="")
     ap.add_argument("--plot", default="")
@@ -75,7 +76,7 @@ def main(argv=None) -> int:
     import mxrt
     from mxrt.bench import core
     from mxrt.ops import gemm as gemm_op
-    from mxrt.ops import gemm_decode
+    from mxrt.ops import gemm_decode, gemm_decode_wg
     from mxrt.ops import gemm_decode_kernels as K
     from mxrt.ops.gemm_paths import select_gemm_path
     from mxrt.problems import gemm_problem
@@ -104,6 +105,9 @@ def main(argv=None) -> int:
 
     if args.moe:
         return bench_moe(args, core, copy_bw, dev)
+
+    if args.wg_sweep:
+        return wg_sweep(args, core, copy_bw, l2, quant, mx_bytes)
 
     if args.sweep:
         for m, n, k in core.parse_shapes(args.sweep, 3):
@@ -172,13 +176,13 @@ def main(argv=None) -> int:
             dg = gemm_op.device_gemm(gemm_problem(qx, qw))
             path = select_gemm_path(dg).name
             t_mx, how = core.time_cupy([lambda w=w, qx=qx: mxrt.gemm_mx(qx, w) for w in ws], 7, log=print)
-            t_wg = None  # the dense Hopper path on the same cell (what served decode before sm90_decode)
-            if path == "sm90_decode" and not budget.over():
-                os.environ["MXRT_GEMM_PATH"] = "sm90_wgmma"
+            t_wg = None  # the wgmma decode path on the same fp8 cell (forced), when another path served it
+            if fmt != "e2m1" and path != gemm_decode_wg.NAME and not budget.over():
+                os.environ["MXRT_GEMM_PATH"] = gemm_decode_wg.NAME
                 try:
                     t_wg, _ = core.time_cupy([lambda w=w, qx=qx: mxrt.gemm_mx(qx, w) for w in ws], 7, log=print)
                 except Exception as e:  # the path declines the cell
-                    print(f"    sm90_wgmma: {type(e).__name__}: {str(e)[:100]}")
+                    print(f"    {gemm_decode_wg.NAME}: {type(e).__name__}: {str(e)[:100]}")
                 finally:
                     del os.environ["MXRT_GEMM_PATH"]
             got = torch.from_dlpack(mxrt.gemm_mx(qx, qw)).view(torch.bfloat16).double()
@@ -190,7 +194,7 @@ def main(argv=None) -> int:
                        same_copy_tbps=same / 1e12, same_copy_frac=nbytes / t_mx / same, torch_us=t_torch * 1e6,
                        torch_tbps=(2 * n * k + 2 * m * k + 2 * m * n) / t_torch / 1e12, speedup=t_torch / t_mx,
                        calc_diff_vs_bf16=cd, method=how, torch_method=how_t,
-                       wgmma_us=None if t_wg is None else t_wg * 1e6)  # fmt: skip
+                       decode_wg_us=None if t_wg is None else t_wg * 1e6)  # fmt: skip
             if args.eager and (n, k) == ISSUE_CELL:
                 mxrt.gemm_mx(qx, qw)
                 cupy.cuda.Device().synchronize()
@@ -215,7 +219,7 @@ def main(argv=None) -> int:
                 f"{row['same_copy_frac']:.0%} same-size copy, {path}) | cuBLAS bf16 "
                 f"{t_torch * 1e6:7.2f} us ({row['torch_tbps']:.2f} TB/s) | {row['speedup']:.2f}x | calc_diff {cd:.1e}"
                 + eager
-                + ("" if t_wg is None else f" | sm90_wgmma {t_wg * 1e6:.1f} us")
+                + ("" if t_wg is None else f" | {gemm_decode_wg.NAME} {t_wg * 1e6:.1f} us")
             )
             del ws, qw
         del w32, wb
@@ -231,6 +235,67 @@ def main(argv=None) -> int:
     if args.plot and rows:
         _plot(rows, args.plot, dev)
     return 0
+
+
+def wg_sweep(args, core, copy_bw, l2, quant, mx_bytes) -> int:
+    """Each MxNxK cell (MXFP8): the wgmma decode path's builds (nc, stages, split) against sm90_decode's plan and
+    cuBLAS bf16, all CUDA-graph timed over weight sets larger than 3x the L2."""
+    import torch
+
+    from mxrt.ops import gemm as gemm_op
+    from mxrt.ops import gemm_decode, gemm_decode_wg
+    from mxrt.ops import gemm_decode_kernels as K
+    from mxrt.problems import gemm_problem
+
+    for m, n, k in core.parse_shapes(args.wg_sweep, 3):
+        w32, qw = quant(n, k, "e4m3", 1)
+        sets = core.n_input_sets(mx_bytes(qw), l2)
+        ws = [qw] + [quant(n, k, "e4m3", 2 + i)[1] for i in range(sets - 1)]
+        x32, qx = quant(m, k, "e4m3", 0)
+        nbytes = mx_bytes(qw) + mx_bytes(qx) + 2 * m * n
+        wb = torch.from_dlpack(w32).to(torch.bfloat16)
+        xb = torch.from_dlpack(x32).to(torch.bfloat16)
+        wbs = [wb] + [torch.randn_like(wb) for _ in range(core.n_input_sets(wb.numel() * 2, l2) - 1)]
+        t_torch, _ = core.time_torch([lambda w=w, xb=xb: torch.matmul(xb, w.t()) for w in wbs], 7, log=print)
+        del wbs
+        dgs = [gemm_op.device_gemm(gemm_problem(qx, w)) for w in ws]
+        t_dec, _ = core.time_cupy([lambda dg=dg: gemm_decode.run(dg) for dg in dgs], 7, log=print)
+        base, split0 = gemm_decode_wg.plan(m, n, k, 1)
+        print(
+            f"wg-sweep {m}x{n}x{k}: cuBLAS bf16 {t_torch * 1e6:.2f} us, sm90_decode {t_decode_us(t_dec)} us; "
+            f"wg plan {base} split {split0}; {sets} weight sets"
+        )
+        best = None
+        for nc, ns in ((2, 1), (2, 2), (4, 2), (4, 1)):  # one warpgroup lost everywhere (session 12 call 1)
+            for st in (4, 8, 12):
+                if not K.wg_valid(base.nt, nc, st, ns):
+                    continue
+                for split in sorted({1, 2}):
+                    if split > k // 128:
+                        continue
+                    tune = dict(nt=base.nt, nc=nc, ns=ns, stages=st, split=split)
+                    label = f"nc={nc} ns={ns} stages={st:2d} split={split:2d}"
+                    try:
+                        t, _ = core.time_cupy([lambda dg=dg, tune=tune: gemm_decode_wg.run(dg, **tune) for dg in dgs],
+                                              7, log=print)  # fmt: skip
+                    except Exception as e:  # a configuration that does not build or launch
+                        print(f"  {label}: {type(e).__name__}: {str(e)[:100]}")
+                        continue
+                    print(f"  {label}: {t * 1e6:7.2f} us  {nbytes / t / 1e12:5.2f} TB/s  {nbytes / t / copy_bw:5.1%} "
+                          f"copy  {t_torch / t:5.2f}x cuBLAS  {t_dec / t:5.2f}x sm90_decode")  # fmt: skip
+                    if best is None or t < best[0]:
+                        best = (t, label)
+        if best:
+            print(
+                f"  best: {best[1]} {best[0] * 1e6:.2f} us = {t_torch / best[0]:.2f}x cuBLAS bf16, "
+                f"{t_dec / best[0]:.2f}x sm90_decode"
+            )
+        del dgs, ws
+    return 0
+
+
+def t_decode_us(t):
+    return f"{t * 1e6:.2f}"
 
 
 #: DeepSeek-V3 routed experts, top-8, expert intermediate 2048 (gate_up N = 2 x 2048 on x [T, 7168]; down N = 7168
@@ -312,10 +377,10 @@ def bench_moe(args, core, copy_bw, dev) -> int:
 def markdown(rows) -> str:
     """The RESULTS.md table: one line per cell and weight format."""
     head = ("| model | gemm | TP | M | N | K | weights | mxrt us | TB/s | % copy | % same-size copy | cuBLAS bf16 us | "
-            "speedup | sm90_wgmma us |")  # fmt: skip
+            "speedup | sm90_decode_wg us |")  # fmt: skip
     lines = [head, "|---|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
-        wg = "-" if r.get("wgmma_us") is None else f"{r['wgmma_us']:.1f}"
+        wg = "-" if r.get("decode_wg_us") is None else f"{r['decode_wg_us']:.1f}"
         lines.append(
             f"| {r['model']} | {r['gemm']} | {r['tp']} | {r['m']} | {r['n']} | {r['k']} | "
             f"{'MXFP8' if r['fmt'] == 'e4m3' else 'MXFP4'} | {r['mxrt_us']:.1f} | {r['mxrt_tbps']:.2f} | "

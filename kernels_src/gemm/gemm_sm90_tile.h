@@ -81,60 +81,9 @@ MXRT_DEVICE u64 sm90_scale_offset(u32 r, u32 c, u32 rows, u32 cols) {
 #define WG_BTYPE "e5m2"
 #endif
 
-struct __attribute__((aligned(16))) f32x4 {
-  float x, y, z, w;
-};
-struct __attribute__((aligned(8))) f32x2 {
-  float x, y;
-};
-// CUtensorMap (cuda.h is not available under NVRTC): 128 opaque bytes, 64-byte aligned, passed by value
-struct __attribute__((aligned(64))) mxrt_tmap {
-  u64 opaque[16];
-};
+// f32x4 / f32x2, mxrt_tmap, smem_addr, the mbarrier / TMA / wgmma wrappers and make_desc
+#include "sm90_async.h"
 
-MXRT_DEVICE u32 smem_addr(const void* p) {
-  u32 r;
-  asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(r) : "l"(p));
-  return r;
-}
-
-MXRT_DEVICE void mbar_init(u32 bar, u32 count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
-}
-MXRT_DEVICE void mbar_wait(u32 bar, u32 parity) {
-  asm volatile(
-      "{\n.reg .pred P1;\nLAB_WAIT:\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 P1, [%0], %1;\n"
-      "@P1 bra DONE;\nbra LAB_WAIT;\nDONE:\n}\n" ::"r"(bar),
-      "r"(parity)
-      : "memory");
-}
-MXRT_DEVICE void mbar_arrive(u32 bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
-}
-MXRT_DEVICE void mbar_arrive_tx(u32 bar, u32 bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
-}
-MXRT_DEVICE void tma_load_2d(u32 dst, const void* tmap, u32 bar, i32 c0, i32 c1) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::"r"(
-          dst),
-      "l"(tmap), "r"(c0), "r"(c1), "r"(bar)
-      : "memory");
-}
-
-// K-major operand tile with 128-byte rows written by TMA with SWIZZLE_128B: 8-row groups 1024 bytes apart (SBO),
-// layout type 1 (128B swizzle) in bits 62-63; a k32 step inside the row advances the start address by 32 bytes.
-MXRT_DEVICE u64 make_desc(u32 saddr) {
-  return (u64)((saddr & 0x3FFFFu) >> 4) | ((u64)(1024 >> 4) << 32) | ((u64)1 << 62);
-}
-
-MXRT_DEVICE void wg_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
-MXRT_DEVICE void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
-template <int N>
-MXRT_DEVICE void wg_wait() {
-  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
-}
 // Registers of an asynchronous wgmma: keep the compiler from moving their reads across the wait.
 MXRT_DEVICE void fence_regs(float (&d)[64]) {
 #pragma unroll

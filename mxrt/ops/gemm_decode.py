@@ -49,7 +49,7 @@ from ..config import gemm_path_override
 from ..layouts import scale_layout_shape
 from ..runtime.compiler import build
 from ..runtime.launch import MAX_GRID_YZ, LaunchConfig, launch, prepare
-from . import decode_table
+from . import decode_table, gemm_decode_wg
 from . import gemm_decode_kernels as K
 from .gemm_paths import DeviceGemm, GemmPath, PreparedGemm, gemm_paths, invalidate_plans, register_gemm_path
 from .gemm_sm90 import TensorMapMemo, scale_layout_code, tensor_map_arg
@@ -97,8 +97,15 @@ def _routed(dg: DeviceGemm) -> str | None:
     p, arch = dg.p, getattr(dg, "arch", None)
     if arch is None:  # a shape-only stand-in (tests/test_decode_guards.py): no device, no table
         return None
+    if gemm_path_override() == NAME:
+        return None
     entry = decode_table.lookup(arch.target, arch.name, p.n, p.k, p.m)
-    if entry is None or entry.path == NAME or gemm_path_override() == NAME:
+    if entry is None:  # the envelope default: the wgmma kernel above its token count, where it serves the call
+        wg_min = gemm_decode_wg.DEFAULT_MIN_M
+        if wg_min is not None and p.m > wg_min and gemm_decode_wg.supports(dg) is None:
+            return f"m = {p.m} > {wg_min}: the envelope default routes it to {gemm_decode_wg.NAME}"
+        return None
+    if entry.path == NAME:
         return None
     other = next((q for q in gemm_paths(arch.target) if q.name == entry.path), None)
     if other is None or other.supports(dg) is not None:

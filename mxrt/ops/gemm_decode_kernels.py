@@ -155,3 +155,94 @@ GEMM_MX_DECODE_SM90_MOE = KernelSpec(
 
 SPECS = (GEMM_MX_DECODE_SM90, GEMM_MX_DECODE_SM90_MOE)
 DISPATCH: dict = {}  # a GemmPath (mxrt/ops/gemm_paths.py) chooses it, not a dispatch row
+
+
+# ---- the wgmma decode kernel (kernels_src/gemm/gemm_mx_decode_sm90_wg.hip, the GemmPath sm90_decode_wg) ----------
+
+#: token tiles (define NT, the wgmma N): a build serves m <= NT
+WG_NT = (16, 32, 64)
+#: consumer warpgroups per CTA (define NC)
+WG_NC = (1, 2, 4)
+#: token parts (define NS): warpgroup c multiplies tokens [c % NS * NT / NS, ...) (a wgmma N of NT / NS); the NC / NS
+#: warpgroups of one part take the stages in turn (in-CTA split-K)
+WG_NS = (1, 2)
+#: ring depths (define STAGES; a multiple of NC / NS)
+WG_STAGES = (2, 4, 6, 8, 10, 12)
+#: weight rows per CTA (the wgmma M)
+WG_ROWS = 64
+
+
+def wg_smem_bytes(nt: int, nc: int, stages: int, ns: int = 1) -> int:
+    """Dynamic shared memory of a wgmma decode build: the code ring (64 weight rows + nt tokens of 128 bytes per
+    stage), the scale words, the token-factor and token-word buffers of each consumer warpgroup (two each), the
+    epilogue's partials, the mbarriers, and 1024 bytes of alignment slack."""
+    ntw = nt // ns
+    codes = stages * (WG_ROWS * 128 + nt * 128)
+    scales = stages * (WG_ROWS + nt) * 4
+    factors = nc * 2 * 16 * (ntw // 4 + 4) * 4 + nc * 2 * ntw * 4
+    return codes + scales + factors + nc * ntw * 64 * 4 + 16 * stages + 1024
+
+
+def wg_valid(nt: int, nc: int, stages: int, ns: int = 1) -> bool:
+    """The kernel's static assertions, the shared-memory limit, and registers: four consumer warpgroups (544
+    threads, at most 96 registers each: no spills measured offline) with two token parts or NT 16."""
+    return (
+        nt in WG_NT
+        and nc in WG_NC
+        and ns in WG_NS
+        and nc % ns == 0
+        and nt // ns >= 16
+        and (nc < 4 or ns == 2 or nt == 16)
+        and stages in WG_STAGES
+        and stages % (nc // ns) == 0
+        and wg_smem_bytes(nt, nc, stages, ns) <= DECODE_SMEM_MAX
+    )
+
+
+def wg_variant(a_fmt: int, b_fmt: int, atomic: int, nt: int, nc: int, out: int, stages: int, ns: int = 1) -> Defines:
+    """The defines of one build of the wgmma decode kernel."""
+    return defines(A_FMT=a_fmt, ATOMIC=atomic, B_FMT=b_fmt, NC=nc, NS=ns, NT=nt, OUT_DTYPE=out, STAGES=stages)
+
+
+_E5M2 = FMT_CODES["e5m2"]
+
+
+def _wg_deep(nt: int, nc: int, ns: int) -> int:
+    """The ring depth of the spec's per-format / per-dtype builds: 8, or 4 where 8 stages do not fit."""
+    return 8 if wg_valid(nt, nc, 8, ns) else 4
+
+
+#: (nc, ns) pairs of the spec: two warpgroups splitting K, four splitting K and the tokens
+_WG_SHAPES = ((2, 1), (4, 2))
+GEMM_MX_DECODE_SM90_WG = KernelSpec(
+    symbol="gemm_mx_decode_sm90_wg",
+    file="gemm/gemm_mx_decode_sm90_wg.hip",
+    required=("A_FMT", "ATOMIC", "B_FMT", "NC", "NS", "NT", "OUT_DTYPE", "STAGES"),
+    # every fp8 format pair at NT 64 (bf16) in both warpgroup shapes; every NT x NC x NS that builds at two ring
+    # depths (bf16); the fp32 slices of split-K and the fp16 atomic mode per NT and warpgroup shape
+    variants=tuple(
+        wg_variant(fa, fb, 0, 64, nc, _BF16, _wg_deep(64, nc, ns), ns)
+        for fa in (_E4M3, _E5M2)
+        for fb in (_E4M3, _E5M2)
+        for nc, ns in _WG_SHAPES
+    )
+    + tuple(
+        wg_variant(_E4M3, _E4M3, 0, nt, nc, _BF16, st, ns)
+        for nt in WG_NT
+        for nc in WG_NC
+        for ns in WG_NS
+        for st in (4, 8)
+        if wg_valid(nt, nc, st, ns) and not (nt == 64 and (nc, ns) in _WG_SHAPES and st == _wg_deep(64, nc, ns))
+    )
+    + tuple(
+        wg_variant(_E4M3, _E4M3, at, nt, nc, od, _wg_deep(nt, nc, ns), ns)
+        for nt in WG_NT
+        for nc, ns in _WG_SHAPES
+        if wg_valid(nt, nc, 4, ns)
+        for od, at in ((_F32, 0), (_F16, 1), (_F16, 0))
+    ),
+    targets=("sm_90a",),
+    expect_mma=(("sm_90a", ("wgmma.mma_async.sync.aligned.m64n",)),),
+)
+
+SPECS = (*SPECS, GEMM_MX_DECODE_SM90_WG)

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Device calls of session 12 (issue 12): the wgmma decode path sm90_decode_wg (kernels_src/gemm/
+# gemm_mx_decode_sm90_wg.hip). Steps (any order): prebuild, review (session 11's unrun review changes: interop and
+# the grouped torch route), tests (the new path's GPU tests, then sm90_decode's), smoke (memcheck / racecheck /
+# synccheck of tests/support/gpu_decode_wg_smoke.py), sweep (bench_decode.py --wg-sweep SWEEP), bench (bench_decode.py
+# table, BENCH_ARGS appended). Logs under $OUT.
+#   bash benchmarks/gpu_s12_decode_wg.sh "prebuild tests sweep"
+set -u
+cd "$(dirname "$0")/.."
+export PYTHONPATH=$PWD:$PWD/tests PYTHONUNBUFFERED=1
+OUT=${OUT:-./gpu_out}
+mkdir -p "$OUT"
+steps=" ${1:-prebuild tests} "
+step() { echo; echo "=== $* ($(date +%T))"; }
+has() { [[ $steps == *" $1 "* ]]; }
+step device; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+if has prebuild; then
+  step prebuild
+  timeout 300 python3 benchmarks/prebuild.py gemm_mx_decode_sm90_wg gemm_mx_decode_sm90 gemm_mx_splitk_reduce \
+    ${PREBUILD_MORE:-} --jobs 16 2>&1 | tail -3
+fi
+if has review; then
+  step "pytest interop + grouped torch route (session 11 review changes)"
+  timeout ${T_REVIEW:-200} python3 -m pytest -q -m gpu tests/test_gpu_interop.py tests/test_gpu_grouped_torch.py \
+    -p no:cacheprovider 2>&1 | tee "$OUT/pytest_review.txt" | tail -8
+fi
+if has tests; then
+  step "pytest sm90_decode_wg"
+  timeout ${T_WG:-240} python3 -m pytest -q -m gpu tests/test_gpu_gemm_decode_wg.py -x -p no:cacheprovider 2>&1 \
+    | tee "$OUT/pytest_wg.txt" | tail -25
+fi
+if has tests_decode; then
+  step "pytest sm90_decode + decode table"
+  timeout ${T_DEC:-240} python3 -m pytest -q -m gpu tests/test_gpu_gemm_decode.py tests/test_decode_table.py \
+    -p no:cacheprovider 2>&1 | tee "$OUT/pytest_decode.txt" | tail -8
+fi
+if has smoke; then
+  step "decode_wg smoke + compute-sanitizer"
+  timeout 60 python3 tests/support/gpu_decode_wg_smoke.py 2>&1 | tail -3
+  for tool in memcheck racecheck synccheck; do
+    extra=""; quick=""; [[ $tool == memcheck ]] && extra="--leak-check no"; [[ $tool == racecheck ]] && quick="--quick"
+    timeout ${T_SAN:-150} compute-sanitizer --tool $tool $extra python3 tests/support/gpu_decode_wg_smoke.py $quick \
+      > "$OUT/san_$tool.txt" 2>&1
+    echo "$tool rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|mismatches' "$OUT/san_$tool.txt" | tail -2 | tr '\n' ' ')"
+  done
+fi
+if has sweep; then
+  step "bench_decode --wg-sweep ${SWEEP:-}"
+  timeout ${T_SWEEP:-300} python3 benchmarks/bench_decode.py --wg-sweep "${SWEEP:-32x7168x4096,64x7168x4096}" 2>&1 \
+    | tee "$OUT/sweep.txt" | grep -v "^    " | tail -80
+fi
+if has bench; then
+  step "bench_decode ${BENCH_ARGS:-}"
+  timeout ${T_BENCH:-400} python3 benchmarks/bench_decode.py --json "$OUT/bench_decode.json" ${BENCH_ARGS:-} 2>&1 \
+    | tee "$OUT/bench.txt" | grep -v "^    " | tail -70
+fi
+if has ncu; then
+  # NCU_CASES: "M:N:K:nc:rw:stages:split ..." (the builds the sweep ranked)
+  for c in ${NCU_CASES:-64:7168:4096:2:1:8:1 64:7168:4096:2:2:6:2}; do
+    IFS=: read -r m n k nc rw st sp <<< "$c"
+    step "ncu $c"
+    timeout ${T_NCU:-120} ncu -k regex:gemm_mx_decode_sm90_wg -s 2 -c 1 --section SpeedOfLight \
+      --section MemoryWorkloadAnalysis --section SchedulerStats --section WarpStateStats --section Occupancy \
+      --section LaunchStats --metrics "regex:smsp__warp_issue_stalled_.*_per_warp_active.pct,dram__bytes_read.sum,lts__t_bytes.sum" python3 benchmarks/ncu_decode_wg.py $m $n $k $nc $rw $st $sp > "$OUT/ncu_${m}_${nc}_${rw}_${st}_${sp}.txt" 2>&1
+    grep -E "Duration|DRAM Throughput|Memory Throughput|L2 Cache Throughput|L1/TEX Cache Throughput|Compute \(SM\)|Issue Slots Busy|Issued Warp|No Eligible|Active Warps Per|Eligible Warps|Warp Cycles Per Issued|Stall|Registers Per|Achieved Occupancy|Waves Per SM|Mem Busy|Max Bandwidth|L2 Hit|dram__bytes|lts__t_bytes" \
+      "$OUT/ncu_${m}_${nc}_${rw}_${st}_${sp}.txt" | head -40
+    grep -E "stalled" "$OUT/ncu_${m}_${nc}_${rw}_${st}_${sp}.txt" | awk '$NF+0 > 3' | head -12
+  done
+fi

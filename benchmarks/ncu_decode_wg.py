@@ -1,0 +1,24 @@
+"""A few wgmma decode GEMM calls (M x N x K MXFP8, bf16 out) for `ncu -k regex:gemm_mx_decode_sm90_wg -s 2 -c 1`
+(issue 12): python3 benchmarks/ncu_decode_wg.py M [N K nc rw stages split]"""
+
+import sys
+
+import cupy
+
+import mxrt
+from mxrt.ops import gemm as gemm_op
+from mxrt.ops import gemm_decode_wg
+from mxrt.problems import gemm_problem
+
+m = int(sys.argv[1]) if len(sys.argv) > 1 else 64
+n, k = (int(sys.argv[2]), int(sys.argv[3])) if len(sys.argv) > 3 else (7168, 4096)
+tune = {}
+if len(sys.argv) > 7:
+    tune = dict(nc=int(sys.argv[4]), rw=int(sys.argv[5]), stages=int(sys.argv[6]), split=int(sys.argv[7]))
+rng = cupy.random.default_rng(0)
+a = mxrt.quantize_mx(rng.standard_normal((m, k), dtype=cupy.float32), "e4m3")
+b = mxrt.quantize_mx(rng.standard_normal((n, k), dtype=cupy.float32), "e4m3")
+dg = gemm_op.device_gemm(gemm_problem(a, b))
+for _ in range(4):
+    gemm_decode_wg.run(dg, **tune)
+cupy.cuda.Device().synchronize()

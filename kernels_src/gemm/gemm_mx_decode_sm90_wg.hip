@@ -1,0 +1,344 @@
+// kernel   gemm_mx_decode_sm90_wg                                                     (extern "C")
+// computes out[m,n] = sum_kb 2^(sa[m,kb]-127) * 2^(sb[n,kb]-127) * sum_{k in kb} A[m,k] * B[n,k], m <= NT. Swap-AB
+//          on wgmma: a CTA owns 64 weight rows (the wgmma M side) and all NT tokens (N side, NS column parts of
+//          NT/NS); per MX block one wgmma m64n(NT/NS)k32 from zero, promoted as acc = fma(P * 2^(sa-127), 2^(sb-127),
+//          acc) when a stage's scales lie in [64, 190], else by the exact two-step factors (NaN for 0xFF). One
+//          producer warp streams stages of 4 blocks (TMA code tiles, cp.async scale words, one mbarrier per slot);
+//          consumer warpgroup c owns token part c % NS and takes every (NC/NS)-th stage (in-CTA split-K), the
+//          K parts summed in order. Split z: groups
+//          [z*G/split_k, (z+1)*G/split_k), G = k/128; ATOMIC=0 stores slice z (fp32 [split_k,m,n] if split_k > 1,
+//          else [m,n] OUT_DTYPE); ATOMIC=1 adds.
+// args     const __grid_constant__ mxrt_tmap tmx, tmw (tokens A [m,k], weights B [n,k] fp8 uint8; boxes NT /
+//          64 rows x 128 B, SWIZZLE_128B, zero fill) | const u8* sa [m,k/32], sb [n,k/32] (E8M0 row-major) | void* out |
+//          u32 m, n, k, split_k
+// grid     (ceil(n/64),1,split_k)   block (128*NC+32,1,1)   smem gemm_decode_kernels.wg_smem_bytes (dynamic)
+// defines  A_FMT, B_FMT (e4m3 / e5m2), OUT_DTYPE, ATOMIC, NT (16/32/64), NC (1/2/4), NS (1/2: NC % NS == 0,
+//          NT/NS >= 16), STAGES (2..12, a multiple of NC/NS)
+//                                                                                      set by ops/gemm_decode_wg.py
+// requires sm_90a; k % 128 == 0; codes 16-B / scales 4-B aligned; m <= NT; sizes < 2^31; split_k <= 65535; ATOMIC
+//          with 16-bit out: out 4-byte aligned, m*n even                       checked by mxrt/ops/gemm_decode_wg.py
+#include "../common/mx_gemm.h"
+
+#if !defined(A_FMT) || !defined(B_FMT) || !defined(OUT_DTYPE) || !defined(ATOMIC) || !defined(NT) || !defined(NC) || \
+    !defined(NS) || !defined(STAGES)
+#error "A_FMT, B_FMT, OUT_DTYPE, ATOMIC, NT, NC, NS and STAGES must be defined by the launcher"
+#endif
+MXRT_STATIC_ASSERT(NT == 16 || NT == 32 || NT == 64, "NT: 16, 32 or 64 tokens (the wgmma N)");
+MXRT_STATIC_ASSERT(NC == 1 || NC == 2 || NC == 4, "NC: 1, 2 or 4 consumer warpgroups");
+MXRT_STATIC_ASSERT((NS == 1 || NS == 2) && NC % NS == 0 && NT / NS >= 16,
+                   "NS: 1 or 2 token parts (of at least 16 columns), a divisor of NC");
+#define DWG_KS (NC / NS)  // consumer warpgroups per token part: they take the stages in turn
+#define DWG_NTW (NT / NS)  // the wgmma N of one warpgroup
+MXRT_STATIC_ASSERT(STAGES >= 2 && STAGES <= 12 && STAGES % DWG_KS == 0,
+                   "STAGES: 2..12, a multiple of NC / NS (a slot is always consumed by the same warpgroups, so its "
+                   "barrier parity never runs two phases ahead of a waiter)");
+MXRT_STATIC_ASSERT(A_FMT == MXRT_FMT_E4M3 || A_FMT == MXRT_FMT_E5M2, "A_FMT: e4m3 or e5m2");
+MXRT_STATIC_ASSERT(B_FMT == MXRT_FMT_E4M3 || B_FMT == MXRT_FMT_E5M2, "B_FMT: e4m3 or e5m2");
+MXRT_STATIC_ASSERT(OUT_DTYPE == MXRT_OUT_F32 || OUT_DTYPE == MXRT_OUT_BF16 || OUT_DTYPE == MXRT_OUT_F16,
+                   "OUT_DTYPE: MXRT_OUT_F32, _BF16 or _F16");
+MXRT_STATIC_ASSERT(ATOMIC == 0 || ATOMIC == 1, "ATOMIC: 0 or 1");
+
+#if defined(MXRT_CUDA)
+#include "sm90_async.h"
+
+#define DWG_THREADS (128 * NC + 32)
+#define DWG_ROWS 64                                   // weight rows per CTA (the wgmma M)
+#define DWG_W_TILE (DWG_ROWS * 128)                   // 8 KB: 64 rows x 4 blocks of fp8
+#define DWG_X_TILE (NT * 128)                         // 2 / 4 / 8 KB
+#define DWG_CODE (DWG_W_TILE + DWG_X_TILE)            // a code stage (a multiple of 1024: the swizzle's alignment)
+#define DWG_SCALE ((DWG_ROWS + NT) * 4)               // a scale stage: one word (4 blocks) per weight row and token
+#define DWG_TG (DWG_NTW / 4 + 4)  // floats per t-group of a token-factor buffer (NTW / 4 used, + 4: distinct banks)
+#define DWG_FB (4 * 4 * DWG_TG)  // floats of one token-factor buffer: [block][t-group][DWG_TG]
+#define DWG_REGS (DWG_NTW / 2)                        // accumulator registers per thread (m64nNTW)
+MXRT_STATIC_ASSERT(DWG_CODE % 1024 == 0, "code stages must keep the 1024-byte alignment of the swizzle");
+
+#if B_FMT == MXRT_FMT_E4M3
+#define DWG_WTYPE "e4m3"
+#else
+#define DWG_WTYPE "e5m2"
+#endif
+#if A_FMT == MXRT_FMT_E4M3
+#define DWG_XTYPE "e4m3"
+#else
+#define DWG_XTYPE "e5m2"
+#endif
+
+// d = W(64x32) * X(32xNTW)^T from zero (scale-d 0): one MX block's partial, this thread's NT / 2 registers
+#define DWG_R8(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), \
+                  "+f"(d[i + 6]), "+f"(d[i + 7])
+MXRT_DEVICE void dwg_mma(float (&d)[DWG_REGS], u64 dw, u64 dx) {
+#if DWG_NTW == 16
+  asm volatile("{\nwgmma.mma_async.sync.aligned.m64n16k32.f32." DWG_WTYPE "." DWG_XTYPE
+               " {%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, 0, 1, 1;\n}\n"
+               : DWG_R8(0)
+               : "l"(dw), "l"(dx)
+               : "memory");
+#elif DWG_NTW == 32
+  asm volatile("{\nwgmma.mma_async.sync.aligned.m64n32k32.f32." DWG_WTYPE "." DWG_XTYPE
+               " {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, 0, 1, 1;\n}\n"
+               : DWG_R8(0), DWG_R8(8)
+               : "l"(dw), "l"(dx)
+               : "memory");
+#else
+  asm volatile("{\nwgmma.mma_async.sync.aligned.m64n64k32.f32." DWG_WTYPE "." DWG_XTYPE
+               " {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, "
+               "%21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, 0, 1, 1;\n}\n"
+               : DWG_R8(0), DWG_R8(8), DWG_R8(16), DWG_R8(24)
+               : "l"(dw), "l"(dx)
+               : "memory");
+#endif
+}
+#undef DWG_R8
+
+// the partial's registers are written asynchronously: no read may move above the wait
+MXRT_DEVICE void dwg_fence_regs(float (&d)[DWG_REGS]) {
+#pragma unroll
+  for (int i = 0; i < DWG_REGS; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+// cp.async of one 4-byte scale word; the arrival on a slot's barrier once this thread's copies have landed
+MXRT_DEVICE void dwg_cp4(u32 dst, const void* src) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(dst), "l"(src) : "memory");
+}
+MXRT_DEVICE void dwg_cp_arrive(u32 bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(bar) : "memory");
+}
+
+// AND of `v` over the `count` threads of named barrier `id` (also a barrier: shared stores before it are seen after)
+MXRT_DEVICE u32 dwg_bar_and(u32 v, u32 id, u32 count) {
+  u32 r;
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.u32 p, %1, 0;\nbar.red.and.pred p, %2, %3, p;\nselp.u32 %0, 1, 0, p;\n}\n"
+      : "=r"(r)
+      : "r"(v), "r"(id), "r"(count)
+      : "memory");
+  return r;
+}
+
+// All four scale bytes of w in [64, 190] (per byte, no carries between bytes: b + 65 and b + 64 both have their
+// top bit set exactly for b in [64, 190]); 0x80808080 when they do.
+MXRT_DEVICE u32 dwg_fast4(u32 w) {
+  const u32 lo7 = w & 0x7F7F7F7Fu, top = w & 0x80808080u;
+  return ((lo7 + 0x41414141u) ^ top) & ((lo7 + 0x40404040u) ^ top) & 0x80808080u;
+}
+// 2^(s-127) of byte U of w, s in [1, 254] (a normal fp32: s << 23 is its bit pattern)
+template <u32 U>
+MXRT_DEVICE float dwg_factor(u32 w) {
+  return mxrt_f32_from_bits(U == 3u ? (w >> 1) & 0x7F800000u : (w << (23u - 8u * U)) & 0x7F800000u);
+}
+template <u32 U>
+struct dwg_u {
+  static constexpr u32 value = U;
+};
+template <bool B>
+struct dwg_b {
+  static constexpr bool value = B;
+};
+
+extern "C" __global__ void __launch_bounds__(DWG_THREADS, 1)
+    gemm_mx_decode_sm90_wg(const __grid_constant__ mxrt_tmap tmx, const __grid_constant__ mxrt_tmap tmw,
+                           const u8* __restrict__ sa, const u8* __restrict__ sb, void* __restrict__ out, u32 m, u32 n,
+                           u32 k, u32 split_k) {
+  extern __shared__ u8 smem_raw[];
+  // [STAGES] code stages (1024-aligned) | [STAGES] scale stages | [NC][2] token factors | [NC][2][NTW] token words |
+  // [NC][NTW][64] epilogue partials | [STAGES] full, [STAGES] empty mbarriers
+  u8* dsm = smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u);
+  u8* codes = dsm;
+  u32* scales = reinterpret_cast<u32*>(dsm + STAGES * DWG_CODE);
+  float* fb_s = reinterpret_cast<float*>(scales + STAGES * (DWG_ROWS + NT));
+  u32* xw_s = reinterpret_cast<u32*>(fb_s + NC * 2 * DWG_FB);
+  float* red = reinterpret_cast<float*>(xw_s + NC * 2 * DWG_NTW);  // the epilogue's own region
+  const u32 bars = smem_addr(red + NC * DWG_NTW * 64);  // 8-byte aligned: every region above is a multiple of 8 B
+  const u32 full0 = bars, empty0 = bars + 8u * STAGES;
+
+  const u32 tid = MXRT_TID_X;
+  const u32 kbt = k / 32u, groups = k / 128u, z = MXRT_BID_Z;
+  const u32 cg0 = (u32)((u64)z * groups / split_k), ngr = (u32)((u64)(z + 1u) * groups / split_k) - cg0;
+  const u32 row0 = MXRT_BID_X * DWG_ROWS;
+  if (tid == 0) {
+    for (u32 s = 0; s < STAGES; ++s) {
+      mbar_init(full0 + 8u * s, 1u + 32u);  // the TMA lane's arrive.expect_tx + each producer lane's cp.async arrival
+      mbar_init(empty0 + 8u * s, 128u * NS);  // every thread of the warpgroups consuming it (one per token part)
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    asm volatile("prefetch.tensormap [%0];" ::"l"(&tmx) : "memory");
+    asm volatile("prefetch.tensormap [%0];" ::"l"(&tmw) : "memory");
+  }
+  __syncthreads();
+
+  if (tid >= 128u * NC) {
+    // ---------------- producer warp: stage g into slot g % STAGES ----------------
+    const u32 lane = tid % 32u;
+    for (u32 g = 0; g < ngr; ++g) {
+      const u32 slot = g % STAGES, gi = cg0 + g;
+      if (g >= STAGES) mbar_wait(empty0 + 8u * slot, ((g / STAGES) - 1u) & 1u);
+      const u32 full = full0 + 8u * slot;
+      if (lane == 0) {
+        const u32 dst = smem_addr(codes + slot * DWG_CODE);
+        mbar_arrive_tx(full, DWG_CODE);  // rows past n / m arrive as zeros and count in the bytes
+        tma_load_2d(dst, &tmw, full, (i32)(gi * 128u), (i32)row0);
+        tma_load_2d(dst + DWG_W_TILE, &tmx, full, (i32)(gi * 128u), 0);
+      }
+      // the 4 scale bytes of the group per weight row and token (k % 128 == 0: one aligned word); rows past n and
+      // tokens past m are not copied (the consumers read them as 0x7F bytes)
+      const u32 sdst = smem_addr(scales + slot * (DWG_ROWS + NT));
+#pragma unroll
+      for (u32 i = 0; i < DWG_ROWS / 32u; ++i) {
+        const u32 r = lane + 32u * i;
+        if (row0 + r < n) dwg_cp4(sdst + 4u * r, sb + (u64)(row0 + r) * kbt + 4u * gi);
+      }
+#pragma unroll
+      for (u32 i = 0; i < (NT + 31u) / 32u; ++i) {
+        const u32 t = lane + 32u * i;
+        if (t < NT && t < m) dwg_cp4(sdst + 4u * (DWG_ROWS + t), sa + (u64)t * kbt + 4u * gi);
+      }
+      dwg_cp_arrive(full);
+    }
+  } else {
+  // ---------------- consumer warpgroup c: token part c % NS, stages c / NS, c / NS + NC / NS, ... -------------
+  const u32 c = tid / 128u, t = tid % 128u, lane = t % 32u, q = lane % 4u, part = c % NS;
+  const u32 r0 = 16u * (t / 32u) + lane / 4u, r1 = r0 + 8u;  // this thread's rows (m64 fragment)
+  const bool in0 = row0 + r0 < n, in1 = row0 + r1 < n;
+  float acc[DWG_REGS];
+#pragma unroll
+  for (int i = 0; i < DWG_REGS; ++i) acc[i] = 0.0f;
+  float p0[DWG_REGS], p1[DWG_REGS];  // two partials in flight: a block's promotion overlaps the next one's wgmma
+  const u32 codes_s = smem_addr(codes);
+  for (u32 i = c / NS, it = 0; i < ngr; i += DWG_KS, ++it) {
+    const u32 slot = i % STAGES, buf = it & 1u;
+    mbar_wait(full0 + 8u * slot, (i / STAGES) & 1u);
+    const u32* sw = scales + slot * (DWG_ROWS + NT);
+    float* fb = fb_s + (c * 2u + buf) * DWG_FB;
+    u32* xw = xw_s + (c * 2u + buf) * DWG_NTW;
+    u32 ok = 0x80808080u;
+    // token t's 4 factors into the t-group layout the fragment reads: column 8j + 2q + e of block u at
+    // [(4u + q) * DWG_TG + 2j + e]; its scale word for the wide promotion
+    if (t < DWG_NTW) {  // token part * NTW + t
+      const u32 tok = part * DWG_NTW + t;
+      const u32 w = tok < m ? sw[DWG_ROWS + tok] : 0x7F7F7F7Fu;
+      ok &= dwg_fast4(w);
+      xw[t] = w;
+      const u32 o = ((t % 8u) / 2u) * DWG_TG + 2u * (t / 8u) + (t % 2u);
+      fb[o] = dwg_factor<0>(w);
+      fb[4 * DWG_TG + o] = dwg_factor<1>(w);
+      fb[8 * DWG_TG + o] = dwg_factor<2>(w);
+      fb[12 * DWG_TG + o] = dwg_factor<3>(w);
+    }
+    const u32 wa0 = in0 ? sw[r0] : 0x7F7F7F7Fu, wa1 = in1 ? sw[r1] : 0x7F7F7F7Fu;
+    ok &= dwg_fast4(wa0) & dwg_fast4(wa1);
+    // the warpgroup's stage flag (uniform: one promotion branch per stage); orders the factor stores before the reads
+    const bool fast = dwg_bar_and(ok == 0x80808080u, 1u + c, 128u) != 0u;
+    const u32 wt = codes_s + slot * DWG_CODE, xt = wt + DWG_W_TILE + part * DWG_NTW * 128u;
+    // acc += P * 2^(sx-127) * 2^(sw-127) for block u (fast: one FMUL + FFMA per element; wide: the two-step factors)
+    auto promote = [&](const float(&pp)[DWG_REGS], auto uc, auto wide) {
+      constexpr u32 u = decltype(uc)::value;
+      constexpr bool W = decltype(wide)::value;
+      if constexpr (!W) {
+        const float* fq = fb + (4u * u + q) * DWG_TG;
+        const float fa0 = dwg_factor<u>(wa0), fa1 = dwg_factor<u>(wa1);
+#pragma unroll
+        for (u32 j = 0; j < DWG_NTW / 8u; j += 2u) {
+          const f32x4 b = *reinterpret_cast<const f32x4*>(fq + 2u * j);
+          acc[4 * j + 0] = mxrt_fma(pp[4 * j + 0] * b.x, fa0, acc[4 * j + 0]);
+          acc[4 * j + 1] = mxrt_fma(pp[4 * j + 1] * b.y, fa0, acc[4 * j + 1]);
+          acc[4 * j + 2] = mxrt_fma(pp[4 * j + 2] * b.x, fa1, acc[4 * j + 2]);
+          acc[4 * j + 3] = mxrt_fma(pp[4 * j + 3] * b.y, fa1, acc[4 * j + 3]);
+          acc[4 * j + 4] = mxrt_fma(pp[4 * j + 4] * b.z, fa0, acc[4 * j + 4]);
+          acc[4 * j + 5] = mxrt_fma(pp[4 * j + 5] * b.w, fa0, acc[4 * j + 5]);
+          acc[4 * j + 6] = mxrt_fma(pp[4 * j + 6] * b.z, fa1, acc[4 * j + 6]);
+          acc[4 * j + 7] = mxrt_fma(pp[4 * j + 7] * b.w, fa1, acc[4 * j + 7]);
+        }
+      } else {
+        const u32 bw0 = (wa0 >> (8u * u)) & 0xFFu, bw1 = (wa1 >> (8u * u)) & 0xFFu;
+#pragma unroll
+        for (u32 j = 0; j < DWG_NTW / 8u; ++j) {
+#pragma unroll
+          for (u32 e = 0; e < 4; ++e) {
+            const u32 bw = e < 2 ? bw0 : bw1, bx = (xw[8u * j + 2u * q + (e & 1u)] >> (8u * u)) & 0xFFu;
+            float& a = acc[4 * j + e];
+            if (bw == MXRT_E8M0_NAN || bx == MXRT_E8M0_NAN) {
+              a = mxrt_f32_from_bits(0x7FC00000u);
+            } else {
+              float f1, f2;
+              mxrt_scale_steps(bw, bx, f1, f2);
+              a = mxrt_fma(pp[4 * j + e] * f1, f2, a);
+            }
+          }
+        }
+      }
+    };
+#define DWG_ISSUE(P, U)                                                           \
+  do {                                                                            \
+    wg_fence();                                                                   \
+    dwg_mma(P, make_desc(wt + 32u * (U)), make_desc(xt + 32u * (U)));             \
+    wg_commit();                                                                  \
+  } while (0)
+    // the stage's four blocks, fast / wide behind one warpgroup-uniform branch (no wgmma in flight across it)
+    auto stage = [&](auto wide) {
+      DWG_ISSUE(p0, 0u);
+      DWG_ISSUE(p1, 1u);
+      wg_wait<1>();
+      dwg_fence_regs(p0);
+      promote(p0, dwg_u<0>{}, wide);
+      DWG_ISSUE(p0, 2u);
+      wg_wait<1>();
+      dwg_fence_regs(p1);
+      promote(p1, dwg_u<1>{}, wide);
+      DWG_ISSUE(p1, 3u);
+      wg_wait<1>();
+      dwg_fence_regs(p0);
+      promote(p0, dwg_u<2>{}, wide);
+      wg_wait<0>();
+      dwg_fence_regs(p1);
+      mbar_arrive(empty0 + 8u * slot);  // the stage's tiles and scale words are read: the producer may refill it
+      promote(p1, dwg_u<3>{}, wide);
+    };
+#undef DWG_ISSUE
+    if (fast) {
+      stage(dwg_b<false>{});
+    } else {
+      stage(dwg_b<true>{});
+    }
+  }
+  // ---------------- epilogue: the partials -> shared memory -> summed in stage order, stored ----------------
+  // red [NC][NTW tokens][64 rows]: warpgroup c's partials of token part c % NS
+#pragma unroll
+  for (u32 j = 0; j < DWG_NTW / 8u; ++j) {
+#pragma unroll
+    for (u32 e = 0; e < 4; ++e) {
+      const u32 col = 8u * j + 2u * q + (e & 1u), row = e < 2 ? r0 : r1;
+      red[(c * DWG_NTW + col) * 64u + row] = acc[4 * j + e];
+    }
+  }
+  }  // consumers
+  __syncthreads();  // the producer warp arrives here after its last stage and helps store
+  const u32 tokens = m < NT ? m : NT;
+  const u64 mn = (u64)m * n;
+  for (u32 e = tid; e < DWG_ROWS * tokens; e += DWG_THREADS) {
+    const u32 i = e % DWG_ROWS, j = e / DWG_ROWS;  // consecutive threads: consecutive n (coalesced)
+    const u32 col = row0 + i;
+    if (col >= n) continue;
+    // token j: part j / NTW, its K parts' warpgroups in stage order
+    const u32 jp = j / DWG_NTW, jj = j % DWG_NTW;
+    float v = red[(jp * DWG_NTW + jj) * 64u + i];
+#pragma unroll
+    for (u32 w = 1; w < DWG_KS; ++w) v += red[((w * NS + jp) * DWG_NTW + jj) * 64u + i];
+    const u64 idx = (u64)j * n + col;
+#if ATOMIC
+#if OUT_DTYPE == MXRT_OUT_F32
+    mxrt_atomic_add_f32((float*)out + idx, v);
+#else
+    mxrt_atomic_add_16<OUT_DTYPE>((u16*)out + idx, v);
+#endif
+#else
+#if OUT_DTYPE == MXRT_OUT_F32
+    ((float*)out)[(u64)z * mn + idx] = v;
+#else
+    ((u16*)out)[idx] = (u16)mxrt_f32_to_16_bits<OUT_DTYPE>(v);
+#endif
+#endif
+  }
+  (void)mn;
+}
+
+#endif  // MXRT_CUDA

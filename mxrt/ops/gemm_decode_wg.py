@@ -1,0 +1,209 @@
+"""The wgmma decode GEMM path ``sm90_decode_wg`` on sm_90a: kernels_src/gemm/gemm_mx_decode_sm90_wg.hip.
+
+At m = 17..64 tokens the ``mma.sync`` decode kernel (:mod:`mxrt.ops.gemm_decode`) runs out of issue slots: fp8
+``mma.sync`` is emulated on sm_90a (fp8 -> f16 unpacks and two HMMAs per m16n8k32). This path puts the weights on
+the M side of native fp8 ``wgmma`` (swap-AB: a CTA owns 64 weight rows, every token is a column of one
+``m64nNTk32`` per MX block, NT = 16 / 32 / 64), so a block's product costs one tensor-core instruction per warpgroup
+and the exact promotion (``acc = fma(P * 2^(sx-127), 2^(sw-127), acc)``, two FP32 instructions per accumulator
+element) is the only per-element work. One producer warp streams stages of 4 MX blocks (TMA code tiles with the
+128-byte swizzle, cp.async scale words completing on the slot's mbarrier); NC consumer warpgroups take the stages in
+turn and are summed in warpgroup order (deterministic); ``split_k`` splits K across CTAs on top, with the shared
+deterministic / atomic modes (:mod:`mxrt.ops.gemm_splitk`).
+
+Envelope: ``m <= 64``; e4m3 / e5m2 operands (e2m1 stays on ``sm90_decode``); row-major scales; ``k % 128 == 0``;
+16-byte aligned codes, 4-byte aligned scales; bf16 / fp16 out (fp32 out declines, as on every fp8 tensor-core path:
+the k32 partials carry ~2-5e-5 relative error); m, n, k below 2^31 (offsets past 2^31 bytes are 64-bit).
+
+Selection: priority 29, between ``sm90_decode`` (30) and ``sm90_cublas`` (28). It serves the cells that
+``sm90_decode`` hands to it: a tuned-table entry naming ``sm90_decode_wg``, or the envelope default
+(:data:`DEFAULT_MIN_M`, measured); ``MXRT_GEMM_PATH=sm90_decode_wg`` forces it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .. import codes
+from .._kinds import dtype_name
+from ..runtime.compiler import build
+from ..runtime.launch import MAX_GRID_YZ, LaunchConfig, launch, prepare
+from . import gemm_decode_kernels as K
+from .gemm_paths import DeviceGemm, GemmPath, PreparedGemm, register_gemm_path
+from .gemm_sm90 import TensorMapMemo, tensor_map_arg
+from .gemm_splitk import prepare_split_k, run_split_k
+
+NAME = "sm90_decode_wg"
+TARGET = "sm_90a"
+PRIORITY = 29  # below sm90_decode (30), which hands cells over; above sm90_cublas (28)
+_LIMIT = 2**31
+_FP8 = ("e4m3", "e5m2")
+#: calls of more tokens than this run here when the tuned table has no entry for their cell (sm90_decode's
+#: envelope default); None: only table entries and MXRT_GEMM_PATH route here
+DEFAULT_MIN_M: int | None = None
+
+
+def supports(dg: DeviceGemm) -> str | None:
+    p = dg.p
+    if p.m > K.DECODE_MAX_M:
+        return f"m = {p.m} > {K.DECODE_MAX_M} (the decode envelope)"
+    if p.a_fmt not in _FP8 or p.b_fmt not in _FP8:
+        return f"formats ({p.a_fmt}, {p.b_fmt}): fp8 operands only (e2m1 runs on sm90_decode)"
+    if p.split_k > MAX_GRID_YZ:
+        return f"split_k = {p.split_k}, at most {MAX_GRID_YZ} (grid z)"
+    if p.a_scale_layout is not None or p.b_scale_layout is not None:
+        return "preshuffled scales (this kernel reads row-major scales; sm90_decode reads the layouts in place)"
+    out = dtype_name(p.out_dtype)
+    if out not in codes.GEMM_OUT_DTYPE_CODES:
+        return f"out dtype {out}"
+    if out == "float32":
+        return "float32 output with an fp8 operand (the fp8 tensor cores' k32 partials miss the 1e-5 relative bar)"
+    if p.k % 128:
+        return f"k = {p.k}, expected a multiple of 128 (the kernel streams groups of 4 MX blocks)"
+    for name, c, align in (("a", dg.a_codes, 16), ("b", dg.b_codes, 16), ("a", dg.a_scales, 4), ("b", dg.b_scales, 4)):
+        if c.data.ptr % align:
+            what = "codes" if align == 16 else "scales"
+            return f"{name} {what} start at {c.data.ptr:#x}, not {align}-byte aligned (TMA / cp.async)"
+    if max(p.m, p.n, p.k) >= _LIMIT:
+        return "m, n or k of 2^31 or more"
+    return None
+
+
+@dataclass(frozen=True)
+class WgConfig:
+    """Tuning defines of one gemm_mx_decode_sm90_wg build (see the kernel header)."""
+
+    nt: int
+    nc: int
+    stages: int
+    ns: int = 1
+
+    @property
+    def threads(self) -> int:
+        return 128 * self.nc + 32
+
+
+#: consumer warpgroups and ring depth of the envelope default (the deepest ring of the sweep that fits)
+DEFAULT_NC = 2
+DEFAULT_STAGES = {16: 12, 32: 12, 64: 10}
+
+
+@functools.lru_cache(maxsize=4096)
+def plan(m: int, n: int, k: int, split_k: int, sms: int = 132) -> tuple[WgConfig, int]:
+    """The build and the split of one problem: the smallest token tile that holds ``m``; with ``split_k == 1``
+    (the default) K is split across CTAs when the 64-row slabs leave SMs idle: the split with the fewest groups of
+    4 MX blocks per SM (waves x groups per CTA), the smallest on ties, each warpgroup keeping >= 2 groups."""
+    nt = next(t for t in K.WG_NT if t >= m)
+    nc, stages = DEFAULT_NC, DEFAULT_STAGES[nt]
+    split = split_k
+    if split_k == 1:
+        slabs, groups = -(-n // K.WG_ROWS), max(1, k // 128)
+        best = None
+        for s in range(1, min(16, max(1, groups // (2 * nc))) + 1):
+            cost = -(-slabs * s // sms) * -(-groups // s)
+            if best is None or cost < best[0]:
+                best = (cost, s)
+        split = best[1] if best else 1
+    return WgConfig(nt, nc, stages), split
+
+
+_KERNELS: dict = {}
+_LAUNCHES: dict = {}
+
+
+def _plan(dg: DeviceGemm) -> tuple[WgConfig, int]:
+    p = dg.p
+    return plan(p.m, p.n, p.k, p.split_k, dg.arch.num_cus)
+
+
+def _kernel(d: Any, arch: Any, smem: int) -> Any:
+    key = (d, arch)
+    kernel = _KERNELS.get(key)
+    if kernel is None:
+        kernel = build(K.GEMM_MX_DECODE_SM90_WG, d, arch)
+        if kernel.max_dynamic_shared_size_bytes < smem:
+            kernel.max_dynamic_shared_size_bytes = smem
+        _KERNELS[key] = kernel
+    return kernel
+
+
+def _launch_entry(dg: DeviceGemm, out_code: int, atomic: bool, tune: dict) -> tuple[Any, LaunchConfig, int]:
+    p = dg.p
+    key = (p.m, p.n, p.k, p.split_k, p.a_fmt, p.b_fmt, out_code, atomic, tuple(sorted(tune.items())), dg.arch)
+    hit = _LAUNCHES.get(key)
+    if hit is None:
+        c, _ = _plan(dg)
+        c = WgConfig(*(tune.get(f, getattr(c, f)) for f in ("nt", "nc", "stages", "ns")))
+        if not K.wg_valid(c.nt, c.nc, c.stages, c.ns) or c.nt < p.m:
+            raise ValueError(f"{NAME}: no build {c} for m={p.m}")
+        fa, fb = codes.FMT_CODES[p.a_fmt], codes.FMT_CODES[p.b_fmt]
+        d = K.wg_variant(fa, fb, int(atomic), c.nt, c.nc, out_code, c.stages, c.ns)
+        smem = K.wg_smem_bytes(c.nt, c.nc, c.stages, c.ns)
+        cfg = LaunchConfig((-(-p.n // K.WG_ROWS), 1, p.split_k), (c.threads, 1, 1), smem)
+        if len(_LAUNCHES) >= 4096:
+            _LAUNCHES.clear()
+        hit = _LAUNCHES[key] = (_kernel(d, dg.arch, smem), cfg, (c.nt, K.WG_ROWS))
+    return hit
+
+
+def _launch(dg: DeviceGemm, dst: Any, out_code: int, atomic: bool, tune: dict) -> None:
+    p = dg.p
+    kernel, cfg, (nt, rows) = _launch_entry(dg, out_code, atomic, tune)
+    dev = dg.a_codes.data.device_id
+    tmx = tensor_map_arg(dg.a_codes.data.ptr, p.m, p.k, nt, dev)
+    tmw = tensor_map_arg(dg.b_codes.data.ptr, p.n, p.k, rows, dev)
+    u32 = np.uint32
+    args = (tmx, tmw, dg.a_scales, dg.b_scales, dst, u32(p.m), u32(p.n), u32(p.k), u32(p.split_k))
+    launch(p.op, kernel, cfg, args)
+
+
+def run(dg: DeviceGemm, **tune: int) -> None:
+    """Launch on the current stream (split-K reduce / zeroing included). ``tune`` overrides the defines ``nt``,
+    ``nc``, ``stages``, ``ns`` (benchmarks/bench_decode.py) and ``split``, the K split of the call; no host
+    synchronisation."""
+    p = dg.p
+    if p.is_empty:
+        dg.out.fill(0)
+        return
+    split = tune.pop("split", 0) or _plan(dg)[1]
+    if split != p.split_k:  # the path's own split of a split_k=1 call (plan)
+        dg = dataclasses.replace(dg, p=dataclasses.replace(p, split_k=split))
+    run_split_k(dg, lambda dst, out_code, atomic: _launch(dg, dst, out_code, atomic, tune))
+
+
+def prepare_run(dg: DeviceGemm) -> PreparedGemm | None:
+    """:func:`run` (untuned) for ``dg``'s plan with the split chosen and the launches prepared once."""
+    p = dg.p
+    if p.is_empty:
+        return None
+    split = _plan(dg)[1]
+    if split != p.split_k:
+        dg = dataclasses.replace(dg, p=dataclasses.replace(p, split_k=split))
+        p = dg.p
+    dev = dg.a_codes.data.device_id
+
+    def prepare_gemm(out_code: int, atomic: bool) -> tuple[Any, Any] | None:
+        kernel, cfg, (nt, rows) = _launch_entry(dg, out_code, atomic, {})
+        u32 = np.uint32
+        map_x = TensorMapMemo(p.m, p.k, nt, dev)
+        map_w = TensorMapMemo(p.n, p.k, rows, dev)
+        tmx = tensor_map_arg(dg.a_codes.data.ptr, p.m, p.k, nt, dev)
+        sample = (tmx, tmx, dg.a_scales, dg.b_scales, dg.out, u32(0), u32(0), u32(0), u32(0))
+        pl = prepare(p.op, kernel, cfg, sample)
+        if pl is None:
+            return None
+        m, n, k, s = p.m, p.n, p.k, p.split_k
+
+        def g(a_ptr: int, b_ptr: int, sa_ptr: int, sb_ptr: int, dst_ptr: int) -> None:
+            pl(map_x(a_ptr), map_w(b_ptr), sa_ptr, sb_ptr, dst_ptr, m, n, k, s)
+
+        return g, pl
+
+    return prepare_split_k(dg, prepare_gemm)
+
+
+register_gemm_path(GemmPath(NAME, TARGET, PRIORITY, supports, run, prepare_run))

@@ -55,15 +55,35 @@ if has bench; then
     | tee "$OUT/bench.txt" | grep -v "^    " | tail -70
 fi
 if has ncu; then
-  # NCU_CASES: "M:N:K:nc:rw:stages:split ..." (the builds the sweep ranked)
+  # NCU_CASES: "M:N:K:nc:ns:stages:split ..." (the builds the sweep ranked)
   for c in ${NCU_CASES:-64:7168:4096:2:1:8:1 64:7168:4096:2:2:6:2}; do
-    IFS=: read -r m n k nc rw st sp <<< "$c"
+    IFS=: read -r m n k nc ns st sp <<< "$c"
     step "ncu $c"
     timeout ${T_NCU:-120} ncu -k regex:gemm_mx_decode_sm90_wg -s 2 -c 1 --section SpeedOfLight \
       --section MemoryWorkloadAnalysis --section SchedulerStats --section WarpStateStats --section Occupancy \
-      --section LaunchStats --metrics "regex:smsp__warp_issue_stalled_.*_per_warp_active.pct,dram__bytes_read.sum,lts__t_bytes.sum" python3 benchmarks/ncu_decode_wg.py $m $n $k $nc $rw $st $sp > "$OUT/ncu_${m}_${nc}_${rw}_${st}_${sp}.txt" 2>&1
+      --section LaunchStats --metrics "regex:smsp__warp_issue_stalled_.*_per_warp_active.pct,dram__bytes_read.sum,lts__t_bytes.sum" python3 benchmarks/ncu_decode_wg.py $m $n $k $nc $ns $st $sp > "$OUT/ncu_${m}_${nc}_${ns}_${st}_${sp}.txt" 2>&1
     grep -E "Duration|DRAM Throughput|Memory Throughput|L2 Cache Throughput|L1/TEX Cache Throughput|Compute \(SM\)|Issue Slots Busy|Issued Warp|No Eligible|Active Warps Per|Eligible Warps|Warp Cycles Per Issued|Stall|Registers Per|Achieved Occupancy|Waves Per SM|Mem Busy|Max Bandwidth|L2 Hit|dram__bytes|lts__t_bytes" \
-      "$OUT/ncu_${m}_${nc}_${rw}_${st}_${sp}.txt" | head -40
-    grep -E "stalled" "$OUT/ncu_${m}_${nc}_${rw}_${st}_${sp}.txt" | awk '$NF+0 > 3' | head -12
+      "$OUT/ncu_${m}_${nc}_${ns}_${st}_${sp}.txt" | head -40
+    grep -E "stalled" "$OUT/ncu_${m}_${nc}_${ns}_${st}_${sp}.txt" | awk '$NF+0 > 3' | head -12
   done
+fi
+if has race; then
+  step "racecheck with line info"
+  timeout ${T_SAN:-150} compute-sanitizer --tool racecheck --racecheck-report hazard --show-backtrace device \
+    python3 tests/support/gpu_decode_wg_smoke.py --quick --lineinfo > "$OUT/san_race_lines.txt" 2>&1
+  echo "rc=$?"; grep -E "Race reported|Write access|Read access|at .*gemm_mx_decode_sm90_wg.hip:[0-9]+|\.hip:[0-9]+" "$OUT/san_race_lines.txt" | head -40
+fi
+if has ncu_src; then
+  # NCU_SRC: one "M:N:K:nc:ns:stages:split" case, full set with source: the top SASS lines by stall samples
+  IFS=: read -r m n k nc ns st sp <<< "${NCU_SRC:-64:7168:4096:2:1:8:1}"
+  step "ncu --set full ${NCU_SRC:-}"
+  timeout ${T_NCU:-180} ncu -k regex:gemm_mx_decode_sm90_wg -s 2 -c 1 --set full --import-source yes -f \
+    -o "$OUT/wg_full" python3 benchmarks/ncu_decode_wg.py $m $n $k $nc $ns $st $sp --lineinfo > "$OUT/ncu_full_log.txt" 2>&1
+  echo "ncu rc=$?"; tail -2 "$OUT/ncu_full_log.txt"
+  python3 benchmarks/ncu_source_top.py "$OUT/wg_full.ncu-rep" 45 2>&1 | tee "$OUT/ncu_src_top.txt" | head -50
+fi
+if has diag; then
+  step "the kernel's parts (DWG_DIAG builds) ${DIAG_SHAPES:-}"
+  timeout ${T_DIAG:-200} python3 benchmarks/dev_decode_wg_diag.py "${DIAG_SHAPES:-16x7168x4096,64x7168x4096}" ${DIAG_CFG:-} 2>&1 \
+    | tee "$OUT/diag.txt" | tail -20
 fi

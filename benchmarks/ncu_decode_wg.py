@@ -1,5 +1,5 @@
 """A few wgmma decode GEMM calls (M x N x K MXFP8, bf16 out) for `ncu -k regex:gemm_mx_decode_sm90_wg -s 2 -c 1`
-(issue 12): python3 benchmarks/ncu_decode_wg.py M [N K nc rw stages split]"""
+(issue 12): python3 benchmarks/ncu_decode_wg.py M [N K nc ns stages split]"""
 
 import sys
 
@@ -10,11 +10,17 @@ from mxrt.ops import gemm as gemm_op
 from mxrt.ops import gemm_decode_wg
 from mxrt.problems import gemm_problem
 
+if "--lineinfo" in sys.argv:  # line info for ncu's source view
+    sys.argv.remove("--lineinfo")
+    from mxrt.runtime import compiler
+
+    plain = compiler.compile_options
+    compiler.compile_options = lambda arch, d: (*plain(arch, d), "-lineinfo")
 m = int(sys.argv[1]) if len(sys.argv) > 1 else 64
 n, k = (int(sys.argv[2]), int(sys.argv[3])) if len(sys.argv) > 3 else (7168, 4096)
 tune = {}
 if len(sys.argv) > 7:
-    tune = dict(nc=int(sys.argv[4]), rw=int(sys.argv[5]), stages=int(sys.argv[6]), split=int(sys.argv[7]))
+    tune = dict(nc=int(sys.argv[4]), ns=int(sys.argv[5]), stages=int(sys.argv[6]), split=int(sys.argv[7]))
 rng = cupy.random.default_rng(0)
 a = mxrt.quantize_mx(rng.standard_normal((m, k), dtype=cupy.float32), "e4m3")
 b = mxrt.quantize_mx(rng.standard_normal((n, k), dtype=cupy.float32), "e4m3")

@@ -1,22 +1,18 @@
 // kernel   gemm_mx_decode_sm90_wg                                                     (extern "C")
 // computes out[m,n] = sum_kb 2^(sa[m,kb]-127) * 2^(sb[n,kb]-127) * sum_{k in kb} A[m,k] * B[n,k], m <= NT. Swap-AB
-//          on wgmma: a CTA owns 64 weight rows (the wgmma M side) and all NT tokens (N side, NS column parts of
-//          NT/NS); per MX block one wgmma m64n(NT/NS)k32 from zero, promoted as acc = fma(P * 2^(sa-127), 2^(sb-127),
-//          acc) when a stage's scales lie in [64, 190], else by the exact two-step factors (NaN for 0xFF). One
-//          producer warp streams stages of 4 blocks (TMA code tiles, cp.async scale words, one mbarrier per slot);
-//          consumer warpgroup c owns token part c % NS and takes every (NC/NS)-th stage (in-CTA split-K), the
-//          K parts summed in order. Split z: groups
-//          [z*G/split_k, (z+1)*G/split_k), G = k/128; ATOMIC=0 stores slice z (fp32 [split_k,m,n] if split_k > 1,
-//          else [m,n] OUT_DTYPE); ATOMIC=1 adds.
-// args     const __grid_constant__ mxrt_tmap tmx, tmw (tokens A [m,k], weights B [n,k] fp8 uint8; boxes NT /
-//          64 rows x 128 B, SWIZZLE_128B, zero fill) | const u8* sa [m,k/32], sb [n,k/32] (E8M0 row-major) | void* out |
-//          u32 m, n, k, split_k
+//          on wgmma: a CTA owns 64 weight rows (M side) and NT tokens (N side, NS parts of NT/NS); per MX block one
+//          wgmma m64n(NT/NS)k32 from zero, acc = fma(P * 2^(sa-127), 2^(sb-127), acc) when a stage's scales lie in
+//          [64, 190], else exact two-step factors (NaN for 0xFF). A producer warp streams stages of 4 blocks (TMA
+//          codes, cp.async scale words) and prepares each two behind (token factors, fast flag); consumer warpgroup
+//          c owns token part c % NS and every (NC/NS)-th stage (in-CTA split-K, summed in order). Split z: groups
+//          [z*G/split_k, (z+1)*G/split_k), G = k/128; ATOMIC=0 stores slice z (fp32 [split_k,m,n] if split_k > 1)
+// args     const __grid_constant__ mxrt_tmap tmx, tmw (tokens A [m,k], weights B [n,k] fp8 uint8; boxes NT / 64 rows
+//          x 128 B, SWIZZLE_128B, 0 fill) | const u8* sa [m,k/32], sb [n,k/32] E8M0 | void* out | u32 m, n, k, split_k
 // grid     (ceil(n/64),1,split_k)   block (128*NC+32,1,1)   smem gemm_decode_kernels.wg_smem_bytes (dynamic)
-// defines  A_FMT, B_FMT (e4m3 / e5m2), OUT_DTYPE, ATOMIC, NT (16/32/64), NC (1/2/4), NS (1/2: NC % NS == 0,
-//          NT/NS >= 16), STAGES (2..12, a multiple of NC/NS)
-//                                                                                      set by ops/gemm_decode_wg.py
-// requires sm_90a; k % 128 == 0; codes 16-B / scales 4-B aligned; m <= NT; sizes < 2^31; split_k <= 65535; ATOMIC
-//          with 16-bit out: out 4-byte aligned, m*n even                       checked by mxrt/ops/gemm_decode_wg.py
+// defines  A_FMT, B_FMT (e4m3 / e5m2), OUT_DTYPE, ATOMIC, NT (16/32/64), NC (1/2/4), NS (1/2: NC % NS == 0, NT/NS
+//          >= 16), STAGES (2..12, a multiple of NC/NS)                             set by ops/gemm_decode_wg.py
+// requires sm_90a; k % 128 == 0; codes 16-B / scales 4-B aligned; m <= NT; m, n, k < 2^31; split_k <= 65535; ATOMIC
+//          (adds; fp32 / 16-bit out) with 16-bit out: out 4-byte aligned, m*n even     checked by ops/gemm_decode_wg.py
 #include "../common/mx_gemm.h"
 
 #if !defined(A_FMT) || !defined(B_FMT) || !defined(OUT_DTYPE) || !defined(ATOMIC) || !defined(NT) || !defined(NC) || \
@@ -37,6 +33,11 @@ MXRT_STATIC_ASSERT(B_FMT == MXRT_FMT_E4M3 || B_FMT == MXRT_FMT_E5M2, "B_FMT: e4m
 MXRT_STATIC_ASSERT(OUT_DTYPE == MXRT_OUT_F32 || OUT_DTYPE == MXRT_OUT_BF16 || OUT_DTYPE == MXRT_OUT_F16,
                    "OUT_DTYPE: MXRT_OUT_F32, _BF16 or _F16");
 MXRT_STATIC_ASSERT(ATOMIC == 0 || ATOMIC == 1, "ATOMIC: 0 or 1");
+// DWG_DIAG (development timing only, benchmarks/dev_decode_wg_diag.py; not in the spec): 1 the consumers only wait
+// for each stage and release it (the producer and memory pipeline alone); 2 also the wgmmas, no promotion
+#ifndef DWG_DIAG
+#define DWG_DIAG 0
+#endif
 
 #if defined(MXRT_CUDA)
 #include "sm90_async.h"
@@ -48,7 +49,7 @@ MXRT_STATIC_ASSERT(ATOMIC == 0 || ATOMIC == 1, "ATOMIC: 0 or 1");
 #define DWG_CODE (DWG_W_TILE + DWG_X_TILE)            // a code stage (a multiple of 1024: the swizzle's alignment)
 #define DWG_SCALE ((DWG_ROWS + NT) * 4)               // a scale stage: one word (4 blocks) per weight row and token
 #define DWG_TG (DWG_NTW / 4 + 4)  // floats per t-group of a token-factor buffer (NTW / 4 used, + 4: distinct banks)
-#define DWG_FB (4 * 4 * DWG_TG)  // floats of one token-factor buffer: [block][t-group][DWG_TG]
+#define DWG_FB (NS * 16 * DWG_TG)  // floats of a stage's token factors: [part][block][t-group][DWG_TG]
 #define DWG_REGS (DWG_NTW / 2)                        // accumulator registers per thread (m64nNTW)
 MXRT_STATIC_ASSERT(DWG_CODE % 1024 == 0, "code stages must keep the 1024-byte alignment of the swizzle");
 
@@ -96,23 +97,9 @@ MXRT_DEVICE void dwg_fence_regs(float (&d)[DWG_REGS]) {
   for (int i = 0; i < DWG_REGS; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
 
-// cp.async of one 4-byte scale word; the arrival on a slot's barrier once this thread's copies have landed
+// cp.async of one 4-byte scale word
 MXRT_DEVICE void dwg_cp4(u32 dst, const void* src) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(dst), "l"(src) : "memory");
-}
-MXRT_DEVICE void dwg_cp_arrive(u32 bar) {
-  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(bar) : "memory");
-}
-
-// AND of `v` over the `count` threads of named barrier `id` (also a barrier: shared stores before it are seen after)
-MXRT_DEVICE u32 dwg_bar_and(u32 v, u32 id, u32 count) {
-  u32 r;
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.u32 p, %1, 0;\nbar.red.and.pred p, %2, %3, p;\nselp.u32 %0, 1, 0, p;\n}\n"
-      : "=r"(r)
-      : "r"(v), "r"(id), "r"(count)
-      : "memory");
-  return r;
 }
 
 // All four scale bytes of w in [64, 190] (per byte, no carries between bytes: b + 65 and b + 64 both have their
@@ -140,14 +127,14 @@ extern "C" __global__ void __launch_bounds__(DWG_THREADS, 1)
                            const u8* __restrict__ sa, const u8* __restrict__ sb, void* __restrict__ out, u32 m, u32 n,
                            u32 k, u32 split_k) {
   extern __shared__ u8 smem_raw[];
-  // [STAGES] code stages (1024-aligned) | [STAGES] scale stages | [NC][2] token factors | [NC][2][NTW] token words |
+  // [STAGES] code stages (1024-aligned) | [STAGES] scale words | [STAGES] token factors | [STAGES (even)] stage flags |
   // [NC][NTW][64] epilogue partials | [STAGES] full, [STAGES] empty mbarriers
   u8* dsm = smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u);
   u8* codes = dsm;
   u32* scales = reinterpret_cast<u32*>(dsm + STAGES * DWG_CODE);
   float* fb_s = reinterpret_cast<float*>(scales + STAGES * (DWG_ROWS + NT));
-  u32* xw_s = reinterpret_cast<u32*>(fb_s + NC * 2 * DWG_FB);
-  float* red = reinterpret_cast<float*>(xw_s + NC * 2 * DWG_NTW);  // the epilogue's own region
+  u32* flags = reinterpret_cast<u32*>(fb_s + STAGES * DWG_FB);
+  float* red = reinterpret_cast<float*>(flags + (STAGES + 1) / 2 * 2);  // the epilogue's own region
   const u32 bars = smem_addr(red + NC * DWG_NTW * 64);  // 8-byte aligned: every region above is a multiple of 8 B
   const u32 full0 = bars, empty0 = bars + 8u * STAGES;
 
@@ -157,7 +144,7 @@ extern "C" __global__ void __launch_bounds__(DWG_THREADS, 1)
   const u32 row0 = MXRT_BID_X * DWG_ROWS;
   if (tid == 0) {
     for (u32 s = 0; s < STAGES; ++s) {
-      mbar_init(full0 + 8u * s, 1u + 32u);  // the TMA lane's arrive.expect_tx + each producer lane's cp.async arrival
+      mbar_init(full0 + 8u * s, 1u + 32u);  // the TMA lane's arrive.expect_tx + each producer lane once it prepared
       mbar_init(empty0 + 8u * s, 128u * NS);  // every thread of the warpgroups consuming it (one per token part)
     }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
@@ -167,32 +154,71 @@ extern "C" __global__ void __launch_bounds__(DWG_THREADS, 1)
   __syncthreads();
 
   if (tid >= 128u * NC) {
-    // ---------------- producer warp: stage g into slot g % STAGES ----------------
+    // ---------------- producer warp ----------------
+    // Iteration g issues stage g into slot g % STAGES (TMA code tiles; the scale words by cp.async, one commit group
+    // per iteration) and prepares stage g - LAG, whose scale words have landed: the token factors in the layout the
+    // consumers' fragments read, and the stage flag (every scale byte of the stage in [64, 190]: the fast
+    // promotion); then every lane arrives on that stage's full barrier (releasing its stores). LAG is half the ring:
+    // the wait for stage g - LAG's words then overlaps LAG iterations (with LAG 2, one DRAM round trip per two
+    // stages bound the whole kernel at ~2 TB/s, session 12 calls 7-8), and a stage still completes LAG issues
+    // after its own, never coupled to the release of the stage just before it.
+    constexpr u32 LAG = STAGES / 2;
     const u32 lane = tid % 32u;
-    for (u32 g = 0; g < ngr; ++g) {
-      const u32 slot = g % STAGES, gi = cg0 + g;
-      if (g >= STAGES) mbar_wait(empty0 + 8u * slot, ((g / STAGES) - 1u) & 1u);
-      const u32 full = full0 + 8u * slot;
-      if (lane == 0) {
-        const u32 dst = smem_addr(codes + slot * DWG_CODE);
-        mbar_arrive_tx(full, DWG_CODE);  // rows past n / m arrive as zeros and count in the bytes
-        tma_load_2d(dst, &tmw, full, (i32)(gi * 128u), (i32)row0);
-        tma_load_2d(dst + DWG_W_TILE, &tmx, full, (i32)(gi * 128u), 0);
+    for (u32 g = 0; g < ngr + LAG; ++g) {
+      if (g < ngr) {
+        const u32 slot = g % STAGES, gi = cg0 + g;
+        if (g >= STAGES) mbar_wait(empty0 + 8u * slot, ((g / STAGES) - 1u) & 1u);
+        const u32 full = full0 + 8u * slot;
+        if (lane == 0) {
+          const u32 dst = smem_addr(codes + slot * DWG_CODE);
+          mbar_arrive_tx(full, DWG_CODE);  // rows past n / m arrive as zeros and count in the bytes
+          tma_load_2d(dst, &tmw, full, (i32)(gi * 128u), (i32)row0);
+          tma_load_2d(dst + DWG_W_TILE, &tmx, full, (i32)(gi * 128u), 0);
+        }
+        // the 4 scale bytes of the group per weight row and token (k % 128 == 0: one aligned word); rows past n
+        // and tokens past m are not copied (read as 0x7F bytes below and by the consumers)
+        const u32 sdst = smem_addr(scales + slot * (DWG_ROWS + NT));
+#pragma unroll
+        for (u32 i = 0; i < DWG_ROWS / 32u; ++i) {
+          const u32 r = lane + 32u * i;
+          if (row0 + r < n) dwg_cp4(sdst + 4u * r, sb + (u64)(row0 + r) * kbt + 4u * gi);
+        }
+#pragma unroll
+        for (u32 i = 0; i < (NT + 31u) / 32u; ++i) {
+          const u32 t = lane + 32u * i;
+          if (t < NT && t < m) dwg_cp4(sdst + 4u * (DWG_ROWS + t), sa + (u64)t * kbt + 4u * gi);
+        }
       }
-      // the 4 scale bytes of the group per weight row and token (k % 128 == 0: one aligned word); rows past n and
-      // tokens past m are not copied (the consumers read them as 0x7F bytes)
-      const u32 sdst = smem_addr(scales + slot * (DWG_ROWS + NT));
+      asm volatile("cp.async.commit_group;" ::: "memory");
+      if (g < LAG) continue;
+      const u32 h = g - LAG, hs = h % STAGES;
+      asm volatile("cp.async.wait_group %0;" ::"n"(LAG) : "memory");  // this lane's copies of stage h landed
+      __syncwarp();  // ... and every lane's
+      const u32* sw = scales + hs * (DWG_ROWS + NT);
+      float* fb = fb_s + hs * DWG_FB;
+      u32 ok = 0x80808080u;
 #pragma unroll
       for (u32 i = 0; i < DWG_ROWS / 32u; ++i) {
         const u32 r = lane + 32u * i;
-        if (row0 + r < n) dwg_cp4(sdst + 4u * r, sb + (u64)(row0 + r) * kbt + 4u * gi);
+        ok &= dwg_fast4(row0 + r < n ? sw[r] : 0x7F7F7F7Fu);
       }
 #pragma unroll
       for (u32 i = 0; i < (NT + 31u) / 32u; ++i) {
-        const u32 t = lane + 32u * i;
-        if (t < NT && t < m) dwg_cp4(sdst + 4u * (DWG_ROWS + t), sa + (u64)t * kbt + 4u * gi);
+        const u32 tok = lane + 32u * i;
+        if (tok < NT) {
+          // token tok of part tok / NTW: column 8j + 2q + e of that part, block u at [(4u + q) * DWG_TG + 2j + e]
+          const u32 w = tok < m ? sw[DWG_ROWS + tok] : 0x7F7F7F7Fu, tt = tok % DWG_NTW;
+          ok &= dwg_fast4(w);
+          const u32 o = (tok / DWG_NTW) * (16u * DWG_TG) + ((tt % 8u) / 2u) * DWG_TG + 2u * (tt / 8u) + (tt % 2u);
+          fb[o] = dwg_factor<0>(w);
+          fb[4 * DWG_TG + o] = dwg_factor<1>(w);
+          fb[8 * DWG_TG + o] = dwg_factor<2>(w);
+          fb[12 * DWG_TG + o] = dwg_factor<3>(w);
+        }
       }
-      dwg_cp_arrive(full);
+      const bool fast = __all_sync(0xFFFFFFFFu, ok == 0x80808080u);
+      if (lane == 0) flags[hs] = fast ? 1u : 0u;
+      mbar_arrive(full0 + 8u * hs);  // each lane after its own stores (the consumers' wait acquires them)
     }
   } else {
   // ---------------- consumer warpgroup c: token part c % NS, stages c / NS, c / NS + NC / NS, ... -------------
@@ -204,30 +230,13 @@ extern "C" __global__ void __launch_bounds__(DWG_THREADS, 1)
   for (int i = 0; i < DWG_REGS; ++i) acc[i] = 0.0f;
   float p0[DWG_REGS], p1[DWG_REGS];  // two partials in flight: a block's promotion overlaps the next one's wgmma
   const u32 codes_s = smem_addr(codes);
-  for (u32 i = c / NS, it = 0; i < ngr; i += DWG_KS, ++it) {
-    const u32 slot = i % STAGES, buf = it & 1u;
+  for (u32 i = c / NS; i < ngr; i += DWG_KS) {
+    const u32 slot = i % STAGES;
     mbar_wait(full0 + 8u * slot, (i / STAGES) & 1u);
+    const bool fast = flags[slot] != 0u;  // CTA-uniform: one promotion branch per stage
     const u32* sw = scales + slot * (DWG_ROWS + NT);
-    float* fb = fb_s + (c * 2u + buf) * DWG_FB;
-    u32* xw = xw_s + (c * 2u + buf) * DWG_NTW;
-    u32 ok = 0x80808080u;
-    // token t's 4 factors into the t-group layout the fragment reads: column 8j + 2q + e of block u at
-    // [(4u + q) * DWG_TG + 2j + e]; its scale word for the wide promotion
-    if (t < DWG_NTW) {  // token part * NTW + t
-      const u32 tok = part * DWG_NTW + t;
-      const u32 w = tok < m ? sw[DWG_ROWS + tok] : 0x7F7F7F7Fu;
-      ok &= dwg_fast4(w);
-      xw[t] = w;
-      const u32 o = ((t % 8u) / 2u) * DWG_TG + 2u * (t / 8u) + (t % 2u);
-      fb[o] = dwg_factor<0>(w);
-      fb[4 * DWG_TG + o] = dwg_factor<1>(w);
-      fb[8 * DWG_TG + o] = dwg_factor<2>(w);
-      fb[12 * DWG_TG + o] = dwg_factor<3>(w);
-    }
+    const float* fb = fb_s + slot * DWG_FB + part * (16u * DWG_TG);
     const u32 wa0 = in0 ? sw[r0] : 0x7F7F7F7Fu, wa1 = in1 ? sw[r1] : 0x7F7F7F7Fu;
-    ok &= dwg_fast4(wa0) & dwg_fast4(wa1);
-    // the warpgroup's stage flag (uniform: one promotion branch per stage); orders the factor stores before the reads
-    const bool fast = dwg_bar_and(ok == 0x80808080u, 1u + c, 128u) != 0u;
     const u32 wt = codes_s + slot * DWG_CODE, xt = wt + DWG_W_TILE + part * DWG_NTW * 128u;
     // acc += P * 2^(sx-127) * 2^(sw-127) for block u (fast: one FMUL + FFMA per element; wide: the two-step factors)
     auto promote = [&](const float(&pp)[DWG_REGS], auto uc, auto wide) {
@@ -253,15 +262,20 @@ extern "C" __global__ void __launch_bounds__(DWG_THREADS, 1)
 #pragma unroll
         for (u32 j = 0; j < DWG_NTW / 8u; ++j) {
 #pragma unroll
-          for (u32 e = 0; e < 4; ++e) {
-            const u32 bw = e < 2 ? bw0 : bw1, bx = (xw[8u * j + 2u * q + (e & 1u)] >> (8u * u)) & 0xFFu;
-            float& a = acc[4 * j + e];
-            if (bw == MXRT_E8M0_NAN || bx == MXRT_E8M0_NAN) {
-              a = mxrt_f32_from_bits(0x7FC00000u);
-            } else {
-              float f1, f2;
-              mxrt_scale_steps(bw, bx, f1, f2);
-              a = mxrt_fma(pp[4 * j + e] * f1, f2, a);
+          for (u32 e = 0; e < 2; ++e) {
+            const u32 tok = part * DWG_NTW + 8u * j + 2u * q + e;
+            const u32 bx = ((tok < m ? sw[DWG_ROWS + tok] : 0x7F7F7F7Fu) >> (8u * u)) & 0xFFu;
+#pragma unroll
+            for (u32 h = 0; h < 2; ++h) {
+              const u32 bw = h == 0 ? bw0 : bw1;
+              float& a = acc[4 * j + 2 * h + e];
+              if (bw == MXRT_E8M0_NAN || bx == MXRT_E8M0_NAN) {
+                a = mxrt_f32_from_bits(0x7FC00000u);
+              } else {
+                float f1, f2;
+                mxrt_scale_steps(bw, bx, f1, f2);
+                a = mxrt_fma(pp[4 * j + 2 * h + e] * f1, f2, a);
+              }
             }
           }
         }
@@ -273,7 +287,7 @@ extern "C" __global__ void __launch_bounds__(DWG_THREADS, 1)
     dwg_mma(P, make_desc(wt + 32u * (U)), make_desc(xt + 32u * (U)));             \
     wg_commit();                                                                  \
   } while (0)
-    // the stage's four blocks, fast / wide behind one warpgroup-uniform branch (no wgmma in flight across it)
+    // the stage's four blocks, fast / wide behind one CTA-uniform branch (no wgmma in flight across it)
     auto stage = [&](auto wide) {
       DWG_ISSUE(p0, 0u);
       DWG_ISSUE(p1, 1u);
@@ -290,15 +304,32 @@ extern "C" __global__ void __launch_bounds__(DWG_THREADS, 1)
       promote(p0, dwg_u<2>{}, wide);
       wg_wait<0>();
       dwg_fence_regs(p1);
-      mbar_arrive(empty0 + 8u * slot);  // the stage's tiles and scale words are read: the producer may refill it
       promote(p1, dwg_u<3>{}, wide);
     };
 #undef DWG_ISSUE
+#if DWG_DIAG == 1
+    (void)fast;
+    acc[0] += fb[q] + (float)(wa0 ^ wa1);
+#elif DWG_DIAG == 2
+    (void)fast;
+    wg_fence();
+#pragma unroll
+    for (u32 u = 0; u < 4; ++u) {
+      dwg_mma(u % 2u == 0u ? p0 : p1, make_desc(wt + 32u * u), make_desc(xt + 32u * u));
+    }
+    wg_commit();
+    wg_wait<0>();
+    dwg_fence_regs(p0);
+    dwg_fence_regs(p1);
+    acc[0] += p0[0] + p1[1] + fb[q] + (float)(wa0 ^ wa1);
+#else
     if (fast) {
       stage(dwg_b<false>{});
     } else {
       stage(dwg_b<true>{});
     }
+#endif
+    mbar_arrive(empty0 + 8u * slot);  // the stage's tiles, scale words and factors are read: it may be refilled
   }
   // ---------------- epilogue: the partials -> shared memory -> summed in stage order, stored ----------------
   // red [NC][NTW tokens][64 rows]: warpgroup c's partials of token part c % NS
@@ -311,10 +342,14 @@ extern "C" __global__ void __launch_bounds__(DWG_THREADS, 1)
     }
   }
   }  // consumers
-  __syncthreads();  // the producer warp arrives here after its last stage and helps store
+  // every partial stored; the producer warp, done with its stages, takes part in the barrier only (with it reading
+  // the partials too, racecheck reported its reads as unordered after the consumers' stores)
+  __syncwarp();
+  __syncthreads();
+  if (tid >= 128u * NC) return;
   const u32 tokens = m < NT ? m : NT;
   const u64 mn = (u64)m * n;
-  for (u32 e = tid; e < DWG_ROWS * tokens; e += DWG_THREADS) {
+  for (u32 e = tid; e < DWG_ROWS * tokens; e += 128u * NC) {
     const u32 i = e % DWG_ROWS, j = e / DWG_ROWS;  // consecutive threads: consecutive n (coalesced)
     const u32 col = row0 + i;
     if (col >= n) continue;

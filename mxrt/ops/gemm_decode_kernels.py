@@ -173,13 +173,13 @@ WG_ROWS = 64
 
 
 def wg_smem_bytes(nt: int, nc: int, stages: int, ns: int = 1) -> int:
-    """Dynamic shared memory of a wgmma decode build: the code ring (64 weight rows + nt tokens of 128 bytes per
-    stage), the scale words, the token-factor and token-word buffers of each consumer warpgroup (two each), the
-    epilogue's partials, the mbarriers, and 1024 bytes of alignment slack."""
+    """Dynamic shared memory of a wgmma decode build: per stage the code tiles (64 weight rows + nt tokens of 128
+    bytes), the scale words, the token factors and the flag; the epilogue's partials, the mbarriers, and 1024 bytes
+    of alignment slack."""
     ntw = nt // ns
     codes = stages * (WG_ROWS * 128 + nt * 128)
     scales = stages * (WG_ROWS + nt) * 4
-    factors = nc * 2 * 16 * (ntw // 4 + 4) * 4 + nc * 2 * ntw * 4
+    factors = stages * ns * 16 * (ntw // 4 + 4) * 4 + (stages + 1) // 2 * 2 * 4
     return codes + scales + factors + nc * ntw * 64 * 4 + 16 * stages + 1024
 
 

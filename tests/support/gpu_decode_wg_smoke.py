@@ -3,7 +3,7 @@
 tails in m and n, split-K with fp32 slices (splits without groups included) and the fp16 atomic mode, a wide stage
 and NaN scales. Exits non-zero on any mismatch against the float64 reference (calc_diff <= 1e-5).
 
-    python tests/support/gpu_decode_wg_smoke.py [--quick]
+    python tests/support/gpu_decode_wg_smoke.py [--quick] [--lineinfo]
 """
 
 from __future__ import annotations
@@ -22,6 +22,11 @@ from mxrt.problems import gemm_problem
 
 def main() -> int:
     quick = "--quick" in sys.argv
+    if "--lineinfo" in sys.argv:  # builds with line info, so compute-sanitizer names source lines
+        from mxrt.runtime import compiler
+
+        plain = compiler.compile_options
+        compiler.compile_options = lambda arch, d: (*plain(arch, d), "-lineinfo")
     rng = np.random.default_rng(0)
     bad = 0
     shapes = ((1, 1), (2, 1), (2, 2), (4, 2))

@@ -2,7 +2,9 @@
 (1: the producer and memory pipeline alone, consumers only wait and release; 2: plus the wgmmas, no promotion), and
 an NCU-friendly single run. CUDA-graph replays over weight sets larger than 3x the L2.
 
-    python3 benchmarks/dev_decode_wg_diag.py MxNxK[,MxNxK...] [nc ns stages]
+    python3 benchmarks/dev_decode_wg_diag.py MxNxK[,MxNxK...] [nc ns stages pw] [--once DIAG] [--lineinfo]
+
+``--once DIAG`` launches that build four times and stops (for ncu); ``--lineinfo`` builds with line info.
 """
 
 from __future__ import annotations
@@ -27,8 +29,19 @@ from mxrt.runtime.launch import LaunchConfig, launch
 def main() -> int:
     import cupy
 
+    once = None
+    if "--once" in sys.argv:
+        i = sys.argv.index("--once")
+        once = int(sys.argv[i + 1])
+        del sys.argv[i : i + 2]
+    if "--lineinfo" in sys.argv:
+        sys.argv.remove("--lineinfo")
+        from mxrt.runtime import compiler
+
+        plain = compiler.compile_options
+        compiler.compile_options = lambda arch, d: (*plain(arch, d), "-lineinfo")
     shapes = core.parse_shapes(sys.argv[1], 3)
-    nc, ns, stages = (int(v) for v in sys.argv[2:5]) if len(sys.argv) > 4 else (2, 1, 8)
+    nc, ns, stages, pw = (int(v) for v in sys.argv[2:6]) if len(sys.argv) > 5 else (2, 1, 8, 4)
     spec = K.GEMM_MX_DECODE_SM90_WG
     spec = dataclasses.replace(spec, required=(*spec.required, "DWG_DIAG"))
     l2 = core.l2_bytes()
@@ -43,12 +56,12 @@ def main() -> int:
         dgs = [gemm_op.device_gemm(gemm_problem(qx, w)) for w in ws]
         arch = dgs[0].arch
         smem = K.wg_smem_bytes(nt, nc, stages, ns)
-        for diag in (0, 2, 1):
-            d = defines(**dict(K.wg_variant(0, 0, 0, nt, nc, 1, stages, ns)), DWG_DIAG=diag)
+        for diag in (0, 2, 1) if once is None else (once,):
+            d = defines(**dict(K.wg_variant(0, 0, 0, nt, nc, 1, stages, ns, pw)), DWG_DIAG=diag)
             kern = build(spec, d, arch)
             if kern.max_dynamic_shared_size_bytes < smem:
                 kern.max_dynamic_shared_size_bytes = smem
-            cfg = LaunchConfig((-(-n // 64), 1, 1), (128 * nc + 32, 1, 1), smem)
+            cfg = LaunchConfig((-(-n // 64), 1, 1), (128 * nc + 32 * pw, 1, 1), smem)
 
             def go(dg, kern=kern, cfg=cfg, m=m, n=n, k=k, nt=nt):
                 tmx = tensor_map_arg(dg.a_codes.data.ptr, m, k, nt)
@@ -57,11 +70,16 @@ def main() -> int:
                 args = (tmx, tmw, dg.a_scales, dg.b_scales, dg.out, u32(m), u32(n), u32(k), u32(1))
                 launch("gemm_mx", kern, cfg, args)
 
+            if once is not None:
+                for dg in dgs:
+                    go(dg)
+                cupy.cuda.Device().synchronize()
+                return 0
             t, _ = core.time_cupy([lambda dg=dg: go(dg) for dg in dgs], 7, log=lambda *_: None)
             what = {0: "full kernel", 1: "pipeline only (DIAG 1)", 2: "pipeline + wgmma (DIAG 2)"}[diag]
-            print(f"{m}x{n}x{k} nc={nc} ns={ns} stages={stages} {what:32s}: {t * 1e6:7.2f} us  "
+            print(f"{m}x{n}x{k} nc={nc} ns={ns} pw={pw} stages={stages} {what:32s}: {t * 1e6:7.2f} us  "
                   f"{nbytes / t / 1e12:5.2f} TB/s of weight bytes")  # fmt: skip
-        t, _ = core.time_cupy([lambda dg=dg: W.run(dg, nc=nc, ns=ns, stages=stages, split=1) for dg in dgs], 7,
+        t, _ = core.time_cupy([lambda dg=dg: W.run(dg, nc=nc, ns=ns, stages=stages, pw=pw, split=1) for dg in dgs], 7,
                               log=lambda *_: None)  # fmt: skip
         print(f"  (through gemm_decode_wg.run: {t * 1e6:.2f} us)")
     return 0

@@ -87,3 +87,13 @@ if has diag; then
   timeout ${T_DIAG:-200} python3 benchmarks/dev_decode_wg_diag.py "${DIAG_SHAPES:-16x7168x4096,64x7168x4096}" ${DIAG_CFG:-} 2>&1 \
     | tee "$OUT/diag.txt" | tail -20
 fi
+if has ncu_diag; then
+  # the DWG_DIAG build NCU_DIAG (default 1: the pipeline alone) of DIAG_SHAPES' first shape: ncu full set + source view
+  step "ncu --set full, DWG_DIAG ${NCU_DIAG:-1}"
+  timeout ${T_NCU:-180} ncu -k regex:gemm_mx_decode_sm90_wg -s 2 -c 1 --set full --import-source yes -f \
+    -o "$OUT/wg_diag" python3 benchmarks/dev_decode_wg_diag.py "${DIAG_SHAPES:-64x7168x4096}" ${DIAG_CFG:-2 1 8} \
+    --once ${NCU_DIAG:-1} --lineinfo > "$OUT/ncu_diag_log.txt" 2>&1
+  echo "ncu rc=$?"; tail -2 "$OUT/ncu_diag_log.txt"
+  python3 benchmarks/ncu_source_top.py "$OUT/wg_diag.ncu-rep" 40 2>&1 | tee "$OUT/ncu_diag_top.txt" | cut -c1-160 | head -45
+  ncu --import "$OUT/wg_diag.ncu-rep" --page details 2>&1 | grep -E "Duration|DRAM Throughput|L2 Cache Throughput|Issue Slots|Warp Cycles Per Issued|No Eligible|lts__t|Memory Throughput" | head -12
+fi

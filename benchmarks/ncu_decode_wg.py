@@ -21,6 +21,8 @@ n, k = (int(sys.argv[2]), int(sys.argv[3])) if len(sys.argv) > 3 else (7168, 409
 tune = {}
 if len(sys.argv) > 7:
     tune = dict(nc=int(sys.argv[4]), ns=int(sys.argv[5]), stages=int(sys.argv[6]), split=int(sys.argv[7]))
+    if len(sys.argv) > 8:
+        tune["pw"] = int(sys.argv[8])
 rng = cupy.random.default_rng(0)
 a = mxrt.quantize_mx(rng.standard_normal((m, k), dtype=cupy.float32), "e4m3")
 b = mxrt.quantize_mx(rng.standard_normal((n, k), dtype=cupy.float32), "e4m3")

@@ -75,21 +75,22 @@ def test_format_pairs(forced, pair, m):
 
 @pytest.mark.parametrize("nt", K.WG_NT)
 def test_every_configuration(nt):
-    """Each token tile with every warpgroup count, token-part count and ring depth that builds: one problem (tails
-    in m and n, more groups than the ring holds), the reference each time."""
+    """Each token tile with every warpgroup count, token-part count, producer-warp count and ring depth that builds:
+    one problem (tails in m and n, more groups than the ring holds), the reference each time."""
     m, n, k = nt - 3, 200, 2048
     x, w, qa, qb = operands(m, n, k, "e4m3", "e4m3", seed=nt)
     dg = gemm_op.device_gemm(gemm_problem(to_device(qa), to_device(qb), out_dtype="bfloat16"))
     ran = 0
     for nc in K.WG_NC:
         for ns in K.WG_NS:
-            for st in K.WG_STAGES:
-                if not K.wg_valid(nt, nc, st, ns):
-                    continue
-                dg.out.view(cupy.uint8).fill(0xFF)
-                gemm_decode_wg.run(dg, nt=nt, nc=nc, stages=st, ns=ns, split=1)
-                assert not check_result(dg.out, qa, qb, "bfloat16", x=x, w=w), (nc, ns, st)
-                ran += 1
+            for pw in K.WG_PW:
+                for st in K.WG_STAGES:
+                    if not K.wg_valid(nt, nc, st, ns, pw):
+                        continue
+                    dg.out.view(cupy.uint8).fill(0xFF)
+                    gemm_decode_wg.run(dg, nt=nt, nc=nc, stages=st, ns=ns, pw=pw, split=1)
+                    assert not check_result(dg.out, qa, qb, "bfloat16", x=x, w=w), (nc, ns, pw, st)
+                    ran += 1
     assert ran >= 12
 
 
@@ -104,7 +105,7 @@ def test_token_parts(m, split):
     nt = max(32, next(t for t in K.WG_NT if t >= m))
     for nc in (2, 4):
         dg.out.view(cupy.uint8).fill(0xFF)
-        gemm_decode_wg.run(dg, nt=nt, nc=nc, ns=2, stages=4)
+        gemm_decode_wg.run(dg, nt=nt, nc=nc, ns=2, stages=4, pw=2)
         assert not check_result(dg.out, qa, qb, "float16", x=x, w=w), nc
 
 

@@ -2,22 +2,22 @@
 // computes out[m,n] = sum_kb 2^(sa[m,kb]-127) * 2^(sb[n,kb]-127) * sum_{k in kb} A[m,k] * B[n,k], m <= NT. Swap-AB
 //          on wgmma: a CTA owns 64 weight rows (M side) and NT tokens (N side, NS parts of NT/NS); per MX block one
 //          wgmma m64n(NT/NS)k32 from zero, acc = fma(P * 2^(sa-127), 2^(sb-127), acc) when a stage's scales lie in
-//          [64, 190], else exact two-step factors (NaN for 0xFF). A producer warp streams stages of 4 blocks (TMA
-//          codes, cp.async scale words) and prepares each two behind (token factors, fast flag); consumer warpgroup
+//          [64, 190], else exact two-step factors (NaN for 0xFF). PW producer warps stream stages of 4 blocks (TMA
+//          codes, cp.async scale words) and prepare each later (token factors, fast flag); consumer warpgroup
 //          c owns token part c % NS and every (NC/NS)-th stage (in-CTA split-K, summed in order). Split z: groups
 //          [z*G/split_k, (z+1)*G/split_k), G = k/128; ATOMIC=0 stores slice z (fp32 [split_k,m,n] if split_k > 1)
 // args     const __grid_constant__ mxrt_tmap tmx, tmw (tokens A [m,k], weights B [n,k] fp8 uint8; boxes NT / 64 rows
 //          x 128 B, SWIZZLE_128B, 0 fill) | const u8* sa [m,k/32], sb [n,k/32] E8M0 | void* out | u32 m, n, k, split_k
-// grid     (ceil(n/64),1,split_k)   block (128*NC+32,1,1)   smem gemm_decode_kernels.wg_smem_bytes (dynamic)
+// grid     (ceil(n/64),1,split_k)   block (128*NC+32*PW,1,1)   smem gemm_decode_kernels.wg_smem_bytes
 // defines  A_FMT, B_FMT (e4m3 / e5m2), OUT_DTYPE, ATOMIC, NT (16/32/64), NC (1/2/4), NS (1/2: NC % NS == 0, NT/NS
-//          >= 16), STAGES (2..12, a multiple of NC/NS)                             set by ops/gemm_decode_wg.py
+//          >= 16), PW (1/2/4), STAGES (2..12, a multiple of NC/NS and 2*PW)      set by ops/gemm_decode_wg.py
 // requires sm_90a; k % 128 == 0; codes 16-B / scales 4-B aligned; m <= NT; m, n, k < 2^31; split_k <= 65535; ATOMIC
 //          (adds; fp32 / 16-bit out) with 16-bit out: out 4-byte aligned, m*n even     checked by ops/gemm_decode_wg.py
 #include "../common/mx_gemm.h"
 
 #if !defined(A_FMT) || !defined(B_FMT) || !defined(OUT_DTYPE) || !defined(ATOMIC) || !defined(NT) || !defined(NC) || \
-    !defined(NS) || !defined(STAGES)
-#error "A_FMT, B_FMT, OUT_DTYPE, ATOMIC, NT, NC, NS and STAGES must be defined by the launcher"
+    !defined(NS) || !defined(PW) || !defined(STAGES)
+#error "A_FMT, B_FMT, OUT_DTYPE, ATOMIC, NT, NC, NS, PW and STAGES must be defined by the launcher"
 #endif
 MXRT_STATIC_ASSERT(NT == 16 || NT == 32 || NT == 64, "NT: 16, 32 or 64 tokens (the wgmma N)");
 MXRT_STATIC_ASSERT(NC == 1 || NC == 2 || NC == 4, "NC: 1, 2 or 4 consumer warpgroups");
@@ -28,6 +28,9 @@ MXRT_STATIC_ASSERT((NS == 1 || NS == 2) && NC % NS == 0 && NT / NS >= 16,
 MXRT_STATIC_ASSERT(STAGES >= 2 && STAGES <= 12 && STAGES % DWG_KS == 0,
                    "STAGES: 2..12, a multiple of NC / NS (a slot is always consumed by the same warpgroups, so its "
                    "barrier parity never runs two phases ahead of a waiter)");
+MXRT_STATIC_ASSERT((PW == 1 || PW == 2 || PW == 4) && STAGES % PW == 0 && STAGES / PW >= 2,
+                   "PW: 1, 2 or 4 producer warps, STAGES a multiple of 2 * PW (a slot is always filled by the same "
+                   "warp, which prepares a stage before it waits for that slot again)");
 MXRT_STATIC_ASSERT(A_FMT == MXRT_FMT_E4M3 || A_FMT == MXRT_FMT_E5M2, "A_FMT: e4m3 or e5m2");
 MXRT_STATIC_ASSERT(B_FMT == MXRT_FMT_E4M3 || B_FMT == MXRT_FMT_E5M2, "B_FMT: e4m3 or e5m2");
 MXRT_STATIC_ASSERT(OUT_DTYPE == MXRT_OUT_F32 || OUT_DTYPE == MXRT_OUT_BF16 || OUT_DTYPE == MXRT_OUT_F16,
@@ -42,7 +45,7 @@ MXRT_STATIC_ASSERT(ATOMIC == 0 || ATOMIC == 1, "ATOMIC: 0 or 1");
 #if defined(MXRT_CUDA)
 #include "sm90_async.h"
 
-#define DWG_THREADS (128 * NC + 32)
+#define DWG_THREADS (128 * NC + 32 * PW)
 #define DWG_ROWS 64                                   // weight rows per CTA (the wgmma M)
 #define DWG_W_TILE (DWG_ROWS * 128)                   // 8 KB: 64 rows x 4 blocks of fp8
 #define DWG_X_TILE (NT * 128)                         // 2 / 4 / 8 KB
@@ -154,19 +157,26 @@ extern "C" __global__ void __launch_bounds__(DWG_THREADS, 1)
   __syncthreads();
 
   if (tid >= 128u * NC) {
-    // ---------------- producer warp ----------------
-    // Iteration g issues stage g into slot g % STAGES (TMA code tiles; the scale words by cp.async, one commit group
-    // per iteration) and prepares stage g - LAG, whose scale words have landed: the token factors in the layout the
-    // consumers' fragments read, and the stage flag (every scale byte of the stage in [64, 190]: the fast
-    // promotion); then every lane arrives on that stage's full barrier (releasing its stores). LAG is half the ring:
-    // the wait for stage g - LAG's words then overlaps LAG iterations (with LAG 2, one DRAM round trip per two
-    // stages bound the whole kernel at ~2 TB/s, session 12 calls 7-8), and a stage still completes LAG issues
-    // after its own, never coupled to the release of the stage just before it.
-    constexpr u32 LAG = STAGES / 2;
-    const u32 lane = tid % 32u;
-    for (u32 g = 0; g < ngr + LAG; ++g) {
-      if (g < ngr) {
-        const u32 slot = g % STAGES, gi = cg0 + g;
+    // ---------------- producer warps: warp w takes stages w, w + PW, ... ----------------
+    // Its iteration j issues stage g = w + j * PW into slot g % STAGES (TMA code tiles; the scale words by cp.async,
+    // one commit group per iteration) and prepares its stage of iteration j - LAG, whose scale words have landed:
+    // the token factors in the layout the consumers' fragments read and the stage flag (every scale byte of the stage
+    // in [64, 190]: the fast promotion); then its lanes arrive on that stage's full barrier (releasing their stores).
+    // One producer warp issuing ~170 instructions per stage bound the kernel at ~2 TB/s (session 12, call 10: the
+    // consumers waited on full barriers, the producer never on an empty one); PW warps share that work.
+    constexpr u32 SPW = STAGES / PW, LAG = SPW / 2 > 0 ? SPW / 2 : 1u;  // slots per warp; iterations of lag
+    const u32 lane = tid % 32u, w = (tid - 128u * NC) / 32u;
+    // this lane's scale rows (weights lane, lane + 32; tokens lane, lane + 32): pointers at the CTA's first group
+    const u8* wsp0 = sb + (u64)(row0 + lane) * kbt + 4u * cg0;
+    const u8* wsp1 = wsp0 + 32u * (u64)kbt;
+    const bool wv0 = row0 + lane < n, wv1 = row0 + lane + 32u < n;
+    const u8* xsp0 = sa + (u64)lane * kbt + 4u * cg0;
+    const u8* xsp1 = xsp0 + 32u * (u64)kbt;
+    const bool xv0 = lane < NT && lane < m, xv1 = lane + 32u < NT && lane + 32u < m;
+    const u32 mine = ngr > w ? (ngr - w + PW - 1u) / PW : 0u;  // this warp's stages
+    for (u32 j = 0; j < mine + LAG; ++j) {
+      if (j < mine) {
+        const u32 g = w + j * PW, slot = g % STAGES, gi = cg0 + g;
         if (g >= STAGES) mbar_wait(empty0 + 8u * slot, ((g / STAGES) - 1u) & 1u);
         const u32 full = full0 + 8u * slot;
         if (lane == 0) {
@@ -177,43 +187,32 @@ extern "C" __global__ void __launch_bounds__(DWG_THREADS, 1)
         }
         // the 4 scale bytes of the group per weight row and token (k % 128 == 0: one aligned word); rows past n
         // and tokens past m are not copied (read as 0x7F bytes below and by the consumers)
-        const u32 sdst = smem_addr(scales + slot * (DWG_ROWS + NT));
-#pragma unroll
-        for (u32 i = 0; i < DWG_ROWS / 32u; ++i) {
-          const u32 r = lane + 32u * i;
-          if (row0 + r < n) dwg_cp4(sdst + 4u * r, sb + (u64)(row0 + r) * kbt + 4u * gi);
-        }
-#pragma unroll
-        for (u32 i = 0; i < (NT + 31u) / 32u; ++i) {
-          const u32 t = lane + 32u * i;
-          if (t < NT && t < m) dwg_cp4(sdst + 4u * (DWG_ROWS + t), sa + (u64)t * kbt + 4u * gi);
-        }
+        const u32 sdst = smem_addr(scales + slot * (DWG_ROWS + NT)) + 4u * lane, go = 4u * g;
+        if (wv0) dwg_cp4(sdst, wsp0 + go);
+        if (wv1) dwg_cp4(sdst + 128u, wsp1 + go);
+        if (xv0) dwg_cp4(sdst + 4u * DWG_ROWS, xsp0 + go);
+        if (xv1) dwg_cp4(sdst + 4u * DWG_ROWS + 128u, xsp1 + go);
       }
       asm volatile("cp.async.commit_group;" ::: "memory");
-      if (g < LAG) continue;
-      const u32 h = g - LAG, hs = h % STAGES;
+      if (j < LAG) continue;
+      const u32 h = w + (j - LAG) * PW, hs = h % STAGES;
       asm volatile("cp.async.wait_group %0;" ::"n"(LAG) : "memory");  // this lane's copies of stage h landed
       __syncwarp();  // ... and every lane's
       const u32* sw = scales + hs * (DWG_ROWS + NT);
       float* fb = fb_s + hs * DWG_FB;
-      u32 ok = 0x80808080u;
-#pragma unroll
-      for (u32 i = 0; i < DWG_ROWS / 32u; ++i) {
-        const u32 r = lane + 32u * i;
-        ok &= dwg_fast4(row0 + r < n ? sw[r] : 0x7F7F7F7Fu);
-      }
+      u32 ok = dwg_fast4(wv0 ? sw[lane] : 0x7F7F7F7Fu) & dwg_fast4(wv1 ? sw[lane + 32u] : 0x7F7F7F7Fu);
 #pragma unroll
       for (u32 i = 0; i < (NT + 31u) / 32u; ++i) {
         const u32 tok = lane + 32u * i;
         if (tok < NT) {
           // token tok of part tok / NTW: column 8j + 2q + e of that part, block u at [(4u + q) * DWG_TG + 2j + e]
-          const u32 w = tok < m ? sw[DWG_ROWS + tok] : 0x7F7F7F7Fu, tt = tok % DWG_NTW;
-          ok &= dwg_fast4(w);
+          const u32 wd = (i == 0 ? xv0 : xv1) ? sw[DWG_ROWS + tok] : 0x7F7F7F7Fu, tt = tok % DWG_NTW;
+          ok &= dwg_fast4(wd);
           const u32 o = (tok / DWG_NTW) * (16u * DWG_TG) + ((tt % 8u) / 2u) * DWG_TG + 2u * (tt / 8u) + (tt % 2u);
-          fb[o] = dwg_factor<0>(w);
-          fb[4 * DWG_TG + o] = dwg_factor<1>(w);
-          fb[8 * DWG_TG + o] = dwg_factor<2>(w);
-          fb[12 * DWG_TG + o] = dwg_factor<3>(w);
+          fb[o] = dwg_factor<0>(wd);
+          fb[4 * DWG_TG + o] = dwg_factor<1>(wd);
+          fb[8 * DWG_TG + o] = dwg_factor<2>(wd);
+          fb[12 * DWG_TG + o] = dwg_factor<3>(wd);
         }
       }
       const bool fast = __all_sync(0xFFFFFFFFu, ok == 0x80808080u);

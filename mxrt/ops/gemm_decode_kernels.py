@@ -166,7 +166,10 @@ WG_NC = (1, 2, 4)
 #: token parts (define NS): warpgroup c multiplies tokens [c % NS * NT / NS, ...) (a wgmma N of NT / NS); the NC / NS
 #: warpgroups of one part take the stages in turn (in-CTA split-K)
 WG_NS = (1, 2)
-#: ring depths (define STAGES; a multiple of NC / NS)
+#: producer warps (define PW): warp w fills stages w, w + PW, ... (one warp's ~170 instructions per stage bound
+#: the kernel at ~2 TB/s, session 12 call 10)
+WG_PW = (1, 2, 4)
+#: ring depths (define STAGES; a multiple of NC / NS and of 2 * PW)
 WG_STAGES = (2, 4, 6, 8, 10, 12)
 #: weight rows per CTA (the wgmma M)
 WG_ROWS = 64
@@ -183,25 +186,29 @@ def wg_smem_bytes(nt: int, nc: int, stages: int, ns: int = 1) -> int:
     return codes + scales + factors + nc * ntw * 64 * 4 + 16 * stages + 1024
 
 
-def wg_valid(nt: int, nc: int, stages: int, ns: int = 1) -> bool:
-    """The kernel's static assertions, the shared-memory limit, and registers: four consumer warpgroups (544
-    threads, at most 96 registers each: no spills measured offline) with two token parts or NT 16."""
+def wg_valid(nt: int, nc: int, stages: int, ns: int = 1, pw: int = 1) -> bool:
+    """The kernel's static assertions, the shared-memory limit, and registers: four consumer warpgroups (up to 640
+    threads, at most 96 registers each) only with a wgmma N of 16 (N 32 spilled 12 bytes offline)."""
     return (
         nt in WG_NT
         and nc in WG_NC
         and ns in WG_NS
         and nc % ns == 0
         and nt // ns >= 16
-        and (nc < 4 or ns == 2 or nt == 16)
+        and (nc < 4 or nt // ns == 16)
         and stages in WG_STAGES
         and stages % (nc // ns) == 0
+        and pw in WG_PW
+        and stages % (2 * pw) == 0
         and wg_smem_bytes(nt, nc, stages, ns) <= DECODE_SMEM_MAX
     )
 
 
-def wg_variant(a_fmt: int, b_fmt: int, atomic: int, nt: int, nc: int, out: int, stages: int, ns: int = 1) -> Defines:
+def wg_variant(
+    a_fmt: int, b_fmt: int, atomic: int, nt: int, nc: int, out: int, stages: int, ns: int = 1, pw: int = 1
+) -> Defines:
     """The defines of one build of the wgmma decode kernel."""
-    return defines(A_FMT=a_fmt, ATOMIC=atomic, B_FMT=b_fmt, NC=nc, NS=ns, NT=nt, OUT_DTYPE=out, STAGES=stages)
+    return defines(A_FMT=a_fmt, ATOMIC=atomic, B_FMT=b_fmt, NC=nc, NS=ns, NT=nt, OUT_DTYPE=out, PW=pw, STAGES=stages)
 
 
 _E5M2 = FMT_CODES["e5m2"]
@@ -217,28 +224,30 @@ _WG_SHAPES = ((2, 1), (4, 2))
 GEMM_MX_DECODE_SM90_WG = KernelSpec(
     symbol="gemm_mx_decode_sm90_wg",
     file="gemm/gemm_mx_decode_sm90_wg.hip",
-    required=("A_FMT", "ATOMIC", "B_FMT", "NC", "NS", "NT", "OUT_DTYPE", "STAGES"),
-    # every fp8 format pair at NT 64 (bf16) in both warpgroup shapes; every NT x NC x NS that builds at two ring
-    # depths (bf16); the fp32 slices of split-K and the fp16 atomic mode per NT and warpgroup shape
+    required=("A_FMT", "ATOMIC", "B_FMT", "NC", "NS", "NT", "OUT_DTYPE", "PW", "STAGES"),
+    # every fp8 format pair at NT 64 (two warpgroups) and NT 32 (four, token halves), bf16; every NT x NC x NS x PW
+    # that builds at two ring depths (bf16); the fp32 slices of split-K and the fp16 atomic mode per NT and shape
     variants=tuple(
-        wg_variant(fa, fb, 0, 64, nc, _BF16, _wg_deep(64, nc, ns), ns)
+        wg_variant(fa, fb, 0, nt, nc, _BF16, _wg_deep(nt, nc, ns), ns, 2)
         for fa in (_E4M3, _E5M2)
         for fb in (_E4M3, _E5M2)
-        for nc, ns in _WG_SHAPES
+        for nt, nc, ns in ((64, 2, 1), (32, 4, 2))
     )
     + tuple(
-        wg_variant(_E4M3, _E4M3, 0, nt, nc, _BF16, st, ns)
+        wg_variant(_E4M3, _E4M3, 0, nt, nc, _BF16, st, ns, pw)
         for nt in WG_NT
         for nc in WG_NC
         for ns in WG_NS
+        for pw in WG_PW
         for st in (4, 8)
-        if wg_valid(nt, nc, st, ns) and not (nt == 64 and (nc, ns) in _WG_SHAPES and st == _wg_deep(64, nc, ns))
+        if wg_valid(nt, nc, st, ns, pw)
+        and not ((nt, nc, ns) in ((64, 2, 1), (32, 4, 2)) and st == _wg_deep(nt, nc, ns) and pw == 2)
     )
     + tuple(
-        wg_variant(_E4M3, _E4M3, at, nt, nc, od, _wg_deep(nt, nc, ns), ns)
+        wg_variant(_E4M3, _E4M3, at, nt, nc, od, _wg_deep(nt, nc, ns), ns, 2)
         for nt in WG_NT
         for nc, ns in _WG_SHAPES
-        if wg_valid(nt, nc, 4, ns)
+        if wg_valid(nt, nc, _wg_deep(nt, nc, ns), ns, 2)
         for od, at in ((_F32, 0), (_F16, 1), (_F16, 0))
     ),
     targets=("sm_90a",),

@@ -81,34 +81,31 @@ class WgConfig:
     nc: int
     stages: int
     ns: int = 1
+    pw: int = 1
 
     @property
     def threads(self) -> int:
-        return 128 * self.nc + 32
+        return 128 * self.nc + 32 * self.pw
 
 
-#: consumer warpgroups and ring depth of the envelope default (the deepest ring of the sweep that fits)
-DEFAULT_NC = 2
-DEFAULT_STAGES = {16: 12, 32: 12, 64: 10}
+#: the envelope default build: two consumer warpgroups taking the stages in turn, 8 stages, 4 producer warps
+DEFAULT_NC, DEFAULT_NS, DEFAULT_STAGES, DEFAULT_PW = 2, 1, 8, 4
 
 
 @functools.lru_cache(maxsize=4096)
 def plan(m: int, n: int, k: int, split_k: int, sms: int = 132) -> tuple[WgConfig, int]:
     """The build and the split of one problem: the smallest token tile that holds ``m``; with ``split_k == 1``
-    (the default) K is split across CTAs when the 64-row slabs leave SMs idle: the split with the fewest groups of
-    4 MX blocks per SM (waves x groups per CTA), the smallest on ties, each warpgroup keeping >= 2 groups."""
+    (the default) K is split across CTAs only when the 64-row slabs cover less than half the SMs (one slab per SM
+    streams its K range; at 7168 rows a split of 2 was always slower, session 12): up to the SM count, at most 8 ways,
+    each split keeping >= 4 groups of 4 MX blocks."""
     nt = next(t for t in K.WG_NT if t >= m)
-    nc, stages = DEFAULT_NC, DEFAULT_STAGES[nt]
+    c = WgConfig(nt, DEFAULT_NC, DEFAULT_STAGES, DEFAULT_NS, DEFAULT_PW)
     split = split_k
     if split_k == 1:
         slabs, groups = -(-n // K.WG_ROWS), max(1, k // 128)
-        best = None
-        for s in range(1, min(16, max(1, groups // (2 * nc))) + 1):
-            cost = -(-slabs * s // sms) * -(-groups // s)
-            if best is None or cost < best[0]:
-                best = (cost, s)
-        split = best[1] if best else 1
-    return WgConfig(nt, nc, stages), split
+        if 2 * slabs < sms:
+            split = max(1, min(-(-sms // slabs), groups // 4, 8))
+    return c, split
 
 
 _KERNELS: dict = {}
@@ -137,11 +134,11 @@ def _launch_entry(dg: DeviceGemm, out_code: int, atomic: bool, tune: dict) -> tu
     hit = _LAUNCHES.get(key)
     if hit is None:
         c, _ = _plan(dg)
-        c = WgConfig(*(tune.get(f, getattr(c, f)) for f in ("nt", "nc", "stages", "ns")))
-        if not K.wg_valid(c.nt, c.nc, c.stages, c.ns) or c.nt < p.m:
+        c = WgConfig(*(tune.get(f, getattr(c, f)) for f in ("nt", "nc", "stages", "ns", "pw")))
+        if not K.wg_valid(c.nt, c.nc, c.stages, c.ns, c.pw) or c.nt < p.m:
             raise ValueError(f"{NAME}: no build {c} for m={p.m}")
         fa, fb = codes.FMT_CODES[p.a_fmt], codes.FMT_CODES[p.b_fmt]
-        d = K.wg_variant(fa, fb, int(atomic), c.nt, c.nc, out_code, c.stages, c.ns)
+        d = K.wg_variant(fa, fb, int(atomic), c.nt, c.nc, out_code, c.stages, c.ns, c.pw)
         smem = K.wg_smem_bytes(c.nt, c.nc, c.stages, c.ns)
         cfg = LaunchConfig((-(-p.n // K.WG_ROWS), 1, p.split_k), (c.threads, 1, 1), smem)
         if len(_LAUNCHES) >= 4096:
@@ -163,7 +160,7 @@ def _launch(dg: DeviceGemm, dst: Any, out_code: int, atomic: bool, tune: dict) -
 
 def run(dg: DeviceGemm, **tune: int) -> None:
     """Launch on the current stream (split-K reduce / zeroing included). ``tune`` overrides the defines ``nt``,
-    ``nc``, ``stages``, ``ns`` (benchmarks/bench_decode.py) and ``split``, the K split of the call; no host
+    ``nc``, ``stages``, ``ns``, ``pw`` (benchmarks/bench_decode.py) and ``split``, the K split of the call; no host
     synchronisation."""
     p = dg.p
     if p.is_empty:

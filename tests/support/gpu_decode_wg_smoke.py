@@ -29,11 +29,11 @@ def main() -> int:
         compiler.compile_options = lambda arch, d: (*plain(arch, d), "-lineinfo")
     rng = np.random.default_rng(0)
     bad = 0
-    shapes = ((1, 1), (2, 1), (2, 2), (4, 2))
-    cases = [(nt - 3, nc, ns, st) for nt in (16, 32, 64) for nc, ns in shapes if nt // ns >= 16 for st in (2, 4)]
+    shapes = ((1, 1, 1), (2, 1, 2), (2, 2, 1), (4, 2, 4))  # (nc, ns, pw)
+    cases = [(nt - 3, nc, ns, pw, st) for nt in (16, 32, 64) for nc, ns, pw in shapes if nt // ns >= 16 for st in (8,)]
     if quick:
-        cases = [(13, 1, 1, 2), (61, 2, 1, 4), (30, 4, 2, 4)]
-    for m, nc, ns, st in cases:
+        cases = [(13, 1, 1, 1, 2), (61, 2, 1, 2, 4), (30, 4, 2, 4, 8)]
+    for m, nc, ns, pw, st in cases:
         nt = next(t for t in (16, 32, 64) if t >= m)
         n, k = 200, 1024
         x = rng.standard_normal((m, k)).astype(np.float32)
@@ -49,14 +49,14 @@ def main() -> int:
         for split, det, out in modes:
             dg = gemm_op.device_gemm(gemm_problem(a, b, out_dtype=out, split_k=split, deterministic=det))
             dg.out.view(cupy.uint8).fill(0xFF)  # poisoned
-            gemm_decode_wg.run(dg, nt=nt, nc=nc, ns=ns, stages=st)
+            gemm_decode_wg.run(dg, nt=nt, nc=nc, ns=ns, pw=pw, stages=st)
             got = dg.out.get().view(ml_dtypes.bfloat16 if out == "bfloat16" else np.float16).astype(np.float64)
             nan = np.isnan(want)
             ok = np.array_equal(np.isnan(got), nan) and mxrt.reference.calc_diff(got[~nan], want[~nan]) <= 1e-5 * (
                 1 if det else split
             )
             if not ok:
-                print(f"mismatch m={m} nc={nc} ns={ns} stages={st} split={split} det={det} {out}")
+                print(f"mismatch m={m} nc={nc} ns={ns} pw={pw} stages={st} split={split} det={det} {out}")
                 bad += 1
     cupy.cuda.Device().synchronize()
     print(f"decode_wg smoke: {len(cases) * 4} runs, {bad} mismatches")

@@ -46,6 +46,10 @@ MXRT_STATIC_ASSERT(ATOMIC == 0 || ATOMIC == 1, "ATOMIC: 0 or 1");
 #include "sm90_async.h"
 
 #define DWG_THREADS (128 * NC + 32 * PW)
+// four partials per stage where the registers allow: a wgmma N of at most 32, or N 64 with the producer warps a
+// whole warpgroup (PW 4) next to two consumer warpgroups, which then rebalance registers (setmaxnreg 56 / 224)
+#define DWG_SETMAXNREG (DWG_NTW == 64 && PW == 4 && NC == 2)
+#define DWG_P4 (DWG_NTW <= 32 || DWG_SETMAXNREG)
 #define DWG_ROWS 64                                   // weight rows per CTA (the wgmma M)
 #define DWG_W_TILE (DWG_ROWS * 128)                   // 8 KB: 64 rows x 4 blocks of fp8
 #define DWG_X_TILE (NT * 128)                         // 2 / 4 / 8 KB
@@ -157,6 +161,9 @@ extern "C" __global__ void __launch_bounds__(DWG_THREADS, 1)
   __syncthreads();
 
   if (tid >= 128u * NC) {
+#if DWG_SETMAXNREG
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 56;" ::: "memory");
+#endif
     // ---------------- producer warps: warp w takes stages w, w + PW, ... ----------------
     // Its iteration j issues stage g = w + j * PW into slot g % STAGES (TMA code tiles; the scale words by cp.async,
     // one commit group per iteration) and prepares its stage of iteration j - LAG, whose scale words have landed:
@@ -220,6 +227,9 @@ extern "C" __global__ void __launch_bounds__(DWG_THREADS, 1)
       mbar_arrive(full0 + 8u * hs);  // each lane after its own stores (the consumers' wait acquires them)
     }
   } else {
+#if DWG_SETMAXNREG
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 224;" ::: "memory");
+#endif
   // ---------------- consumer warpgroup c: token part c % NS, stages c / NS, c / NS + NC / NS, ... -------------
   const u32 c = tid / 128u, t = tid % 128u, lane = t % 32u, q = lane % 4u, part = c % NS;
   const u32 r0 = 16u * (t / 32u) + lane / 4u, r1 = r0 + 8u;  // this thread's rows (m64 fragment)
@@ -227,7 +237,12 @@ extern "C" __global__ void __launch_bounds__(DWG_THREADS, 1)
   float acc[DWG_REGS];
 #pragma unroll
   for (int i = 0; i < DWG_REGS; ++i) acc[i] = 0.0f;
-  float p0[DWG_REGS], p1[DWG_REGS];  // two partials in flight: a block's promotion overlaps the next one's wgmma
+  // the stage's partials: all four wgmmas in flight at once (DWG_P4: the promotion of block u overlaps blocks u + 1..3
+  // instead of paying each wgmma's latency), else two (a block's promotion overlaps the next one's wgmma)
+  float p0[DWG_REGS], p1[DWG_REGS];
+#if DWG_P4
+  float p2[DWG_REGS], p3[DWG_REGS];
+#endif
   const u32 codes_s = smem_addr(codes);
   for (u32 i = c / NS; i < ngr; i += DWG_KS) {
     const u32 slot = i % STAGES;
@@ -288,6 +303,24 @@ extern "C" __global__ void __launch_bounds__(DWG_THREADS, 1)
   } while (0)
     // the stage's four blocks, fast / wide behind one CTA-uniform branch (no wgmma in flight across it)
     auto stage = [&](auto wide) {
+#if DWG_P4
+      DWG_ISSUE(p0, 0u);
+      DWG_ISSUE(p1, 1u);
+      DWG_ISSUE(p2, 2u);
+      DWG_ISSUE(p3, 3u);
+      wg_wait<3>();
+      dwg_fence_regs(p0);
+      promote(p0, dwg_u<0>{}, wide);
+      wg_wait<2>();
+      dwg_fence_regs(p1);
+      promote(p1, dwg_u<1>{}, wide);
+      wg_wait<1>();
+      dwg_fence_regs(p2);
+      promote(p2, dwg_u<2>{}, wide);
+      wg_wait<0>();
+      dwg_fence_regs(p3);
+      promote(p3, dwg_u<3>{}, wide);
+#else
       DWG_ISSUE(p0, 0u);
       DWG_ISSUE(p1, 1u);
       wg_wait<1>();
@@ -304,6 +337,7 @@ extern "C" __global__ void __launch_bounds__(DWG_THREADS, 1)
       wg_wait<0>();
       dwg_fence_regs(p1);
       promote(p1, dwg_u<3>{}, wide);
+#endif
     };
 #undef DWG_ISSUE
 #if DWG_DIAG == 1

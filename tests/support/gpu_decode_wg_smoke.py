@@ -17,6 +17,7 @@ import numpy as np
 import mxrt
 from mxrt.ops import gemm as gemm_op
 from mxrt.ops import gemm_decode_wg
+from mxrt.ops.gemm_decode_kernels import wg_valid
 from mxrt.problems import gemm_problem
 
 
@@ -29,8 +30,8 @@ def main() -> int:
         compiler.compile_options = lambda arch, d: (*plain(arch, d), "-lineinfo")
     rng = np.random.default_rng(0)
     bad = 0
-    shapes = ((1, 1, 1), (2, 1, 2), (2, 2, 1), (4, 2, 4))  # (nc, ns, pw)
-    cases = [(nt - 3, nc, ns, pw, st) for nt in (16, 32, 64) for nc, ns, pw in shapes if nt // ns >= 16 for st in (8,)]
+    shapes = ((1, 1, 1), (2, 1, 2), (2, 1, 4), (2, 2, 1), (4, 2, 4))  # (nc, ns, pw)
+    cases = [(nt - 3, nc, ns, pw, 8) for nt in (16, 32, 64) for nc, ns, pw in shapes if wg_valid(nt, nc, 8, ns, pw)]
     if quick:
         cases = [(13, 1, 1, 1, 2), (61, 2, 1, 2, 4), (30, 4, 2, 4, 8)]
     for m, nc, ns, pw, st in cases:

@@ -17,7 +17,7 @@ print(",".join(sorted({f"{m}x{n}x{k}" for (_, _, _, m, n, k) in bd.cells([1, 8],
 PY
 )
 echo "cells: $(echo "$SHAPES" | tr ',' '\n' | wc -l)"
-python3 benchmarks/prebuild.py gemm_mx_decode_sm90 --jobs 16 2>&1 | tail -1
+python3 benchmarks/prebuild.py gemm_mx_decode_sm90 gemm_mx_decode_sm90_wg gemm_mx_splitk_reduce --jobs 16 2>&1 | tail -1
 timeout -s INT "${DEADLINE:-540}" python3 -m mxrt.cli tune gemm --shapes "$SHAPES" --out "$OUT/tuned_decode.json" \
   --no-progress > "$OUT/tune.log" 2>&1
 echo "rc=$?"; grep -E "best:|^cell|wrote" "$OUT/tune.log" | tail -${TAIL:-12}

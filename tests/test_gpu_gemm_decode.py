@@ -41,6 +41,19 @@ def poisoned():
         yield session
 
 
+@pytest.fixture(autouse=True)
+def decode_keeps_its_envelope(monkeypatch):
+    """These tests run the mma.sync kernel at every m of its envelope: the hand-over of m > 8 fp8 calls to
+    sm90_decode_wg (its own tests, test_gpu_gemm_decode_wg.py) is switched off here."""
+    from mxrt.ops import gemm_decode_wg
+    from mxrt.ops.gemm_paths import invalidate_plans
+
+    monkeypatch.setattr(gemm_decode_wg, "DEFAULT_MIN_M", None)
+    invalidate_plans()
+    yield
+    invalidate_plans()
+
+
 def decode(a, b, **kw):
     """gemm_mx on the decode path; the problem must be inside the envelope (a decline fails the test)."""
     p = gemm_problem(a, b, **kw)

@@ -102,7 +102,12 @@ def _routed(dg: DeviceGemm) -> str | None:
     entry = decode_table.lookup(arch.target, arch.name, p.n, p.k, p.m)
     if entry is None:  # the envelope default: the wgmma kernel above its token count, where it serves the call
         wg_min = gemm_decode_wg.DEFAULT_MIN_M
-        if wg_min is not None and p.m > wg_min and gemm_decode_wg.supports(dg) is None:
+        if (
+            wg_min is not None
+            and p.m > wg_min
+            and any(q.name == gemm_decode_wg.NAME for q in gemm_paths(arch.target))
+            and gemm_decode_wg.supports(dg) is None
+        ):
             return f"m = {p.m} > {wg_min}: the envelope default routes it to {gemm_decode_wg.NAME}"
         return None
     if entry.path == NAME:

@@ -69,17 +69,25 @@ def test_shipped_table_is_package_data_with_measured_cells_only():
     cells, meta = T.load_file(T.shipped_path())
     assert "measured cells only" in meta["source"]
     assert {tuple(r["argv"][:2]) for r in meta["runs"]} == {("tune", "gemm")}
-    # the issue's cell 7168 x 4096 at every bucket as `mxrt tune gemm` measured it on the H100, and the 15 N x K
-    # decode cells of benchmarks/bench_decode.py (TP 1 and 8) at every bucket up to 64, measured on an H200
+    # the issue's cell 7168 x 4096 at buckets 1-8 as `mxrt tune gemm` measured it on the H100, and the 15 N x K decode
+    # cells of benchmarks/bench_decode.py (TP 1 and 8) at every bucket up to 64, measured on an H200; from M 16 most
+    # H200 entries name sm90_decode_wg (session 12), which an H100 then takes too (its own M >= 16 entries, measured
+    # before that path existed, were dropped)
     h100 = {(n, k, mb) for (_, d, n, k, mb) in cells if d == DEV}
     h200 = {(n, k, mb) for (_, d, n, k, mb) in cells if d == "NVIDIA H200"}
-    assert {(n, k) for n, k, _ in h100} == {(7168, 4096)} and len(h100) == len(T.M_BUCKETS)
+    assert h100 == {(7168, 4096, mb) for mb in T.M_BUCKETS if mb <= 8}
     assert len({(n, k) for n, k, _ in h200}) == 15 and len(h200) == 15 * 7 and len(cells) == len(h100) + len(h200)
+    paths = {}
     for (target, device, n, k, mb), e in cells.items():
-        assert (target, e.path) == ("sm_90a", "sm90_decode")
-        assert e.us is not None and e.split is not None  # measured
-        c, split = gemm_decode.plan(mb, n, k, 1, 132, "sm_90a", device)
-        assert (c.kw, c.stages, c.rt, split) == (e.kw, e.stages, e.rt or 1, e.split)
+        assert target == "sm_90a" and e.path in ("sm90_decode", "sm90_decode_wg")
+        assert e.us is not None  # measured
+        paths.setdefault(e.path, set()).add(mb)
+        if e.path == "sm90_decode":
+            c, split = gemm_decode.plan(mb, n, k, 1, 132, "sm_90a", device)
+            assert (c.kw, c.stages, c.rt, split) == (e.kw, e.stages, e.rt or 1, e.split)
+    assert paths["sm90_decode_wg"] <= {16, 32, 64} and 64 in paths["sm90_decode_wg"]
+    assert T.lookup("sm_90a", DEV, 7168, 8192, 40).path == "sm90_decode_wg"  # an H100 takes the H200's entry
+    assert T.lookup("sm_90a", DEV, 7168, 4096, 40) is None  # no entry left: the envelope default
 
 
 def test_lookup_device_fallback_and_misses():

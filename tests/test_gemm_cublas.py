@@ -104,7 +104,7 @@ def test_serves_and_is_selected(present: None, kw: dict) -> None:
         ({"m": 64, "k": 4104 + 8}, "sm90_wgmma"),
         ({"m": 64, "k": 4104 + 8, "out_dtype": "float16"}, "sm90_wgmma"),
         ({"split_k": 2}, "sm90_wgmma"),
-        ({"m": 64, "k": 4096}, "sm90_decode"),
+        ({"m": 64, "k": 4096}, "sm90_decode_wg"),
         ({"m": 64, "k": 4096, "out_dtype": "float32"}, "sm90_cublas"),
     ],
     ids=["below_min_m", "below_min_m_f16", "split_k", "decode", "decode_m64_f32"],

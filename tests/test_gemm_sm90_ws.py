@@ -114,7 +114,7 @@ def test_forced_path_skips_the_auto_rule(monkeypatch: pytest.MonkeyPatch, kw: di
         ({"m": 4096, "a_fmt": "e2m1", "b_fmt": "e2m1", "out_dtype": "float32"}, "sm90_ws"),
         ({"m": 4096, "layouts": ("aiter32x8", "turbo16x4")}, "sm90_ws"),
         ({"m": 1, "n": 7168, "k": 4096}, "sm90_decode"),
-        ({"m": 64, "n": 7168, "k": 4096}, "sm90_decode"),
+        ({"m": 64, "n": 7168, "k": 4096}, "sm90_decode_wg"),
         ({"m": 64, "n": 32768, "k": 4096, "layouts": ("cublas128x4", None)}, "sm90_decode"),
         ({"m": 64, "n": 32768, "k": 4160, "layouts": ("cublas128x4", None)}, "sm90_wgmma"),
         ({"m": 256, "n": 256, "k": 512}, "sm90_ws"),
@@ -132,9 +132,9 @@ def test_forced_path_skips_the_auto_rule(monkeypatch: pytest.MonkeyPatch, kw: di
 )  # fmt: skip
 def test_auto_policy(auto: None, kw: dict, path: str) -> None:
     """Which sm_90a path ``gemm_mx`` runs (an H100 with 132 SMs): the engine for grids of a wave or more, the
-    decode kernel inside its envelope (preshuffled scales too), sm90_wgmma for small grids, 64-row problems the
-    decode kernel declines (k % 128 != 0), and split-K; fp32 out with fp8 operands on the bf16 route (generic with
-    split-K)."""
+    decode kernels inside their envelope (the wgmma one for m > 8 fp8 with row-major scales; the mma.sync one with
+    preshuffled scales), sm90_wgmma for small grids, 64-row problems the decode kernels decline (k % 128 != 0), and
+    split-K; fp32 out with fp8 operands on the bf16 route (generic with split-K)."""
     assert gemm_paths.select_gemm_path(_dg(**kw)).name == path
 
 

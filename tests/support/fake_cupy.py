@@ -82,6 +82,7 @@ def _module(state: dict) -> types.ModuleType:
     cp.asarray = asarray
     cp.empty = lambda shape, dtype="uint8": np.empty(shape, dtype).view(FakeDeviceArray)
     cp.zeros = lambda shape, dtype="uint8": np.zeros(shape, dtype).view(FakeDeviceArray)
+    cp.full = lambda shape, value, dtype=None: np.full(shape, value, dtype).view(FakeDeviceArray)
     cp.ascontiguousarray = lambda x: np.ascontiguousarray(x).view(FakeDeviceArray)
     for name in ("uint8", "uint16", "int32", "int64", "float16", "float32"):
         setattr(cp, name, getattr(np, name))

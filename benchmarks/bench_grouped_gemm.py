@@ -99,7 +99,7 @@ def time_events(fn, reps: int, calls: int = 5) -> tuple[float, str]:
 
 def run_shape(
     model, name, b, m, n, k, balanced, reps, rng, log, only=("fwd", "dgrad", "wgrad"), wgrad_out="bfloat16",
-    timing="events",
+    timing="events", with_fp8=True,
 ) -> list[dict]:  # fmt: skip
     import torch
 
@@ -131,7 +131,10 @@ def run_shape(
         "dgrad": lambda: torch._grouped_mm(tdy, tw, offs=offs),
         "wgrad": lambda: torch._grouped_mm(tdy.t(), tx, offs=offs),
     }
-    fp8 = fp8_peers(tx, tw, tdy, lens, offs, only)
+    try:
+        fp8 = fp8_peers(tx, tw, tdy, lens, offs, only) if with_fp8 else {}
+    except Exception as e:  # making its operands failed (e.g. no float8 casts): the rows say why
+        fp8 = dict.fromkeys(only, f"operands: {type(e).__name__}: {str(e)[:150]}")
     rows = []
     for p, (fn, flops) in passes.items():
         if p not in only:
@@ -158,21 +161,17 @@ def run_shape(
             row["mxrt_over_torch"] = row["torch_us"] / row["mxrt_us"]
         peer8 = fp8.get(p)
         try:
-            if isinstance(peer8, str):
+            if peer8 is None:
+                pass
+            elif isinstance(peer8, str):
                 raise RuntimeError(peer8)
-            t, how = time_events(peer8, reps) if timing == "events" else core.time_torch([peer8], reps, log=log)
-            row.update(fp8_us=t * 1e6, fp8_tflops=flops / t / 1e12, fp8_timing=how)
-            if "mxrt_us" in row:
-                row["mxrt_over_fp8"] = row["fp8_us"] / row["mxrt_us"]
-            if p == "fwd":  # sanity: its product against the bf16 peer's (e4m3 inputs: ~1e-3)
-                got, ref = _torch_rows(peer8()), _torch_rows(peers[p]())
-                d = 1 - 2 * float((got * ref).sum()) / max(float((got * got + ref * ref).sum()), 1e-30)
-                row["fp8_calc_diff_vs_bf16"] = d
+            else:
+                _time_fp8(row, p, peer8, peers[p], flops, reps, timing, log)
         except Exception as e:
             row["fp8_error"] = f"{type(e).__name__}: {str(e)[:200]}"
             if row["fp8_error"] not in _FP8_SAID:
                 _FP8_SAID.add(row["fp8_error"])
-                log(f"  torch._scaled_grouped_mm {p}: not measured ({row['fp8_error']})")
+                log(f"torch._scaled_grouped_mm {p}: not measured ({row['fp8_error']})")
         rows.append(row)
         log(
             f"  {model} {name} B={b} M={m} {row['split']} {p}: mxrt {row.get('mxrt_tflops', float('nan')):.1f} "
@@ -183,6 +182,19 @@ def run_shape(
 
 
 _FP8_SAID: set[str] = set()  # fp8 peer errors already printed
+
+
+def _time_fp8(row: dict, p: str, peer8, peer_bf16, flops: int, reps: int, timing: str, log) -> None:
+    """Time the fp8 rowwise peer of pass ``p`` into ``row`` (and, for the forward, a sanity calc_diff of its product
+    against the bf16 peer's: e4m3-rounded inputs give ~1e-3)."""
+    t, how = time_events(peer8, reps) if timing == "events" else core.time_torch([peer8], reps, log=log)
+    row.update(fp8_us=t * 1e6, fp8_tflops=flops / t / 1e12, fp8_timing=how)
+    if "mxrt_us" in row:
+        row["mxrt_over_fp8"] = row["fp8_us"] / row["mxrt_us"]
+    if p == "fwd":
+        got, ref = _torch_rows(peer8()), _torch_rows(peer_bf16())
+        d = 1 - 2 * float((got * ref).sum()) / max(float((got * got + ref * ref).sum()), 1e-30)
+        row["fp8_calc_diff_vs_bf16"] = d
 
 
 def fp8_peers(tx, tw, tdy, lens: np.ndarray, offs, only) -> dict:
@@ -299,6 +311,7 @@ def main(argv: list[str]) -> int:
         "--kernel", default="auto", help="MXRT_GROUPED_GEMM_KERNEL: auto, generic, sm90, sm90_ws, sm90_wgmma, ..."
     )
     ap.add_argument("--wgrad-out", default="bfloat16", choices=("bfloat16", "float32"))
+    ap.add_argument("--no-fp8", action="store_true", help="skip the torch._scaled_grouped_mm fp8 rowwise peer")
     ap.add_argument(
         "--with-quant", action="store_true",
         help="the with-quantization rows (bf16 in: quantizers + GEMMs of a training step) instead of kernel-only",
@@ -324,11 +337,13 @@ def main(argv: list[str]) -> int:
                 if args.with_quant:
                     rows += run_with_quant(*shape, balanced, args.reps, rng, print)
                 else:
-                    rows += run_shape(*shape, balanced, args.reps, rng, print, only, args.wgrad_out, args.timing)
+                    rows += run_shape(
+                        *shape, balanced, args.reps, rng, print, only, args.wgrad_out, args.timing, not args.no_fp8
+                    )
             except Exception:
                 traceback.print_exc()
     cols = ["model", "gemm", "B", "M", "split", "pass", "mxrt_tflops", "torch_tflops", "mxrt_over_torch"]
-    if not args.with_quant:
+    if not args.with_quant and not args.no_fp8:
         cols += ["fp8_tflops", "mxrt_over_fp8"]
     print("| " + " | ".join(cols) + " |\n|" + "---|" * len(cols))
     for r in rows:
@@ -339,6 +354,7 @@ def main(argv: list[str]) -> int:
         with open(args.json, "w") as fh:
             meta = {"device": core.device_name(), "software": core.software(), "kernel": args.kernel}
             meta["wgrad_out"], meta["timing"], meta["with_quant"] = args.wgrad_out, args.timing, args.with_quant
+            meta["grouped_plans"] = os.environ.get("MXRT_GROUPED_PLANS", "1")
             json.dump({**meta, "rows": rows}, fh, indent=1)
         print(f"wrote {args.json}")
     return 0

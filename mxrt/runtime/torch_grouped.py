@@ -120,12 +120,13 @@ class PreparedRoute:
     prepared launches ``(dequantise a, dequantise b, group ends, gated fallback)`` (:func:`mxrt.runtime.launch.
     prepare`) with their trailing scalars, the workspace shapes and the result's shape.
 
-    A call (:meth:`__call__`) takes raw device pointers and queues on CuPy's current stream (torch's current stream,
-    or an ``ExternalStream`` of it as :class:`on_cupy_stream`): three ``torch.empty`` (the two bf16 operands and the
-    int32 group ends with the gate word after them), a memset of the gate word, the two dequantisations, the
-    group-ends kernel, ``torch._grouped_mm``, one device copy into ``out`` (or into a C-contiguous result where
-    torch padded the rows of its own), and the fallback, which recomputes everything where the gate is raised. Call
-    :meth:`usable` first on every call (the launch route, the current device, no CUDA-graph capture)."""
+    A call (:meth:`__call__`) takes raw device pointers and queues everything on CuPy's current stream (torch's work
+    too: directly where torch's current stream is that stream, else under :class:`on_cupy_stream`): three
+    ``torch.empty`` (the two bf16 operands, and the int32 group ends with the gate word after them), a memset of the
+    gate word, the two dequantisations, the group-ends kernel, ``torch._grouped_mm``, one device copy into ``out``
+    (or into a C-contiguous result where torch padded the rows of its own), and the fallback, which recomputes
+    everything where the gate is raised. Call :meth:`usable` first on every call (the launch route, the current
+    device, no CUDA-graph capture)."""
 
     __slots__ = (
         "_a_shape", "_b_shape", "_cupy", "_dev", "_g", "_launches", "_n", "_out_shape", "_rows", "_split", "_tdev",

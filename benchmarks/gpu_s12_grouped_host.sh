@@ -43,6 +43,6 @@ if has bench_ab; then
 fi
 if has bench; then
   step "bench_grouped_gemm (plans on, bf16 + fp8 rowwise peers) ${BENCH_ARGS:-}"
-  timeout ${T_BENCH:-150} python3 benchmarks/bench_grouped_gemm.py --budget-s ${BENCH_BUDGET:-100} \
+  timeout ${T_BENCH:-130} python3 benchmarks/bench_grouped_gemm.py --budget-s ${BENCH_BUDGET:-80} \
     --json "$OUT/bench_route_fp8.json" ${BENCH_ARGS:-} 2>&1 | grep -v "^  [A-Za-z]" | tail -80
 fi

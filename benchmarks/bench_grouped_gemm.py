@@ -15,6 +15,15 @@ both sides, as the torch route cannot be captured) or ``graph`` (CUDA-graph repl
 ``--wgrad-out``: the wgrad's out dtype (default bfloat16, what ``torch._grouped_mm`` writes; float32 runs on the
 generic kernel on sm_90a, as the fp8 wgmma partials miss the fp32 1e-5 bar).
 
+Second peer (kernel-only rows): ``torch._scaled_grouped_mm``, PyTorch's fp8 grouped GEMM (CUTLASS, sm_90 / sm_100),
+with e4m3 operands and rowwise float32 scales (its contract, aten/src/ATen/native/cuda/GroupedBlas.cpp: ``mat_a``
+row-major, ``mat_b`` column-major per group, int32 offsets on the device, bf16 out, ``use_fast_accum=False`` for an
+fp32-accumulating peer): fwd ``x [M, K] x w^T`` (``w [G, N, K]`` transposed), dgrad ``dy [M, N] x W`` (``W`` stored as
+``[G, K, N]``, transposed), wgrad ``dy^T [N, Mc] x x [Mc, K]`` 2d-2d over the same per-group column padding to 32 as
+mxrt's wgrad operands (its TMA needs 16-byte aligned group starts). Columns ``fp8_tflops`` and ``mxrt_over_fp8``
+(that peer's time / mxrt's); where the call is unsupported the row carries ``fp8_error`` and the reason is printed
+once.
+
 Shapes (B experts, M tokens per expert on average, N x K weights): DeepSeek-V3 GateUp (N 4096, K 7168) and Down
 (N 7168, K 2048) with B 16 / 32 and M 2048 / 4096; gpt-oss-20B GateUp (N 5760, K 2880) and Down (N = K = 2880) with
 B 4 / 32 and M 2048 / 4096; each with balanced group sizes and an unbalanced split (lognormal weights, one empty
@@ -90,7 +99,7 @@ def time_events(fn, reps: int, calls: int = 5) -> tuple[float, str]:
 
 def run_shape(
     model, name, b, m, n, k, balanced, reps, rng, log, only=("fwd", "dgrad", "wgrad"), wgrad_out="bfloat16",
-    timing="events",
+    timing="events", with_fp8=True,
 ) -> list[dict]:  # fmt: skip
     import torch
 
@@ -122,6 +131,10 @@ def run_shape(
         "dgrad": lambda: torch._grouped_mm(tdy, tw, offs=offs),
         "wgrad": lambda: torch._grouped_mm(tdy.t(), tx, offs=offs),
     }
+    try:
+        fp8 = fp8_peers(tx, tw, tdy, lens, offs, only) if with_fp8 else {}
+    except Exception as e:  # making its operands failed (e.g. no float8 casts): the rows say why
+        fp8 = dict.fromkeys(only, f"operands: {type(e).__name__}: {str(e)[:150]}")
     rows = []
     for p, (fn, flops) in passes.items():
         if p not in only:
@@ -146,12 +159,86 @@ def run_shape(
             row["torch_error"] = f"{type(e).__name__}: {str(e)[:200]}"
         if "mxrt_us" in row and "torch_us" in row:
             row["mxrt_over_torch"] = row["torch_us"] / row["mxrt_us"]
+        peer8 = fp8.get(p)
+        try:
+            if peer8 is None:
+                pass
+            elif isinstance(peer8, str):
+                raise RuntimeError(peer8)
+            else:
+                _time_fp8(row, p, peer8, peers[p], flops, reps, timing, log)
+        except Exception as e:
+            row["fp8_error"] = f"{type(e).__name__}: {str(e)[:200]}"
+            if row["fp8_error"] not in _FP8_SAID:
+                _FP8_SAID.add(row["fp8_error"])
+                log(f"torch._scaled_grouped_mm {p}: not measured ({row['fp8_error']})")
         rows.append(row)
         log(
             f"  {model} {name} B={b} M={m} {row['split']} {p}: mxrt {row.get('mxrt_tflops', float('nan')):.1f} "
-            f"TFLOP/s, torch bf16 {row.get('torch_tflops', float('nan')):.1f} TFLOP/s"
+            f"TFLOP/s, torch bf16 {row.get('torch_tflops', float('nan')):.1f} TFLOP/s, torch fp8 rowwise "
+            f"{row.get('fp8_tflops', float('nan')):.1f} TFLOP/s"
         )
     return rows  # the buffers die with this frame; main() returns them to the pools
+
+
+_FP8_SAID: set[str] = set()  # fp8 peer errors already printed
+
+
+def _time_fp8(row: dict, p: str, peer8, peer_bf16, flops: int, reps: int, timing: str, log) -> None:
+    """Time the fp8 rowwise peer of pass ``p`` into ``row`` (and, for the forward, a sanity calc_diff of its product
+    against the bf16 peer's: e4m3-rounded inputs give ~1e-3)."""
+    t, how = time_events(peer8, reps) if timing == "events" else core.time_torch([peer8], reps, log=log)
+    row.update(fp8_us=t * 1e6, fp8_tflops=flops / t / 1e12, fp8_timing=how)
+    if "mxrt_us" in row:
+        row["mxrt_over_fp8"] = row["fp8_us"] / row["mxrt_us"]
+    if p == "fwd":
+        got, ref = _torch_rows(peer8()), _torch_rows(peer_bf16())
+        d = 1 - 2 * float((got * ref).sum()) / max(float((got * got + ref * ref).sum()), 1e-30)
+        row["fp8_calc_diff_vs_bf16"] = d
+
+
+def fp8_peers(tx, tw, tdy, lens: np.ndarray, offs, only) -> dict:
+    """pass -> a call of ``torch._scaled_grouped_mm`` (e4m3, rowwise float32 scales of 1, bf16 out, fp32
+    accumulation), or the reason it cannot run here. The operands are e4m3 casts of the bf16 peer's tensors in the
+    layouts its contract asks for (module docstring): timing does not depend on the values."""
+    import torch
+
+    f = getattr(torch, "_scaled_grouped_mm", None)
+    fp8 = getattr(torch, "float8_e4m3fn", None)
+    if f is None or fp8 is None:
+        return dict.fromkeys(only, f"torch {torch.__version__} has no _scaled_grouped_mm / float8_e4m3fn")
+    major, minor = torch.cuda.get_device_capability()
+    if (major, minor) not in ((9, 0), (10, 0)):
+        return dict.fromkeys(only, f"_scaled_grouped_mm runs on sm_90 / sm_100, not sm_{major}{minor}")
+    g, mt = int(tw.shape[0]), int(tx.shape[0])
+    n, k = int(tw.shape[1]), int(tw.shape[2])
+    dev = tx.device
+    ones = lambda *shape: torch.ones(shape, device=dev, dtype=torch.float32)  # noqa: E731
+    out = {}
+    if "fwd" in only:  # [Mt, K] x [G, K, N] (w transposed: column-major per group), scales [Mt] and [G, N]
+        a, w8 = tx.to(fp8), tw.to(fp8)
+        sa, sb = ones(mt), ones(g, n)
+        out["fwd"] = lambda: f(a, w8.transpose(-2, -1), sa, sb, offs=offs, out_dtype=torch.bfloat16)
+    if "dgrad" in only:  # [Mt, N] x [G, N, K] column-major: W stored [G, K, N], transposed; scales [Mt], [G, K]
+        dy8, wt8 = tdy.to(fp8), tw.transpose(-2, -1).contiguous().to(fp8)
+        sa2, sb2 = ones(mt), ones(g, k)
+        out["dgrad"] = lambda: f(dy8, wt8.transpose(-2, -1), sa2, sb2, offs=offs, out_dtype=torch.bfloat16)
+    if "wgrad" in only:  # 2d-2d: dy^T [N, Mc] x x [Mc, K] (x^T stored [K, Mc]), groups padded to 32 columns
+        ends = np.asarray(mxrt.pad_group_layout(lens, 32)[1][1:], np.int64)
+        mc = int(ends[-1]) if ends.size else 0
+        dyt8 = torch.zeros(n, mc, device=dev, dtype=torch.bfloat16)
+        xt8 = torch.zeros(k, mc, device=dev, dtype=torch.bfloat16)
+        src = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
+        dst = np.concatenate([[0], ends[:-1]]) if ends.size else ends
+        for i in range(g):  # each group's columns at its padded start, zeros in the padding
+            ln = int(lens[i])
+            dyt8[:, int(dst[i]) : int(dst[i]) + ln] = tdy[int(src[i]) : int(src[i]) + ln].t()
+            xt8[:, int(dst[i]) : int(dst[i]) + ln] = tx[int(src[i]) : int(src[i]) + ln].t()
+        dyt8, xt8 = dyt8.to(fp8), xt8.to(fp8)
+        offs_pad = torch.from_numpy(ends.astype(np.int32)).to(dev)
+        sa3, sb3 = ones(n * g), ones(k * g)
+        out["wgrad"] = lambda: f(dyt8, xt8.t(), sa3, sb3, offs=offs_pad, out_dtype=torch.bfloat16)
+    return out
 
 
 def run_with_quant(model, name, b, m, n, k, balanced, reps, rng, log) -> list[dict]:
@@ -224,6 +311,7 @@ def main(argv: list[str]) -> int:
         "--kernel", default="auto", help="MXRT_GROUPED_GEMM_KERNEL: auto, generic, sm90, sm90_ws, sm90_wgmma, ..."
     )
     ap.add_argument("--wgrad-out", default="bfloat16", choices=("bfloat16", "float32"))
+    ap.add_argument("--no-fp8", action="store_true", help="skip the torch._scaled_grouped_mm fp8 rowwise peer")
     ap.add_argument(
         "--with-quant", action="store_true",
         help="the with-quantization rows (bf16 in: quantizers + GEMMs of a training step) instead of kernel-only",
@@ -249,10 +337,14 @@ def main(argv: list[str]) -> int:
                 if args.with_quant:
                     rows += run_with_quant(*shape, balanced, args.reps, rng, print)
                 else:
-                    rows += run_shape(*shape, balanced, args.reps, rng, print, only, args.wgrad_out, args.timing)
+                    rows += run_shape(
+                        *shape, balanced, args.reps, rng, print, only, args.wgrad_out, args.timing, not args.no_fp8
+                    )
             except Exception:
                 traceback.print_exc()
     cols = ["model", "gemm", "B", "M", "split", "pass", "mxrt_tflops", "torch_tflops", "mxrt_over_torch"]
+    if not args.with_quant and not args.no_fp8:
+        cols += ["fp8_tflops", "mxrt_over_fp8"]
     print("| " + " | ".join(cols) + " |\n|" + "---|" * len(cols))
     for r in rows:
         cells = [f"{r[c]:.2f}" if isinstance(r.get(c), float) else str(r.get(c, "-")) for c in cols]
@@ -262,6 +354,7 @@ def main(argv: list[str]) -> int:
         with open(args.json, "w") as fh:
             meta = {"device": core.device_name(), "software": core.software(), "kernel": args.kernel}
             meta["wgrad_out"], meta["timing"], meta["with_quant"] = args.wgrad_out, args.timing, args.with_quant
+            meta["grouped_plans"] = os.environ.get("MXRT_GROUPED_PLANS", "1")
             json.dump({**meta, "rows": rows}, fh, indent=1)
         print(f"wrote {args.json}")
     return 0

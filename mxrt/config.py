@@ -106,9 +106,25 @@ def tuned_table_path() -> Path:
 ENV_GROUPED_GEMM_KERNEL = "MXRT_GROUPED_GEMM_KERNEL"
 
 
+_KEY_GROUPED_GEMM_KERNEL = os.fsencode(ENV_GROUPED_GEMM_KERNEL)
+
+
 def grouped_gemm_kernel_override() -> str | None:
-    v = os.environ.get(ENV_GROUPED_GEMM_KERNEL, "").strip().lower()
+    raw = _env(ENV_GROUPED_GEMM_KERNEL, _KEY_GROUPED_GEMM_KERNEL)  # read on every grouped call (its plan key)
+    v = "" if raw is None else raw.strip().lower()
     return None if v in ("", "auto") else v
+
+
+#: ``MXRT_GROUPED_PLANS``: ``0`` turns off the call plans of ``grouped_gemm_mx`` / ``grouped_gemm_mx_wgrad`` (every
+#: call validated and dispatched afresh; the A/B of their host cost in benchmarks/profile_route_host.py). Read on
+#: every call. Default ``1``.
+ENV_GROUPED_PLANS = "MXRT_GROUPED_PLANS"
+_KEY_GROUPED_PLANS = os.fsencode(ENV_GROUPED_PLANS)
+
+
+def grouped_plans_enabled() -> bool:
+    raw = _env(ENV_GROUPED_PLANS, _KEY_GROUPED_PLANS)
+    return raw is None or raw.strip().lower() not in ("0", "off", "false", "no")
 
 
 #: ``LOCAL_RANK`` (set by ``torchrun``): the GPU ``python -m mxrt.ep.launch`` binds its process to (default 0).

@@ -4,7 +4,10 @@ against float64 math of the dequantised inputs (calc_diff <= 1e-5) and of the un
 on every inexact input (scales outside the bf16 window, NaN / Inf codes, NaN blocks: the fallback) and on device
 group sizes the host cannot check (the fallback gives the generic kernel's result, bitwise); bitwise reruns, ``out``
 in place, torch tensors, the declines (fp32 out, accumulate, DeepGEMM layouts) and CUDA-graph capture (the route
-steps aside, the capture-safe kernels run). Marker ``gpu``: skips without cupy, an sm_90a device or torch with CUDA.
+steps aside, the capture-safe kernels run). ``test_plan_*``: a repeated call signature runs its plan
+(mxrt/api/grouped_gemm.py: prepared launches, no validation) bitwise as the validated route, including the gated
+fallback, device lengths that do not split the rows, torch tensors, torch on a side stream and CuPy on its own.
+Marker ``gpu``: skips without cupy, an sm_90a device or torch with CUDA.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from support.gemm_cases import GATE_CASES, gate_case
 from support.grouped_cases import dev, group_lens, host, values
 
 import mxrt
+from mxrt.api import grouped_gemm as api_grouped
 from mxrt.errors import UnsupportedArchError
 from mxrt.ops import grouped_gemm_torch
 from mxrt.problems.grouped_gemm import grouped_gemm_problem, wgrad_problem
@@ -41,14 +45,22 @@ def route(monkeypatch):
     if target != "sm_90a" or torch_grouped.unavailable() is not None:
         pytest.skip(f"the torch route needs sm_90a and torch with CUDA ({torch_grouped.unavailable()})")
     monkeypatch.delenv("MXRT_GROUPED_GEMM_KERNEL", raising=False)
+    monkeypatch.delenv("MXRT_GROUPED_PLANS", raising=False)
+    api_grouped.clear_plans()
     runs = []
     real = grouped_gemm_torch.run
+    real_plan = torch_grouped.PreparedRoute.__call__
 
     def spy(*a, **k):
         runs.append(a[0].kind)
         return real(*a, **k)
 
+    def spy_plan(self, *a, **k):  # a planned call of the route (a repeated call signature)
+        runs.append(self.kind)
+        return real_plan(self, *a, **k)
+
     monkeypatch.setattr(grouped_gemm_torch, "run", spy)
+    monkeypatch.setattr(torch_grouped.PreparedRoute, "__call__", spy_plan)
     with mxrt.runtime.debug(poison=0xFF, sync_after_launch=True):  # workspaces, outputs and gate words poisoned
         yield runs
 
@@ -313,3 +325,129 @@ def test_offsets_kernel_against_its_twin(route, dtype):
             want, bad = grouped_gemm_torch.offsets_numpy(lens, cap, pad, tot)
             np.testing.assert_array_equal(offs.get(), want, err_msg=f"{lens[:8]} cap {cap} pad {pad}")
             assert int(gate.get()[0]) == (2 if checked and bad else 0), f"{lens[:8]} cap {cap}"
+
+
+# ---- call plans (a repeated call signature: prepared launches, no validation) ---------------------------------
+
+
+def _routes():
+    return [p for p in api_grouped._PLANS.values() if p.route is not None]
+
+
+def _plan_case(kind: str, n: int, rng: np.random.Generator, ldt: str = "int64"):
+    """(call(out), out shape, float64 reference) of a forward or wgrad problem with CuPy MXArray operands."""
+    lens = np.array([70, 0, 186, 1])
+    m, k = int(lens.sum()), 96
+    dl = cupy.asarray(lens.astype(ldt))
+    if kind == "lens":
+        qa, qb = mxrt.quantize_mx(values(rng, (m, k))), mxrt.quantize_mx(values(rng, (4, n, k)), axis=2)
+        a, b = dev(qa), dev(qb)
+        want = grouped_gemm_f64(grouped_gemm_problem(qa, qb, lens, out_dtype="float32"))[0]
+        return (lambda out=None: mxrt.grouped_gemm_mx(a, b, dl, out=out)), (m, n), want
+    qg = mxrt.quantize_mx_grouped(values(rng, (m, n)), lens, colwise=True, col_align=32)
+    qx = mxrt.quantize_mx_grouped(values(rng, (m, k)), lens, colwise=True, col_align=32)
+    a, b = dev(qg.col), dev(qx.col)
+    want = grouped_gemm_f64(wgrad_problem(qg, qx, lens))[0]
+    return (lambda out=None: mxrt.grouped_gemm_mx_wgrad(a, b, dl, out_dtype="bfloat16", out=out)), (4, n, k), want
+
+
+@pytest.mark.parametrize("with_out", [False, True], ids=["new", "out"])
+@pytest.mark.parametrize("kind,n,ldt", [("lens", 96, "int64"), ("lens", 50, "int32"), ("wgrad", 96, "int64"),
+                                        ("wgrad", 50, "int32")])  # fmt: skip
+def test_plan_runs_bitwise_as_the_validated_route(route, monkeypatch, kind, n, ldt, with_out):
+    """Plans off (every call validated), then on: the first call makes the plan, the next two run it; the same bits,
+    ``out`` written in place, a C-contiguous result where torch pads its rows (n = 50)."""
+    call, shape, want = _plan_case(kind, n, np.random.default_rng(n), ldt)
+    fresh = (lambda: cupy.full(shape, 0xFFFF, cupy.uint16)) if with_out else (lambda: None)
+    monkeypatch.setenv("MXRT_GROUPED_PLANS", "0")
+    ref = host(call(fresh()))
+    assert not api_grouped._PLANS
+    monkeypatch.delenv("MXRT_GROUPED_PLANS")
+    for i in range(3):
+        out = fresh()
+        got = call(out)
+        assert got is out if with_out else (got.flags.c_contiguous and got.shape == shape)
+        np.testing.assert_array_equal(host(got), ref, err_msg=f"call {i}")
+    (plan,) = _routes()
+    assert plan.route.kind == kind and not plan.torch
+    assert route == [kind] * 4  # plans off, the validated first call, two planned calls
+    check_nan(ref, want, f"{kind} n={n}")
+
+
+@pytest.mark.parametrize("case", sorted(GATE_CASES))
+def test_plan_takes_the_exact_fallback(route, case):
+    """MXArray operands outside the bf16 window or holding NaN / Inf codes: the planned call raises the gate like the
+    validated one, and the gated fallback gives the generic kernel's result, bitwise."""
+    ac, sa, bc, sb, fa, fb, k = gate_case(case)
+    g, n, m = 4, 65, ac.shape[0]
+    qa = mxrt.MXArray(cupy.asarray(ac), cupy.asarray(sa), fa, 32, 1, (m, k), "given")
+    qb = mxrt.MXArray(cupy.asarray(bc).reshape(g, n, -1), cupy.asarray(sb).reshape(g, n, -1), fb, 32, 2, (g, n, k),
+                      "given")  # fmt: skip
+    dl = cupy.asarray(np.array([120, 0, 100, 80]))
+    got = [host(mxrt.grouped_gemm_mx(qa, qb, dl)) for _ in range(2)]
+    assert len(_routes()) == 1 and route == ["lens", "lens"]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("MXRT_GROUPED_GEMM_KERNEL", "generic")
+        plain = host(mxrt.grouped_gemm_mx(qa, qb, dl))
+    for x in got:
+        np.testing.assert_array_equal(x, plain)
+
+
+def test_plan_device_lens_the_host_cannot_check(route):
+    """One plan, new device lengths each call: valid splits, then lengths that do not split the rows (short, past,
+    negative, huge): the planned call's gate sends them to the generic kernel's semantics, bitwise."""
+    rng = np.random.default_rng(9)
+    m, n, k = 300, 64, 128
+    a, b = dev(mxrt.quantize_mx(values(rng, (m, k)))), dev(mxrt.quantize_mx(values(rng, (4, n, k)), axis=2))
+    lens = cupy.asarray(np.array([100, 0, 150, 50]))
+    mxrt.grouped_gemm_mx(a, b, lens)
+    for bad in ([100, 0, 150, 50], [10, 20, 5, 0], [400, 400, 400, 400], [-5, 300, -1, 2], [2**40, 0, 0, 0]):
+        lens[...] = cupy.asarray(np.array(bad))
+        got = host(mxrt.grouped_gemm_mx(a, b, lens))
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("MXRT_GROUPED_GEMM_KERNEL", "generic")
+            np.testing.assert_array_equal(got, host(mxrt.grouped_gemm_mx(a, b, lens)), err_msg=str(bad))
+    assert len(_routes()) == 1 and route == ["lens"] * 6
+
+
+def test_plan_torch_tensors_and_streams(route):
+    """CUDA torch tensors in: planned calls return torch tensors (or write ``out``) with the validated route's bits;
+    torch on a side stream takes the validated route (pointers are read without DLPack's ordering only on the
+    legacy streams); CuPy operands on a CuPy stream of their own run the plan on that stream."""
+    import torch
+
+    rng = np.random.default_rng(13)
+    lens = np.array([70, 0, 186])
+    m, n, k = int(lens.sum()), 64, 128
+    qa, qb = mxrt.quantize_mx(values(rng, (m, k))), mxrt.quantize_mx(values(rng, (3, n, k)), axis=2)
+    t = lambda v: torch.from_numpy(np.ascontiguousarray(v)).cuda()  # noqa: E731
+    ta = dataclasses.replace(qa, data=t(qa.data), scales=t(qa.scales))
+    tb = dataclasses.replace(qb, data=t(qb.data), scales=t(qb.scales))
+    tl = t(lens)
+    ref = mxrt.grouped_gemm_mx(dev(qa), dev(qb), cupy.asarray(lens)).get()
+    for _ in range(3):
+        got = mxrt.grouped_gemm_mx(ta, tb, tl)
+        assert isinstance(got, torch.Tensor) and got.dtype == torch.bfloat16 and got.is_contiguous()
+        np.testing.assert_array_equal(got.view(torch.int16).cpu().numpy().view(np.uint16), ref)
+    d = torch.empty((m, n), dtype=torch.bfloat16, device="cuda")
+    for _ in range(2):
+        d.fill_(7.0)
+        assert mxrt.grouped_gemm_mx(ta, tb, tl, out=d) is d
+        np.testing.assert_array_equal(d.view(torch.int16).cpu().numpy().view(np.uint16), ref)
+    torch_plans = [p for p in _routes() if p.torch]
+    assert len(torch_plans) == 2
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        d.fill_(7.0)
+        mxrt.grouped_gemm_mx(ta, tb, tl, out=d)  # the plan declines: the validated route (DLPack's ordering)
+    side.synchronize()
+    np.testing.assert_array_equal(d.view(torch.int16).cpu().numpy().view(np.uint16), ref)
+    a, b, dl = dev(qa), dev(qb), cupy.asarray(lens)
+    mxrt.grouped_gemm_mx(a, b, dl)
+    s = cupy.cuda.Stream(non_blocking=True)
+    with s:  # torch's current stream is not CuPy's: the plan queues torch's work on CuPy's stream
+        outs = [mxrt.grouped_gemm_mx(a, b, dl) for _ in range(2)]
+    s.synchronize()
+    for o in outs:
+        np.testing.assert_array_equal(o.get(), ref)
+    assert route == ["lens"] * 10

@@ -2,19 +2,127 @@
 
 Flow as :mod:`mxrt.api.gemm`: operands in (:mod:`mxrt.api.interop`) -> :mod:`mxrt.problems.grouped_gemm`
 validates once -> :func:`mxrt.api.dispatch.use_gpu` -> :func:`mxrt.reference.grouped_gemm.grouped_gemm_numpy` or
-:func:`mxrt.ops.grouped_gemm.grouped_gemm_gpu` -> the result in the caller's kind.
+:func:`mxrt.ops.grouped_gemm.grouped_gemm_gpu` -> the result in the caller's kind. A device call whose signature
+was seen before and took the torch route skips all of that for its plan (below).
 """
 
 from __future__ import annotations
 
+import sys
+import threading
+from dataclasses import dataclass
 from typing import Any
 
-from .._kinds import dtype_name
+from .._kinds import dtype_name, is_device_array
+from ..config import grouped_gemm_kernel_override, grouped_plans_enabled
 from ..ops import grouped_gemm as grouped_ops
 from ..problems.grouped_gemm import GroupedGemmProblem, grouped_gemm_problem, wgrad_operand, wgrad_problem
 from ..reference.grouped_gemm import grouped_gemm_numpy
+from ..runtime.arrays import torch_on_legacy_streams, view_torch_cuda
 from . import interop
 from .dispatch import use_gpu
+from .gemm import _operand_key
+
+# ---- call plans: the torch route's host cost (issue 11) ------------------------------------------------------------
+# An eager call of the torch route spent ~340-410 us on the host (H200, session 11: validation, three DLPack-free
+# imports, the route and fallback choices, launch set-up of four kernels, CuPy views of torch tensors, a CuPy copy
+# kernel into ``out``), more than the GPU work of small MoE shapes. A call whose operands are device MXArrays (CuPy,
+# or CUDA torch tensors) with device ``group_lens`` (and ``out``, if given, of the same kind) is described by a key
+# of everything validation and the route choice read: each operand's part as ``gemm_mx``'s plans make it (format,
+# block, axis, logical shape, scale layout, the buffers' dtype / shape / strides / 16-byte alignment / device), the
+# lengths' and ``out``'s dtype / shape / strides / device, ``out_dtype``, ``align`` / ``accumulate`` (wgrad), and
+# ``MXRT_GROUPED_GEMM_KERNEL``. The first call of a key runs the validated route, then keeps the torch route with
+# its four launches prepared (:func:`mxrt.ops.grouped_gemm.prepare_route`), or that no route serves the key. A later
+# call of the key reads only the buffers' pointers: no validation (a different input is a different key, so it is
+# validated and raises as before), no route search, no launch set-up, no CuPy view except of a new CuPy result, and
+# ``out`` filled by one device copy. Checked on every call: the launch route and the current device (the prepared
+# launches'), no CUDA-graph capture on CuPy's stream (the route steps aside there), and for torch tensors both
+# libraries on the legacy default stream (pointers read without DLPack's stream ordering, as ``gemm_mx``'s plans).
+# ``MXRT_GROUPED_PLANS=0`` turns the plans off (A/B).
+
+
+@dataclass(frozen=True)
+class _Plan:
+    route: Any  # mxrt.runtime.torch_grouped.PreparedRoute, or None: another kernel serves the key (unplanned call)
+    torch: bool  # the operands are CUDA torch tensors (a torch result), else CuPy arrays (a CuPy result)
+
+
+_PLANS: dict[tuple, _Plan] = {}
+_PLANS_KEPT = 512
+_PLANS_LOCK = threading.Lock()
+
+
+def _array_key(x: Any, kind: str) -> tuple | None:
+    """The plan key's part of a device array argument (``group_lens``, ``out``) of the operands' ``kind``."""
+    if kind == "cupy":
+        if not is_device_array(x):
+            return None
+        return ("cupy", x.dtype, x.shape, x.strides, x.data.device_id)
+    torch = sys.modules.get("torch")
+    if torch is None or not isinstance(x, torch.Tensor) or not x.is_cuda:
+        return None
+    return ("torch", x.dtype, tuple(x.shape), x.stride(), x.get_device())
+
+
+def _plan_key(op: str, a: Any, b: Any, lens: Any, out: Any, out_dtype: Any, backend: Any, extra: tuple) -> tuple | None:
+    """The call's plan key, or None (no plan: the validated route runs)."""
+    if not grouped_plans_enabled() or type(backend) is not str or backend not in ("auto", "gpu"):
+        return None
+    if type(out_dtype) is not str:
+        return None
+    try:
+        return _key(op, a, b, lens, out, out_dtype, extra)
+    except AttributeError:  # an array-like without CuPy's / torch's full surface: validation will say what it is
+        return None
+
+
+def _key(op: str, a: Any, b: Any, lens: Any, out: Any, out_dtype: str, extra: tuple) -> tuple | None:
+    ka = _operand_key(a)
+    if ka is None:
+        return None
+    kb = _operand_key(b)
+    if kb is None or kb[0] != ka[0]:
+        return None
+    kl = _array_key(lens, ka[0])
+    if kl is None:
+        return None
+    ko = None if out is None else _array_key(out, ka[0])
+    if out is not None and ko is None:
+        return None
+    return (op, ka, kb, kl, ko, out_dtype, extra, grouped_gemm_kernel_override())
+
+
+def _run_plan(plan: _Plan, a: Any, b: Any, lens: Any, out: Any) -> Any:
+    """A planned call: the result (``out`` itself when given), or None where the validated route must run."""
+    r = plan.route
+    if not r.usable():
+        return None
+    if plan.torch:
+        torch = sys.modules["torch"]
+        if not torch_on_legacy_streams(torch, a.data.get_device()):
+            return None
+        d = r(a.data.data_ptr(), a.scales.data_ptr(), b.data.data_ptr(), b.scales.data_ptr(), lens.data_ptr(),
+              None if out is None else out.data_ptr())  # fmt: skip
+        return out if out is not None else d
+    d = r(a.data.data.ptr, a.scales.data.ptr, b.data.data.ptr, b.scales.data.ptr, lens.data.ptr,
+          None if out is None else out.data.ptr)  # fmt: skip
+    return out if out is not None else view_torch_cuda(d, "uint16")  # CuPy in, CuPy out (bfloat16 bits)
+
+
+def _remember(key: tuple, p: GroupedGemmProblem) -> None:
+    """After the first (validated) call of ``key``: keep its prepared route, or that none serves it."""
+    route, keep = grouped_ops.prepare_route(p)
+    if keep:
+        with _PLANS_LOCK:
+            if len(_PLANS) >= _PLANS_KEPT:
+                _PLANS.clear()
+            _PLANS[key] = _Plan(route, key[1][0] == "torch")
+
+
+def clear_plans() -> None:
+    """Forget every grouped call plan (tests)."""
+    with _PLANS_LOCK:
+        _PLANS.clear()
 
 
 def run_grouped(p: GroupedGemmProblem, backend: object, caller: Any, out: Any, out_native: Any) -> Any:
@@ -88,12 +196,22 @@ def grouped_gemm_mx(
         of ``a``'s.
     """
     op = "grouped_gemm_mx"
+    key = _plan_key(op, a, b, group_lens, out, out_dtype, backend, ())
+    if key is not None:
+        plan = _PLANS.get(key)
+        if plan is not None and plan.route is not None:
+            d = _run_plan(plan, a, b, group_lens, out)
+            if d is not None:
+                return d
     a, caller = interop.import_mx(a, op, "a")
     b, _ = interop.import_mx(b, op, "b")
     lens, _ = interop.import_array(group_lens, op, "group_lens")
     out_native = import_out(out, op, caller)
     p = grouped_gemm_problem(a, b, lens, kind="lens", out_dtype=out_dtype, out=out_native, op=op)
-    return run_grouped(p, backend, caller, out, out_native)
+    d = run_grouped(p, backend, caller, out, out_native)
+    if key is not None and key not in _PLANS and p.device:
+        _remember(key, p)
+    return d
 
 
 def grouped_gemm_mx_wgrad(
@@ -142,9 +260,21 @@ def grouped_gemm_mx_wgrad(
     """
     op = "grouped_gemm_mx_wgrad"
     a, b = wgrad_operand(a, "a", op), wgrad_operand(b, "b", op)
+    key = None
+    if type(align) is int and type(accumulate) is bool:
+        key = _plan_key(op, a, b, group_lens, out, out_dtype, backend, (align, accumulate))
+    if key is not None:
+        plan = _PLANS.get(key)
+        if plan is not None and plan.route is not None:
+            d = _run_plan(plan, a, b, group_lens, out)
+            if d is not None:
+                return d
     a, caller = interop.import_mx(a, op, "a")
     b, _ = interop.import_mx(b, op, "b")
     lens, _ = interop.import_array(group_lens, op, "group_lens")
     out_native = import_out(out, op, caller)
     p = wgrad_problem(a, b, lens, align=align, out_dtype=out_dtype, out=out_native, accumulate=accumulate, op=op)
-    return run_grouped(p, backend, caller, out, out_native)
+    d = run_grouped(p, backend, caller, out, out_native)
+    if key is not None and key not in _PLANS and p.device:
+        _remember(key, p)
+    return d

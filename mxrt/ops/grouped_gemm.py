@@ -239,6 +239,27 @@ def torch_route_reason(p: GroupedGemmProblem, target: str) -> str | None:
     return why
 
 
+def prepare_route(p: GroupedGemmProblem) -> tuple[Any, bool]:
+    """``(route, keep)`` for a plan of ``p``'s call signature (:mod:`mxrt.api.grouped_gemm`): ``route`` the torch
+    route with every launch prepared (:func:`mxrt.ops.grouped_gemm_torch.prepare`) where :func:`grouped_gemm_gpu`
+    runs ``p`` on it, else None; ``keep`` False where that answer may change on a later call with the same
+    signature (a CUDA-graph capture underway, launches through CuPy's call), so no plan should remember it."""
+    from ..runtime import torch_grouped
+    from ..runtime.arch import get_arch
+
+    force = grouped_gemm_kernel_override()
+    if not p.device or force not in (None, grouped_gemm_torch.NAME) or not (math.prod(p.out_shape) and p.n):
+        return None, True
+    arch = get_arch()
+    if grouped_gemm_torch.unsupported(arch.target, p) is not None:
+        return None, True
+    if torch_grouped.capturing():
+        return None, False
+    plan = _generic_plan(p)
+    route = grouped_gemm_torch.prepare(p, arch, plain_entry(p, plan, p.groups, arch))
+    return route, route is not None
+
+
 def _upload(x: Any, dtype: Any = np.uint8) -> Any:
     import cupy
 
@@ -298,11 +319,10 @@ def grouped_gemm_gpu(p: GroupedGemmProblem) -> Any:
     return download(out, p.out_dtype) if host else out
 
 
-def launch_plain(p: GroupedGemmProblem, plan: GroupedPlan, groups: Any, out: Any, arch: Any, gate: Any = None) -> None:
-    """Queue a generic or AMD grouped kernel (``plan.spec``) writing ``out``; ``gate`` (generic kernel only): a
-    device uint32 word, the grid returns at once while it is 0 (the torch route's exact fallback)."""
+def plain_entry(p: GroupedGemmProblem, plan: GroupedPlan, groups: Any, arch: Any) -> tuple[Any, LaunchConfig, tuple]:
+    """The kernel, launch configuration and scalars ``(m, n, k, kb, G, extra, flags, lens_i64)`` of
+    :func:`launch_plain` (the vector flags from the code buffers' 16-byte alignment, which a plan keys on)."""
     from ..runtime.compiler import build
-    from ..runtime.launch import launch
 
     kernel = build(plan.spec, plan.defines, arch)
     flags = 0
@@ -314,12 +334,20 @@ def launch_plain(p: GroupedGemmProblem, plan: GroupedPlan, groups: Any, out: Any
         flags |= codes.GEMM_FLAG_VEC_B
     lens_i64 = int(dtype_name(groups.dtype) == "int64")
     u32 = np.uint32
-    args = (p.a.data, p.a.scales, p.b.data, p.b.scales, out, groups)
-    args += (u32(plan.m), u32(plan.n), u32(plan.k), u32(plan.kb), u32(plan.num_groups), u32(plan.extra))
-    args += (u32(flags), u32(lens_i64))
+    scalars = (u32(plan.m), u32(plan.n), u32(plan.k), u32(plan.kb), u32(plan.num_groups), u32(plan.extra))
+    return kernel, plan.cfg, (*scalars, u32(flags), u32(lens_i64))
+
+
+def launch_plain(p: GroupedGemmProblem, plan: GroupedPlan, groups: Any, out: Any, arch: Any, gate: Any = None) -> None:
+    """Queue a generic or AMD grouped kernel (``plan.spec``) writing ``out``; ``gate`` (generic kernel only): a
+    device uint32 word, the grid returns at once while it is 0 (the torch route's exact fallback)."""
+    from ..runtime.launch import launch
+
+    kernel, cfg, scalars = plain_entry(p, plan, groups, arch)
+    args = (p.a.data, p.a.scales, p.b.data, p.b.scales, out, groups, *scalars)
     if plan.spec is grouped_gemm_kernels.GEMM_MX_GROUPED_GENERIC:  # its last argument; the AMD kernels have none
         args += (np.uint64(0) if gate is None else gate,)  # null: a numpy scalar the driver route packs
-    launch(p.op, kernel, plan.cfg, args)
+    launch(p.op, kernel, cfg, args)
 
 
 def download(out: Any, out_dtype: np.dtype) -> np.ndarray:

@@ -23,7 +23,8 @@ write after torch reused it): a capture takes the Hopper grouped kernels, which 
 Speed (H200, session 11 call 10, ``benchmarks/bench_grouped_gemm.py``, the Primus-Turbo #330 shapes, eager calls on
 both sides): 0.70-1.09x ``torch._grouped_mm`` bf16, median 0.85, on all but the smallest cells (the two dequantisation
 passes are the gap), against 0.34-0.58x for the Hopper grouped engine; gpt-oss B = 4, M = 2048 at 0.34-0.79x, where
-the ~340-410 us of host time of an eager call exceeds the GPU work.
+the ~340-410 us of host time of an eager call exceeds the GPU work. A repeated call signature now runs a plan
+(:func:`prepare`, :mod:`mxrt.api.grouped_gemm`): no validation, prepared launches, ``out`` filled by one device copy.
 Memory: the bf16 copies of both operands, ``2 * (rows of a + rows of b) * round_up(K, 8)`` bytes, as the workaround.
 """
 
@@ -89,6 +90,19 @@ def offsets_numpy(lens: Any, cap: int, pad: int, total: int) -> tuple[np.ndarray
     return ends, bool((cl != v).any() or int(cl.sum()) != total)
 
 
+def offsets_entry(lens: Any, cap: int, pad: int, total: int, arch: Any) -> tuple[Any, Any, tuple]:
+    """grouped_offsets' kernel, launch configuration and trailing scalars ``(G, lens_i64, cap, pad, total)`` for
+    the lengths ``lens`` (a device int32 / int64 ``[G]``; only its dtype and size are read)."""
+    from ..runtime.compiler import build
+    from ..runtime.launch import LaunchConfig
+    from .grouped_gemm_kernels import GROUPED_OFFSETS, GROUPED_OFFSETS_THREADS
+
+    kernel = build(GROUPED_OFFSETS, GROUPED_OFFSETS.variants[0], arch)
+    cfg = LaunchConfig((1, 1, 1), (GROUPED_OFFSETS_THREADS, 1, 1), 0)
+    lens_i64 = np.uint32(dtype_name(lens.dtype) == "int64")
+    return kernel, cfg, (np.uint32(int(lens.shape[0])), lens_i64, np.int64(cap), np.int64(pad), np.int64(total))
+
+
 def launch_offsets(
     op: str, lens: Any, cap: int, pad: int, total: int, arch: Any, gate: Any = None, offs: Any = None
 ) -> Any:
@@ -96,17 +110,11 @@ def launch_offsets(
     ends; ``gate`` (a device uint32 word) gets bit 2 where ``lens`` is not a split of ``total`` (None: no check).
     No host synchronisation."""
     from ..runtime import alloc
-    from ..runtime.compiler import build
-    from ..runtime.launch import LaunchConfig, launch
-    from .grouped_gemm_kernels import GROUPED_OFFSETS, GROUPED_OFFSETS_THREADS
+    from ..runtime.launch import launch
 
-    g = int(lens.shape[0])
-    offs = alloc.empty(g, np.int32) if offs is None else offs
-    kernel = build(GROUPED_OFFSETS, GROUPED_OFFSETS.variants[0], arch)
-    cfg = LaunchConfig((1, 1, 1), (GROUPED_OFFSETS_THREADS, 1, 1), 0)
-    lens_i64 = np.uint32(dtype_name(lens.dtype) == "int64")
-    args = (lens, offs, np.uint64(0) if gate is None else gate, np.uint32(g), lens_i64)
-    launch(op, kernel, cfg, (*args, np.int64(cap), np.int64(pad), np.int64(total)))
+    offs = alloc.empty(int(lens.shape[0]), np.int32) if offs is None else offs
+    kernel, cfg, scalars = offsets_entry(lens, cap, pad, total, arch)
+    launch(op, kernel, cfg, (lens, offs, np.uint64(0) if gate is None else gate, *scalars))
     return offs
 
 
@@ -140,3 +148,40 @@ def run(p: GroupedGemmProblem, groups: Any, out: Any, arch: Any) -> tuple[Any, A
     elif not res.flags.c_contiguous:  # torch pads the rows of an output whose width is not a multiple of 8
         res = res.copy()  # C-contiguous, as every mxrt result and the fallback kernel's row stride
     return res, gate
+
+
+def prepare(p: GroupedGemmProblem, arch: Any, fallback: tuple[Any, Any, tuple]) -> Any:
+    """:func:`run` and the gated fallback of ``p``'s call signature as one
+    :class:`mxrt.runtime.torch_grouped.PreparedRoute` (every launch prepared: kernel, configuration, parameter
+    block), or None where launches go through CuPy's call (then :func:`run` serves every call). ``fallback``: the
+    generic kernel's ``(kernel, cfg, scalars)`` (:func:`mxrt.ops.grouped_gemm.plain_entry`). What the launches
+    depend on besides sizes (the code buffers' 16-byte alignment, the lengths' dtype) is part of the plan key
+    (:mod:`mxrt.api.grouped_gemm`); the workspaces are torch allocations, 512-byte aligned."""
+    from ..runtime import torch_grouped
+    from ..runtime.launch import prepare as prepare_launch
+    from .dequant import dequant_entry
+
+    kp = padded(p.k)
+    b_rows = int(p.b.shape[0])
+    ws = 1 << 20  # any 16-byte aligned address: the workspaces' vector stores are on
+    bf = "bfloat16"
+    ea = dequant_entry(p.a.data.data.ptr, ws, p.a.scales, p.m, p.k, kp, p.a_fmt, None, bf, arch, True)
+    eb = dequant_entry(p.b.data.data.ptr, ws, p.b.scales, b_rows, p.k, kp, p.b_fmt, None, bf, arch, True)
+    if p.kind == "lens":  # as run(): rows cut at m, the split checked; wgrad: columns padded to align, cut at Mc
+        eo = offsets_entry(p.groups, p.m, 1, p.m, arch)
+    else:
+        eo = offsets_entry(p.groups, p.k, p.align, p.k, arch)
+    ptr = np.uint64(0)  # a pointer slot: the prepared launch packs an int there
+    # (entry, leading pointers, trailing pointers): the generic kernel's gate is its last argument
+    entries = ((ea, 4, 0), (eb, 4, 0), (eo, 3, 0), (fallback, 6, 1))
+    launches, values = [], []
+    for (kernel, cfg, scalars), head, tail in entries:
+        pl = prepare_launch(p.op, kernel, cfg, (*(ptr,) * head, *scalars, *(ptr,) * tail))
+        if pl is None:
+            return None
+        launches.append(pl)
+        values.append(tuple(int(v) for v in scalars))
+    b_shape = (p.num_groups, p.n, kp) if p.kind == "lens" else (b_rows, kp)
+    return torch_grouped.PreparedRoute(
+        tuple(launches), tuple(values), (p.m, kp), b_shape, p.num_groups, p.out_shape, p.kind
+    )

@@ -6,6 +6,12 @@ benchmarks/overhead_cpu_profile.py (where the host time of a call goes, before a
 
 What it cannot show: CuPy's own costs (its allocator, ndarray construction, stream queries) and the driver's.
 
+The grouped GEMMs' torch route runs here too on CPU torch (:func:`route_on_cpu`: the route's tensors on the CPU,
+torch's stream the null one): views of torch memory (``cupy.cuda.UnownedMemory`` / ``MemoryPointer`` /
+``ndarray(memptr=...)``), the stream-ordered copies and memsets (done at once on host memory), and, with
+``install(effects=True)``, the route's kernels computed by their numpy twins (``dequantize_mx`` into bf16,
+``grouped_offsets``), so torch's CPU ``_grouped_mm`` multiplies real operands (tests/test_grouped_plans.py).
+
 Install with :func:`install` (a context manager; restores every patched name).
 """
 
@@ -20,6 +26,7 @@ import types
 from collections.abc import Iterator
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
 
@@ -35,10 +42,21 @@ class MemPtr:
 
 class FakeDeviceArray(np.ndarray):
     """A numpy array mxrt takes for a CuPy array (its type's module is ``cupy``); ``.data`` is a :class:`MemPtr`
-    computed once per array, as CuPy's is an attribute."""
+    computed once per array, as CuPy's is an attribute. ``FakeDeviceArray(shape, dtype, memptr=..., strides=...)``
+    views foreign host memory as CuPy's constructor views device memory (a :class:`Memory` keeps its owner)."""
+
+    def __new__(cls, shape: Any, dtype: Any = float, memptr: Any = None, strides: Any = None) -> FakeDeviceArray:
+        if memptr is None:
+            return np.ndarray.__new__(cls, shape, dtype, strides=strides)
+        mem, off = memptr
+        buf = (ctypes.c_char * max(mem.size - off, 1)).from_address(mem.ptr + off)
+        out = np.ndarray.__new__(cls, shape, dtype, buffer=buf, strides=strides)
+        out._owner = (mem, buf)
+        return out
 
     def __array_finalize__(self, obj: Any) -> None:
         self._mem = None
+        self._owner = getattr(obj, "_owner", None)
 
     @property
     def data(self) -> MemPtr:  # type: ignore[override]
@@ -64,17 +82,50 @@ def _module(state: dict) -> types.ModuleType:
     cp.asarray = asarray
     cp.empty = lambda shape, dtype="uint8": np.empty(shape, dtype).view(FakeDeviceArray)
     cp.zeros = lambda shape, dtype="uint8": np.zeros(shape, dtype).view(FakeDeviceArray)
+    cp.full = lambda shape, value, dtype=None: np.full(shape, value, dtype).view(FakeDeviceArray)
     cp.ascontiguousarray = lambda x: np.ascontiguousarray(x).view(FakeDeviceArray)
     for name in ("uint8", "uint16", "int32", "int64", "float16", "float32"):
         setattr(cp, name, getattr(np, name))
     stream = types.SimpleNamespace(ptr=0, synchronize=lambda: None)
-    runtime = types.SimpleNamespace(is_hip=False, getDevice=lambda: state["device"], deviceSynchronize=lambda: None)
+    runtime = types.SimpleNamespace(
+        is_hip=False,
+        getDevice=lambda: state["device"],
+        deviceSynchronize=lambda: None,
+        streamIsCapturing=lambda ptr: int(state["capturing"]),
+        memcpyDeviceToDevice=3,
+        memsetAsync=_memset,
+        memcpyAsync=_memcpy,
+        memcpy2DAsync=_memcpy2d,
+    )
     cp.cuda = types.SimpleNamespace(
         get_current_stream=lambda: stream,
         runtime=runtime,
         Device=lambda i=None: types.SimpleNamespace(id=0 if i is None else i),
+        UnownedMemory=Memory,
+        MemoryPointer=lambda mem, off: (mem, off),
     )
     return cp
+
+
+class Memory:
+    """``cupy.cuda.UnownedMemory(ptr, size, owner, device_id)``: holds ``owner``."""
+
+    def __init__(self, ptr: int, size: int, owner: Any, device_id: Any = 0) -> None:
+        self.ptr, self.size, self.owner = ptr, size, owner
+
+
+def _memset(ptr: int, value: int, size: int, stream: int) -> None:
+    ctypes.memset(ptr, value, size)
+
+
+def _memcpy(dst: int, src: int, size: int, kind: int, stream: int) -> None:
+    ctypes.memmove(dst, src, size)
+
+
+def _memcpy2d(dst: int, dpitch: int, src: int, spitch: int, width: int, height: int, kind: int, stream: int) -> None:
+    assert width <= min(dpitch, spitch), (width, dpitch, spitch)
+    for r in range(height):
+        ctypes.memmove(dst + r * dpitch, src + r * spitch, width)
 
 
 #: the packed parameter layout of each kernel the small-call plans launch (kernel argument order), for reading
@@ -86,7 +137,48 @@ PARAM_FORMATS = {
     "gemm_mx_grouped_sm90_ws": "=128s128sQQQQIIIIIIII",
     "gemm_mx_splitk_reduce": "=QQQI",
     "quantize_mx_rowwise": "=QQQiiii",
+    "dequantize_mx": "=QQQQIIIII",
+    "grouped_offsets": "=QQQIIqqq",
+    "gemm_mx_grouped_generic": "=QQQQQQIIIIIIIIQ",
 }
+
+
+def _host(ptr: int, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
+    """The host memory at ``ptr`` (a fake device pointer) as a writable C-contiguous numpy array."""
+    dt = np.dtype(dtype)
+    n = int(np.prod(shape)) * dt.itemsize
+    return np.frombuffer((ctypes.c_char * max(n, 1)).from_address(ptr), dt, count=int(np.prod(shape))).reshape(shape)
+
+
+def _dequantize_effect(defines: dict, vals: tuple) -> None:
+    """kernels_src/quant/dequantize_mx.hip by its numpy twin: row-major scales, bf16 out (the route's pass)."""
+    from mxrt import codes
+    from mxrt.formats import MXArray
+
+    q, s, out, _gate, rows, k, ldo, kbs, _flags = vals
+    fmt = {v: n for n, v in codes.FMT_CODES.items()}[defines["EFMT"]]
+    assert defines["SL"] == 0 and defines["OUT_DTYPE"] == codes.GEMM_OUT_DTYPE_CODES["bfloat16"]
+    width = -(-k // 2) if fmt == "e2m1" else k
+    x = MXArray(_host(q, (rows, width), np.uint8).copy(), _host(s, (rows, kbs), np.uint8).copy(), fmt, 32, 1,
+                (rows, k), "given").dequantize(np.float32)  # fmt: skip
+    o = _host(out, (rows, ldo), np.uint16)
+    o[:, :k] = x.astype(ml_dtypes.bfloat16).view(np.uint16)
+    o[:, k:] = 0
+
+
+def _offsets_effect(defines: dict, vals: tuple) -> None:
+    """kernels_src/gemm/grouped_offsets.hip by its numpy twin (mxrt.ops.grouped_gemm_torch.offsets_numpy)."""
+    from mxrt.ops.grouped_gemm_torch import offsets_numpy
+
+    lens, offs, gate, g, lens_i64, cap, pad, total = vals
+    ends, bad = offsets_numpy(_host(lens, (g,), np.int64 if lens_i64 else np.int32), cap, pad, total)
+    _host(offs, (g,), np.int32)[:] = ends
+    if gate and bad:
+        _host(gate, (1,), np.uint32)[0] |= 2
+
+
+#: kernels whose work ``install(effects=True)`` does on the host (the torch route's producers of torch's operands)
+EFFECTS = {"dequantize_mx": _dequantize_effect, "grouped_offsets": _offsets_effect}
 
 
 def _value(x: Any) -> Any:
@@ -112,25 +204,34 @@ class FakeKernel:
     def __call__(self, grid: Any, block: Any, args: Any, shared_mem: int = 0) -> None:
         rec = ("cupy", self.name, tuple(grid), tuple(block), shared_mem, tuple(_value(a) for a in args))
         self._state["launches"].append(rec)
+        self.effect(rec[-1])
+
+    def effect(self, vals: tuple | None) -> None:
+        """Do the kernel's work on the host where ``install(effects=True)`` asks for it (:data:`EFFECTS`)."""
+        fn = EFFECTS.get(self.name) if self._state["effects"] else None
+        if fn is not None:
+            fn(self.defines, vals)
 
 
 ARCH_NAME = "NVIDIA H100 80GB HBM3"
 
 
 @contextlib.contextmanager
-def install(*, record: bool = False) -> Iterator[dict]:
+def install(*, record: bool = False, effects: bool = False) -> Iterator[dict]:
     """Fake cupy in ``sys.modules``, fake builds and an H100-shaped sm_90a :class:`~mxrt.runtime.Arch`.
     ``cuLaunchKernel`` is a C function that ignores its arguments and returns 0 (the launch route's packing runs in
-    full), or with ``record`` a Python function that reads the packed parameters back (:data:`PARAM_FORMATS`).
+    full), or with ``record`` a Python function that reads the packed parameters back (:data:`PARAM_FORMATS`);
+    ``effects`` (with ``record``) also runs :data:`EFFECTS` on both launch routes.
     Yields a dict: ``builds`` (every FakeKernel built), ``launches`` (``(route, symbol, grid, block, shared_mem,
-    values)`` of every launch, route "driver" or "cupy"), ``device`` (the current device id; settable)."""
+    values)`` of every launch, route "driver" or "cupy"), ``device`` (the current device id; settable),
+    ``capturing`` (what ``streamIsCapturing`` answers; settable)."""
     from mxrt.api import interop
     from mxrt.ops import gemm_sm90
     from mxrt.runtime import arch as arch_mod
     from mxrt.runtime import compiler, cublas
 
     launch = importlib.import_module("mxrt.runtime.launch")  # the package exports a function of the same name
-    state: dict = {"builds": [], "launches": [], "device": 0}
+    state: dict = {"builds": [], "launches": [], "device": 0, "capturing": False, "effects": effects}
     kind = interop.array_kind
 
     def array_kind(x: Any) -> str:  # a FakeDeviceArray is an ndarray subclass: tell it apart first
@@ -162,6 +263,7 @@ def install(*, record: bool = False) -> Iterator[dict]:
                 base = ctypes.c_void_p.from_address(params).value  # the first argument sits at the block's start
                 vals = struct.unpack(fmt, ctypes.string_at(base, struct.calcsize(fmt)))
             state["launches"].append(("driver", k.name, (gx, gy, gz), (bx, by, bz), smem, vals))
+            k.effect(vals)
             return 0
 
     else:
@@ -228,6 +330,7 @@ def _reset_caches() -> None:
     launch = importlib.import_module("mxrt.runtime.launch")
 
     api_gemm.clear_plans()
+    importlib.import_module("mxrt.api.grouped_gemm").clear_plans()
     for cache in (
         gemm_sm90._LAUNCHES,
         gemm_sm90._KERNELS,
@@ -242,3 +345,19 @@ def _reset_caches() -> None:
     clear = getattr(api_quant, "clear_plans", None)
     if clear is not None:
         clear()
+
+
+@contextlib.contextmanager
+def route_on_cpu() -> Iterator[None]:
+    """The grouped GEMMs' torch route on CPU torch (inside :func:`install`): its tensors on the CPU, torch's
+    current stream the null stream CuPy's stand-in reports, torch taken as usable."""
+    from mxrt.runtime import torch_grouped
+
+    saved = (torch_grouped.DEVICE_TYPE, torch_grouped._raw_stream, torch_grouped.unavailable)
+    torch_grouped.DEVICE_TYPE = "cpu"
+    torch_grouped._raw_stream = lambda torch, dev: 0
+    torch_grouped.unavailable = lambda: None
+    try:
+        yield
+    finally:
+        torch_grouped.DEVICE_TYPE, torch_grouped._raw_stream, torch_grouped.unavailable = saved

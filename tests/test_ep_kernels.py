@@ -1,15 +1,20 @@
 """mxrt.ep.dispatch's device layout kernels (kernels_src/moe/ep_*.hip) without a GPU: the numpy twin
 :func:`mxrt.layouts.ep.route` against :func:`send_layout`, the kernels built for the host SIMT emulator
-(tests/support/simt_ep_host.cpp) against the twins bit for bit, and the launch plans. GPU: tests/test_ep.py."""
+(tests/support/simt_ep_host.cpp) against the twins bit for bit, the launch plans, and the launchers of
+:mod:`mxrt.ops.ep_route` and the fused dispatch flow end to end through a stand-in CuPy whose driver runs every
+launch's packed parameters on the emulator (the Python -> kernel argument contract). GPU: tests/test_ep.py."""
 
 from __future__ import annotations
 
 import ctypes
+import importlib
+import struct
 from pathlib import Path
 
 import numpy as np
 import pytest
 from _hostcc import build_simt_lib, host_compiler
+from support import fake_cupy
 
 from mxrt.layouts import ep as ep_np
 from mxrt.ops import ep_kernels as K
@@ -77,11 +82,17 @@ def build_dir(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("simt_ep")
 
 
-def _lib(build_dir: Path, id_bytes: int = 8, unit: int = 16) -> ctypes.CDLL:
-    key = (id_bytes, unit)
+def _lib(build_dir: Path, id_bytes: int = 8, unit: int = 16, threads: int = _THREADS) -> ctypes.CDLL:
+    key = (id_bytes, unit, threads)
     if key not in _LIBS:
-        flags = [f"-DTHREADS={_THREADS}", f"-DID_BYTES={id_bytes}", f"-DUNIT={unit}"]
-        _LIBS[key] = build_simt_lib(build_dir / f"ep_i{id_bytes}_u{unit}.so", "simt_ep_host.cpp", flags)
+        flags = [f"-DTHREADS={threads}", f"-DID_BYTES={id_bytes}", f"-DUNIT={unit}"]
+        so = build_simt_lib(build_dir / f"ep_i{id_bytes}_u{unit}_t{threads}.so", "simt_ep_host.cpp", flags)
+        vp, i, ll = ctypes.c_void_p, ctypes.c_int, ctypes.c_longlong
+        so.simt_route_count.argtypes = [vp, vp, i, i, i, i, i]
+        so.simt_route_scatter.argtypes = [vp] * 5 + [i] * 7
+        so.simt_gather.argtypes = [vp] * 5 + [ll] * 8 + [i, i]
+        so.simt_recv_map.argtypes = [vp] * 4 + [ll] + [i] * 5
+        _LIBS[key] = so
     return _LIBS[key]
 
 
@@ -216,3 +227,116 @@ def test_host_recv_map_nothing_received(build_dir):
     g2r, perm, lens = host_map(build_dir, np.zeros((2, 5), np.int64), gx=1)
     assert g2r.size == 0 and perm.size == 0
     np.testing.assert_array_equal(lens, [0, 0, 0, 0])
+
+
+# ---- the launchers through a stand-in CuPy whose driver runs the kernels on the emulator -------------------------
+
+_ENTRY = {
+    "ep_route_count": "simt_route_count",
+    "ep_route_scatter": "simt_route_scatter",
+    "ep_gather_rows": "simt_gather",
+    "ep_recv_map": "simt_recv_map",
+}
+
+
+@pytest.fixture
+def simt_gpu(build_dir):
+    """fake_cupy with a driver that unpacks each launch's parameter block (the bytes cuLaunchKernel would get) and
+    runs that kernel there and then on the SIMT emulator, built with the launch's block size and defines."""
+    with fake_cupy.install(record=True) as state:
+
+        def driver(func, gx, gy, gz, bx, by, bz, smem, stream, params, extra) -> int:
+            k = next(b for b in state["builds"] if b.kernel.ptr == func)
+            fmt = fake_cupy.PARAM_FORMATS[k.name]
+            base = ctypes.c_void_p.from_address(params).value
+            vals = struct.unpack(fmt, ctypes.string_at(base, struct.calcsize(fmt)))
+            assert (gy, gz, by, bz, smem) == (1, 1, 1, 1, 0) and bx == k.defines["THREADS"]
+            so = _lib(build_dir, k.defines.get("ID_BYTES", 8), k.defines.get("UNIT", 16), bx)
+            state["launches"].append((k.name, gx, vals))
+            rc = getattr(so, _ENTRY[k.name])(*vals, gx, 2)
+            state["error"] = so.simt_error().decode() if rc else ""
+            return rc
+
+        importlib.import_module("mxrt.runtime.launch")._DRIVER = driver  # install() restores its own on exit
+        yield state
+
+
+def test_launchers_pack_what_the_kernels_read(simt_gpu):
+    rng = np.random.default_rng(3)
+    t, k, e, w = 300, 8, 16, 4  # 2400 pairs: 3 route CTAs of 1024
+    ids = np.argsort(rng.random((t, e)), 1)[:, :k].astype(np.int32)
+    ids[7, 2] = 99  # one bad id
+    p = t * k
+    plan = ep_route.plan_route(p)
+    hist = np.zeros(plan.num_ctas * (e + 1), np.int32)
+    order, pos = np.full(p, POISON, np.int64), np.full(p, POISON, np.int64)
+    counts = np.full((w, e // w + 1), POISON, np.int64)
+    ptr = lambda a: a.ctypes.data  # noqa: E731
+    ep_route.launch_route(ptr(ids), 4, p, e, w, ptr(hist), ptr(order), ptr(pos), ptr(counts), plan)
+    assert simt_gpu["error"] == "" and [n for n, _, _ in simt_gpu["launches"]] == ["ep_route_count", "ep_route_scatter"]
+    want = ep_np.route(ids, e, w)
+    np.testing.assert_array_equal(order, want.order)
+    np.testing.assert_array_equal(pos, want.pos)
+    np.testing.assert_array_equal(counts, want.counts)
+    # the send gather: codes | scales packed per pair (16-byte units), then the receive split (8-byte units)
+    codes = rng.integers(0, 256, (t, 64), np.uint8)
+    scales = rng.integers(0, 256, (t, 16), np.uint8)
+    send = np.zeros((p, 80), np.uint8)
+    segs = [(ptr(send), 80, ptr(codes), 64, 64), (ptr(send) + 64, 80, ptr(scales), 16, 16)]
+    ep_route.launch_gather(segs, ptr(order), p, k)
+    np.testing.assert_array_equal(send, np.concatenate([codes, scales], 1)[order // k])
+    c_out, s_out = np.zeros((p, 64), np.uint8), np.zeros((p, 8), np.uint8)
+    segs = [(ptr(c_out), 64, ptr(send), 80, 64), (ptr(s_out), 8, ptr(send) + 72, 80, 8)]
+    ep_route.launch_gather(segs, ptr(pos), p, 1)
+    np.testing.assert_array_equal(c_out, send[pos, :64])
+    np.testing.assert_array_equal(s_out, send[pos, 72:])
+    assert [(n, v[-8:]) for n, _, v in simt_gpu["launches"][-2:]] == [
+        ("ep_gather_rows", (p, k, 4, 1, 5, 5, 4, 1)),
+        ("ep_gather_rows", (p, 1, 8, 1, 8, 1, 10, 10)),
+    ]
+    # the receive maps
+    rc = np.concatenate([counts[:, :-1] * 2 + 1, np.zeros((w, 1), np.int64)], 1)
+    r = int(rc[:, :-1].sum())
+    g2r, perm, lens = np.zeros(r, np.int64), np.zeros(r, np.int64), np.zeros(e // w, np.int64)
+    ep_route.launch_recv_map(ptr(rc), e // w + 1, w, e // w, r, ptr(g2r), ptr(perm), ptr(lens))
+    np.testing.assert_array_equal(g2r, ep_np.grouped_to_recv(rc[:, :-1]))
+    np.testing.assert_array_equal(perm, ep_np.recv_to_grouped(rc[:, :-1]))
+    np.testing.assert_array_equal(lens, rc[:, :-1].sum(0))
+
+
+@pytest.fixture(scope="module")
+def gloo_world1():
+    torch = pytest.importorskip("torch")
+    dist = pytest.importorskip("torch.distributed")
+    if not dist.is_available() or dist.is_initialized():
+        pytest.skip("no torch.distributed, or a process group already exists in this process")
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    yield torch
+    dist.destroy_process_group()
+
+
+@pytest.mark.parametrize(("t", "h", "k"), [(37, 128, 3), (20, 96, 2), (0, 64, 2)])
+def test_fused_dispatch_through_the_launchers(simt_gpu, gloo_world1, monkeypatch, t, h, k):
+    """The fused flow of mxrt.ep with the CUDA kernel class (pointers, launchers, kernels on the emulator) on CPU
+    tensors in a gloo world of one: bitwise the torch layout."""
+    torch = gloo_world1
+    import mxrt
+    from mxrt.ep import _fused, dispatch
+
+    e = 8
+    g = torch.Generator().manual_seed(t + h)
+    x = mxrt.quantize_mx(torch.randn(t, h, generator=g).to(torch.bfloat16))
+    ids = torch.argsort(torch.rand(t, e, generator=g), 1)[:, :k].contiguous()
+    w = torch.rand(t, k, generator=g)
+    monkeypatch.setenv("MXRT_EP_DISPATCH", "torch")
+    gt, ht = dispatch(x, ids, w, num_experts=e)
+    monkeypatch.setenv("MXRT_EP_DISPATCH", "fused")
+    monkeypatch.setattr(_fused, "_kernels", lambda dev: _fused._CudaKernels(dev))
+    gf, hf = dispatch(x, ids, w, num_experts=e)
+    names = [n for n, _, _ in simt_gpu["launches"]]
+    gather = ["ep_gather_rows"] if t else []  # no rows: no gather launched
+    assert names == ["ep_route_count", "ep_route_scatter", *gather, "ep_recv_map", *gather]
+    assert torch.equal(gt.data, gf.data) and torch.equal(gt.scales, gf.scales)
+    for name in ("order", "recv_to_grouped", "group_lens", "recv_counts"):
+        assert torch.equal(getattr(ht, name), getattr(hf, name)), name
+    assert torch.equal(hf.pair_rows[hf.order], torch.arange(t * k))

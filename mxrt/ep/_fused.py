@@ -71,7 +71,7 @@ class _CudaKernels:
 
     @contextlib.contextmanager
     def on(self, stream: Any) -> Iterator[None]:
-        ptr = stream.cuda_stream
+        ptr = 0 if stream is None else stream.cuda_stream  # None: the legacy default stream
         ext = self._streams.get(ptr)
         if ext is None:
             try:

@@ -72,9 +72,36 @@ def _module(state: dict) -> types.ModuleType:
     cp.cuda = types.SimpleNamespace(
         get_current_stream=lambda: stream,
         runtime=runtime,
-        Device=lambda i=None: types.SimpleNamespace(id=0 if i is None else i),
+        Device=_Device,
+        ExternalStream=_ExternalStream,
     )
     return cp
+
+
+class _Device:
+    """``cupy.cuda.Device(i)``: ``id``, and a context manager (entering selects nothing here)."""
+
+    def __init__(self, i: int | None = None) -> None:
+        self.id = 0 if i is None else i
+
+    def __enter__(self) -> _Device:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        return None
+
+
+class _ExternalStream:
+    """``cupy.cuda.ExternalStream(ptr, device_id=-1)``: ``ptr``, a context manager (launches stay on stream 0)."""
+
+    def __init__(self, ptr: int, device_id: int = -1) -> None:
+        self.ptr, self.device_id = ptr, device_id
+
+    def __enter__(self) -> _ExternalStream:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        return None
 
 
 #: the packed parameter layout of each kernel the small-call plans launch (kernel argument order), for reading
@@ -86,6 +113,10 @@ PARAM_FORMATS = {
     "gemm_mx_grouped_sm90_ws": "=128s128sQQQQIIIIIIII",
     "gemm_mx_splitk_reduce": "=QQQI",
     "quantize_mx_rowwise": "=QQQiiii",
+    "ep_route_count": "=QQiii",
+    "ep_route_scatter": "=QQQQQiiiii",
+    "ep_gather_rows": "=QQQQQqqqqqqqq",
+    "ep_recv_map": "=QQQQqiii",
 }
 
 

@@ -60,6 +60,31 @@ extern "C" int simt_route(const void* ids, i32* hist, i64* order, i64* pos, i64*
   return simt::run_grid(simt::run_scatter, (u32)num_ctas, order_mode);
 }
 
+// One launch of either route kernel, with the kernel's own arguments (a recorded launch replayed).
+extern "C" int simt_route_count(const void* ids, i32* hist, int numel, int e, int chunk, int gx, int order_mode) {
+  simt::a_ids = ids;
+  simt::a_hist = hist;
+  simt::a_numel = numel;
+  simt::a_e = e;
+  simt::a_chunk = chunk;
+  return simt::run_grid(simt::run_count, (u32)gx, order_mode);
+}
+
+extern "C" int simt_route_scatter(const void* ids, i32* hist, i64* order, i64* pos, i64* counts, int numel, int e,
+                                  int w, int chunk, int num_ctas, int gx, int order_mode) {
+  simt::a_ids = ids;
+  simt::a_hist = hist;
+  simt::a_order = order;
+  simt::a_pos = pos;
+  simt::a_counts = counts;
+  simt::a_numel = numel;
+  simt::a_e = e;
+  simt::a_w = w;
+  simt::a_chunk = chunk;
+  simt::a_nctas = num_ctas;
+  return simt::run_grid(simt::run_scatter, (u32)gx, order_mode);
+}
+
 extern "C" int simt_gather(u8* d0, u8* d1, const u8* s0, const u8* s1, const i64* idx, long long n, long long div,
                            long long w0, long long w1, long long ldd0, long long ldd1, long long lds0, long long lds1,
                            int gx, int order_mode) {

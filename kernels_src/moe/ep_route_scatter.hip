@@ -22,7 +22,8 @@ extern "C" __global__ void __launch_bounds__(THREADS)
   const u32 t = MXRT_TID_X, b = MXRT_BID_X, nb = (u32)E + 1u;
   for (u32 e = t; e < nb; e += THREADS) {  // coalesced across e for every CTA row of hist
     u32 before = 0, total = 0;
-    for (u32 c = 0; c < (u32)num_ctas; ++c) {
+#pragma unroll 8
+    for (u32 c = 0; c < (u32)num_ctas; ++c) {  // independent loads, 8 in flight: L2 latency, not a chain of them
       const u32 v = (u32)hist[c * nb + e];
       before += c < b ? v : 0u;
       total += v;

@@ -326,10 +326,11 @@ def test_gpu_dispatch_syncs_once_combine_never(world1, monkeypatch, layout):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize(
-    ("t", "h", "e", "k"), [(300, 7168 // 8, 16, 8), (257, 256, 8, 4), (33, 96, 6, 3), (0, 128, 4, 2), (1, 64, 4, 4)]
+    ("t", "h", "e", "k"),
+    [(64, 7168, 256, 8), (300, 896, 16, 8), (257, 256, 8, 4), (33, 96, 6, 3), (0, 128, 4, 2), (1, 64, 4, 4)],
 )
 def test_gpu_world1_layouts_agree_bitwise(world1, monkeypatch, t, h, e, k):
-    """CUDA: the fused layout's kernels (16-byte rows at hidden 896, 8-byte at 256, bytes at 96) and the torch
+    """CUDA: the fused layout's kernels (16-byte rows at hidden 7168 / 896, 8-byte at 256, bytes at 96) and the torch
     layout give the same rows, maps and combine bit for bit; both bitwise the numpy simulation."""
     if not _cuda_nccl():
         pytest.skip("torch has no CUDA device or no NCCL")

@@ -24,7 +24,7 @@ from ..layouts._check import cdiv
 from ..runtime.arch import get_arch
 from ..runtime.compiler import build
 from ..runtime.kernel_spec import defines
-from ..runtime.launch import LaunchConfig, launch
+from ..runtime.launch import LaunchConfig, launch, prepare
 from . import ep_kernels as K
 
 OP = "ep.dispatch"
@@ -61,8 +61,36 @@ def unsupported(numel: int, num_experts: int) -> str | None:
     return None
 
 
-def _arch_defines(**kw: int) -> tuple[Any, Any]:
-    return get_arch(), defines(THREADS=K.THREADS, **kw)
+#: argument kinds of each kernel, as numpy scalars (u64: a pointer), for preparing its launches
+_U, _I, _Q = np.uint64(0), np.int32(0), np.int64(0)
+_KINDS = {
+    "ep_route_count": (_U, _U, _I, _I, _I),
+    "ep_route_scatter": (_U,) * 5 + (_I,) * 5,
+    "ep_gather_rows": (_U,) * 5 + (_Q,) * 8,
+    "ep_recv_map": (_U,) * 4 + (_Q, _I, _I, _I),
+}
+_PREPARED: dict[tuple, Any] = {}
+
+
+def _launch(spec: Any, cfg: LaunchConfig, vals: tuple[int, ...], **kw: int) -> None:
+    """Launch ``spec`` (defines THREADS + ``kw``) with raw int arguments (pointers as ints) on CuPy's current device
+    and stream: a cached :func:`mxrt.runtime.launch.prepare` launch per (kernel, device, grid) packs the ints
+    straight into its parameter block (a few microseconds: the dispatch launches these on its critical path);
+    :func:`mxrt.runtime.launch.launch` where the driver route does not serve."""
+    arch = get_arch()
+    kernel = build(spec, defines(THREADS=K.THREADS, **kw), arch)
+    key = (id(kernel), arch.device_id, cfg)
+    p = _PREPARED.get(key)
+    if p is None or p.kernel is not kernel or not p.usable():
+        p = prepare(OP, kernel, cfg, _KINDS[spec.symbol])
+        if p is None:
+            args = tuple(type(k)(v) for k, v in zip(_KINDS[spec.symbol], vals, strict=True))
+            launch(OP, kernel, cfg, args)
+            return
+        if len(_PREPARED) > 512:  # a long run of odd grids: start over rather than grow
+            _PREPARED.clear()
+        _PREPARED[key] = p
+    p(*vals)
 
 
 def launch_route(
@@ -74,13 +102,10 @@ def launch_route(
     ``[W, E / W + 1]``. Both kernels run even for ``numel = 0`` (the counts are then zeros)."""
     if id_bytes not in (4, 8) or num_experts % world_size or numel + plan.chunk > MAX_ROWS:
         raise ShapeError(f"{OP}: route of {numel} ids ({id_bytes} bytes), E = {num_experts}, W = {world_size}")
-    arch, d = _arch_defines(ID_BYTES=id_bytes)
-    i32, u64 = np.int32, np.uint64
     cfg = plan.config
-    launch(OP, build(K.EP_ROUTE_COUNT, d, arch), cfg,
-           (u64(ids), u64(hist), i32(numel), i32(num_experts), i32(plan.chunk)))  # fmt: skip
-    args = (u64(ids), u64(hist), u64(order), u64(pos), u64(counts), i32(numel), i32(num_experts), i32(world_size))
-    launch(OP, build(K.EP_ROUTE_SCATTER, d, arch), cfg, (*args, i32(plan.chunk), i32(plan.num_ctas)))
+    _launch(K.EP_ROUTE_COUNT, cfg, (ids, hist, numel, num_experts, plan.chunk), ID_BYTES=id_bytes)
+    vals = (ids, hist, order, pos, counts, numel, num_experts, world_size, plan.chunk, plan.num_ctas)
+    _launch(K.EP_ROUTE_SCATTER, cfg, vals, ID_BYTES=id_bytes)
 
 
 def gather_unit(*values: int) -> int:
@@ -91,9 +116,14 @@ def gather_unit(*values: int) -> int:
     return 1
 
 
+def _pow2(n: int) -> int:
+    return 1 << max(n - 1, 0).bit_length()
+
+
 def gather_config(rows: int) -> LaunchConfig:
-    """One warp per row, grid-stride beyond ``MAX_GATHER_CTAS`` CTAs."""
-    ctas = max(1, min(cdiv(rows, K.THREADS // 32), K.MAX_GATHER_CTAS))
+    """One warp per row, grid-stride beyond ``MAX_GATHER_CTAS`` CTAs; the CTA count rounded up to a power of two
+    (idle warps exit) so that the received row counts, new on every call, reuse a few prepared launches."""
+    ctas = min(_pow2(cdiv(rows, K.THREADS // 32)), K.MAX_GATHER_CTAS)
     return LaunchConfig(grid=(ctas, 1, 1), block=(K.THREADS, 1, 1))
 
 
@@ -110,15 +140,14 @@ def launch_gather(segments: list[Segment], idx: int, rows: int, div: int) -> Non
     segs = list(segments) + [(0, 0, 0, 0, 0)] * (2 - len(segments))
     unit = gather_unit(*(v for s in segs for v in s))
     (d0, ldd0, s0, lds0, w0), (d1, ldd1, s1, lds1, w1) = segs
-    arch, d = _arch_defines(UNIT=unit)
-    i64, u64 = np.int64, np.uint64
-    args = (u64(d0), u64(d1), u64(s0), u64(s1), u64(idx), i64(rows), i64(div), i64(w0 // unit), i64(w1 // unit))
-    strides = (i64(ldd0 // unit), i64(ldd1 // unit), i64(lds0 // unit), i64(lds1 // unit))
-    launch(OP, build(K.EP_GATHER_ROWS, d, arch), gather_config(rows), (*args, *strides))
+    u = unit
+    vals = (d0, d1, s0, s1, idx, rows, div, w0 // u, w1 // u, ldd0 // u, ldd1 // u, lds0 // u, lds1 // u)
+    _launch(K.EP_GATHER_ROWS, gather_config(rows), vals, UNIT=unit)
 
 
 def map_config(rows: int) -> LaunchConfig:
-    ctas = max(1, min(cdiv(rows, K.THREADS * 8), K.MAX_MAP_CTAS))
+    """About 8 grouped rows per thread (each CTA builds the segment tables once); a power of two of CTAs."""
+    ctas = min(_pow2(cdiv(rows, K.THREADS * 8)), K.MAX_MAP_CTAS)
     return LaunchConfig(grid=(ctas, 1, 1), block=(K.THREADS, 1, 1))
 
 
@@ -129,7 +158,5 @@ def launch_recv_map(
     ``g2r`` / ``perm`` int64 ``[rows]`` and ``lens`` int64 ``[experts_local]``; ``rows`` is the counts' sum."""
     if world_size * experts_local > K.MAX_SEGS or rows > MAX_ROWS:
         raise ShapeError(f"{OP}: receive map of {world_size} x {experts_local} segments, {rows} rows")
-    arch, d = _arch_defines(ID_BYTES=8)
-    i32, i64, u64 = np.int32, np.int64, np.uint64
-    args = (u64(counts), u64(g2r), u64(perm), u64(lens), i64(rows), i32(world_size), i32(experts_local), i32(ldc))
-    launch(OP, build(K.EP_RECV_MAP, d, arch), map_config(rows), args)
+    vals = (counts, g2r, perm, lens, rows, world_size, experts_local, ldc)
+    _launch(K.EP_RECV_MAP, map_config(rows), vals, ID_BYTES=8)

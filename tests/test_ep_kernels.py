@@ -315,10 +315,13 @@ def gloo_world1():
     dist.destroy_process_group()
 
 
-@pytest.mark.parametrize(("t", "h", "k"), [(37, 128, 3), (20, 96, 2), (0, 64, 2)])
-def test_fused_dispatch_through_the_launchers(simt_gpu, gloo_world1, monkeypatch, t, h, k):
+@pytest.mark.parametrize(
+    ("t", "h", "k", "first"), [(37, 128, 3, 1000), (37, 128, 3, None), (20, 96, 2, 1), (0, 64, 2, None)]
+)
+def test_fused_dispatch_through_the_launchers(simt_gpu, gloo_world1, monkeypatch, t, h, k, first):
     """The fused flow of mxrt.ep with the CUDA kernel class (pointers, launchers, kernels on the emulator) on CPU
-    tensors in a gloo world of one: bitwise the torch layout."""
+    tensors in a gloo world of one: bitwise the torch layout; the send gather in one launch or split in two around
+    the counts' all-to-all (``first``: FIRST_GATHER_BYTES)."""
     torch = gloo_world1
     import mxrt
     from mxrt.ep import _fused, dispatch
@@ -332,10 +335,13 @@ def test_fused_dispatch_through_the_launchers(simt_gpu, gloo_world1, monkeypatch
     gt, ht = dispatch(x, ids, w, num_experts=e)
     monkeypatch.setenv("MXRT_EP_DISPATCH", "fused")
     monkeypatch.setattr(_fused, "_kernels", lambda dev: _fused._CudaKernels(dev))
+    if first is not None:
+        monkeypatch.setattr(_fused, "FIRST_GATHER_BYTES", first)
     gf, hf = dispatch(x, ids, w, num_experts=e)
     names = [n for n, _, _ in simt_gpu["launches"]]
     gather = ["ep_gather_rows"] if t else []  # no rows: no gather launched
-    assert names == ["ep_route_count", "ep_route_scatter", *gather, "ep_recv_map", *gather]
+    send = gather * (2 if first is not None else 1)
+    assert names == ["ep_route_count", "ep_route_scatter", *send, "ep_recv_map", *gather]
     assert torch.equal(gt.data, gf.data) and torch.equal(gt.scales, gf.scales)
     for name in ("order", "recv_to_grouped", "group_lens", "recv_counts"):
         assert torch.equal(getattr(ht, name), getattr(hf, name)), name

@@ -7,7 +7,9 @@ ops of the torch layout, and the work is ordered so that the device never waits 
    its inverse ``pair_rows`` for the combine, and the ``[W, E_l + 1]`` send counts, bad ids in the last column),
    then the counts' all-to-all (NCCL), then one copy of both count matrices to pinned host memory;
 2. caller's stream, after the sort only: ``ep_gather_rows`` packs codes and scales of each pair's token into its
-   send row (no ``torch.cat`` of the tokens first), while the counts travel;
+   send row (no ``torch.cat`` of the tokens first), while the counts travel: a first launch of
+   :data:`FIRST_GATHER_BYTES` before the counts' NCCL call (the device works through the host's call), the rest
+   after it (the NCCL kernel then waits for the first launch's blocks only);
 3. the one host sync waits for the counts' copy alone; the split sizes and the bad-id total are summed on the host;
 4. caller's stream: the all-to-all-v of the packed rows; side stream meanwhile: ``ep_recv_map`` (grouped_to_recv,
    recv_to_grouped, group_lens in one kernel, hidden behind the transfer);
@@ -31,6 +33,11 @@ from ..errors import ShapeError
 from ..layouts import ep as ep_np
 from . import _transport as tp
 
+#: bytes of send rows gathered before the counts' all-to-all is called (~70 us of gather on an H200): the device
+#: works through the host's ~60-100 us NCCL call instead of idling, and the NCCL kernel, queued behind only this
+#: first launch's blocks, is not held back until the whole gather has been dispatched (equal-priority kernels
+#: start in launch order); the rest of the rows are gathered by a second launch after the call
+FIRST_GATHER_BYTES = 128 << 20
 #: side streams, one per CUDA device (created on first use)
 _SIDE: dict[int, Any] = {}
 #: CuPy views of torch streams, by stream pointer
@@ -167,14 +174,17 @@ def dispatch_rows(
     with torch.cuda.stream(side) if cuda else contextlib.nullcontext():
         kern.route(side, ids, num_experts, w, cbuf[0], order, pos)
         sorted_ev = side.record_event() if cuda else None
-        tp.all_to_all_into(cbuf[1], cbuf[0], group)  # the counts travel while the send rows are gathered
     if cuda:
         main.wait_event(sorted_ev)
     segs, lo = [], 0
     for s, wd in zip(srcs, widths, strict=True):
         segs.append((send[:, lo : lo + wd], s))
         lo += wd
-    kern.gather(main, segs, order, p, k)
+    first = min(p, max(1, FIRST_GATHER_BYTES // max(rb, 1)))
+    kern.gather(main, [(d[:first], s) for d, s in segs], order[:first], first, k)
+    with torch.cuda.stream(side) if cuda else contextlib.nullcontext():
+        tp.all_to_all_into(cbuf[1], cbuf[0], group)  # the counts travel while the send rows are gathered
+    kern.gather(main, [(d[first:], s) for d, s in segs], order[first:], p - first, k)
     with torch.cuda.stream(side) if cuda else contextlib.nullcontext():
         pending = tp.host_ints(cbuf)
     host = np.asarray(pending.wait(), np.int64).reshape(2, w, el + 1)  # the one host sync

@@ -127,6 +127,19 @@ def grouped_plans_enabled() -> bool:
     return raw is None or raw.strip().lower() not in ("0", "off", "false", "no")
 
 
+#: ``MXRT_EP_DISPATCH``: how :func:`mxrt.ep.dispatch` lays its rows out. ``fused``: mxrt's device layout kernels
+#: (kernels_src/moe/ep_*.hip: counting-sort send order and counts, packed row gathers, receive maps) with the counts'
+#: exchange on a side stream; CPU tensors run the kernels' numpy twins (the tests' way to run this flow on gloo).
+#: ``torch``: torch ops only (the session-8 path: bincount-free counts, radix argsort, index_select). Unset or
+#: ``auto``: ``fused`` for CUDA tensors where CuPy imports and the kernels take the problem, else ``torch``.
+ENV_EP_DISPATCH = "MXRT_EP_DISPATCH"
+
+
+def ep_dispatch_mode() -> str:
+    v = os.environ.get(ENV_EP_DISPATCH, "").strip().lower()
+    return v or "auto"
+
+
 #: ``LOCAL_RANK`` (set by ``torchrun``): the GPU ``python -m mxrt.ep.launch`` binds its process to (default 0).
 #: ``RANK`` / ``WORLD_SIZE`` / ``MASTER_ADDR`` / ``MASTER_PORT`` are torch.distributed's own; the launcher fills
 #: in :data:`EP_WORLD_OF_ONE` where they are unset (a run without torchrun is a world of one). mxrt.ep also

@@ -110,8 +110,62 @@ def test_device_permutation_matches_numpy(w):
     np.testing.assert_array_equal(inv.numpy(), ep_np.grouped_to_recv(c))
 
 
-def test_world1_cpu_layer(world1):
+@pytest.fixture(params=["torch", "fused"])
+def layout(request, monkeypatch):
+    """Each dispatch layout in turn (MXRT_EP_DISPATCH; CPU tensors run the fused one on the kernels' twins)."""
+    monkeypatch.setenv("MXRT_EP_DISPATCH", request.param)
+    return request.param
+
+
+def test_world1_cpu_layer(world1, layout):
     _run_layer(torch.device("cpu"))
+
+
+def _layouts_agree(dev, monkeypatch, payload, ids, wts, e):
+    """Dispatch ``payload`` with both layouts: rows, maps and the combine bit for bit the same."""
+    got = {}
+    for lay in ("torch", "fused"):
+        monkeypatch.setenv("MXRT_EP_DISPATCH", lay)
+        got[lay] = dispatch(payload, ids, wts, num_experts=e)
+    (gt, ht), (gf, hf) = got["torch"], got["fused"]
+    if isinstance(payload, mxrt.formats.mx.MXArray):
+        assert torch.equal(gt.data, gf.data) and torch.equal(gt.scales, gf.scales) and gt.shape == gf.shape
+    else:
+        assert torch.equal(gt.view(torch.uint8), gf.view(torch.uint8)) and gt.dtype == gf.dtype
+    for name in ("order", "recv_to_grouped", "group_lens", "recv_counts"):
+        a, b = getattr(ht, name), getattr(hf, name)
+        assert a.dtype == b.dtype == torch.int64 and a.device == b.device == ids.device, name
+        assert torch.equal(a, b), name
+    assert (ht.send_splits, ht.recv_splits) == (hf.send_splits, hf.recv_splits)
+    assert ht.pair_rows is None and torch.equal(hf.pair_rows[hf.order], torch.arange(ids.numel(), device=ids.device))
+    y = (torch.arange(hf.num_recv * 16, device=ids.device) % 251).reshape(-1, 16).to(torch.bfloat16)
+    assert torch.equal(combine(y, ht), combine(y, hf))
+    return hf
+
+
+@pytest.mark.parametrize(("t", "h", "e", "k"), [(37, 128, 8, 3), (20, 96, 4, 2), (0, 64, 4, 2), (9, 64, 6, 6)])
+def test_world1_cpu_layouts_agree_bitwise(world1, monkeypatch, t, h, e, k):
+    """The fused layout (here on its numpy twins) and the torch layout: the same rows and maps, MX (hidden 96:
+    3-byte scale rows, packed rows of 99 bytes) and bf16 payloads, int32 and int64 ids."""
+    g = torch.Generator().manual_seed(t + h)
+    x = torch.randn(t, h, generator=g).to(torch.bfloat16)
+    ids = torch.argsort(torch.rand(t, e, generator=g), 1)[:, :k].contiguous()
+    w = torch.rand(t, k, generator=g)
+    _layouts_agree(torch.device("cpu"), monkeypatch, mxrt.quantize_mx(x), ids, w, e)
+    _layouts_agree(torch.device("cpu"), monkeypatch, x, ids.to(torch.int32), w, e)
+
+
+def test_world1_cpu_fused_bad_ids_and_mode(world1, monkeypatch):
+    monkeypatch.setenv("MXRT_EP_DISPATCH", "fused")
+    x = mxrt.quantize_mx(torch.randn(4, 64))
+    w = torch.ones(4, 2)
+    for bad in (4, -1, 2**40):
+        ids = torch.tensor([[0, 1], [2, bad], [0, 1], [bad, 1]])
+        with pytest.raises(ShapeError, match=r"2 id\(s\) outside \[0, 4\)"):
+            dispatch(x, ids, w, num_experts=4)
+    monkeypatch.setenv("MXRT_EP_DISPATCH", "nccl")
+    with pytest.raises(mxrt.errors.UnsupportedArchError, match="MXRT_EP_DISPATCH is 'nccl'"):
+        dispatch(x, torch.zeros(4, 2, dtype=torch.int64), w, num_experts=4)
 
 
 def test_world1_cpu_empty_and_bf16_payload(world1):
@@ -197,19 +251,26 @@ def _torchrun(w, *args, env=None):
     return subprocess.run(cmd, capture_output=True, text=True, env=e, timeout=300, check=False)
 
 
+#: every dispatch layout, and the two mixed in one world (torch on even ranks, fused on odd ones: one wire format)
+LAYOUTS = ("torch", "fused", "mixed")
+
+
 def test_torchrun_gloo_w2():
-    """Two CPU processes (gloo): uneven routing, every rank bitwise on the dispatch and within 1e-5 on the layer."""
-    r = _torchrun(2, "--tokens", "37", "--topk", "3", env={"CUDA_VISIBLE_DEVICES": ""})
+    """Two CPU processes (gloo): uneven routing, every rank bitwise on the dispatch and within 1e-5 on the layer,
+    with each layout and the two mixed."""
+    r = _torchrun(2, "--tokens", "37", "--topk", "3", "--layout", *LAYOUTS, env={"CUDA_VISIBLE_DEVICES": ""})
     assert r.returncode == 0 and "mxrt.ep check W=2: PASS" in r.stdout, r.stdout + r.stderr
+    assert r.stdout.count("dispatch bitwise ok") == 2 * len(LAYOUTS), r.stdout
 
 
 def test_torchrun_gloo_w3_uneven():
     """Three CPU processes: rank 0 holds no tokens, rank 1 int32 ids and bf16 weights, hidden 96 (3-byte scale
     rows travel as bytes, codes as 8-byte words)."""
     args = ["--tokens", "30", "--hidden", "96", "--inter", "64", "--experts", "6", "--topk", "4", "--uneven"]
+    args += ["--layout", *LAYOUTS]
     r = _torchrun(3, *args, env={"CUDA_VISIBLE_DEVICES": ""})
     assert r.returncode == 0 and "mxrt.ep check W=3: PASS" in r.stdout, r.stdout + r.stderr
-    assert "rank 0/3 cpu: tokens 0 " in r.stdout
+    assert "rank 0/3 cpu layout fused: tokens 0 " in r.stdout and r.stdout.count("dispatch bitwise ok") == 3 * 3
 
 
 def test_import_mxrt_does_not_import_ep():
@@ -230,7 +291,7 @@ def test_gpu_world1_nccl_layer(world1):
 
 @pytest.mark.gpu
 @pytest.mark.filterwarnings("ignore:Synchronization debug mode is a prototype feature:UserWarning")
-def test_gpu_dispatch_syncs_once_combine_never(world1, monkeypatch):
+def test_gpu_dispatch_syncs_once_combine_never(world1, monkeypatch, layout):
     """torch's sync debug mode raises on any synchronising torch call; the one wait of the dispatch is counted (it
     waits on the counts' copy event, not the stream) and let through."""
     if not _cuda_nccl():
@@ -258,8 +319,39 @@ def test_gpu_dispatch_syncs_once_combine_never(world1, monkeypatch):
         y = combine(torch.ones(hd.num_recv, 64, device="cuda", dtype=torch.bfloat16), hd)
     finally:
         torch.cuda.set_sync_debug_mode(0)
-    assert n_dispatch == 1 and calls == [2 * 1 + 1]
+    # the torch layout copies the 2W + 1 sizes, the fused one both [W, E_l + 1] count matrices
+    assert n_dispatch == 1 and calls == ([2 * 1 + 1] if layout == "torch" else [2 * 1 * (8 + 1)])
     assert torch.allclose(y.float(), w.sum(1, keepdim=True).expand(-1, 64).bfloat16().float(), rtol=1e-2)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    ("t", "h", "e", "k"),
+    [(64, 7168, 256, 8), (300, 896, 16, 8), (257, 256, 8, 4), (33, 96, 6, 3), (0, 128, 4, 2), (1, 64, 4, 4)],
+)
+def test_gpu_world1_layouts_agree_bitwise(world1, monkeypatch, t, h, e, k):
+    """CUDA: the fused layout's kernels (16-byte rows at hidden 7168 / 896, 8-byte at 256, bytes at 96) and the torch
+    layout give the same rows, maps and combine bit for bit; both bitwise the numpy simulation."""
+    if not _cuda_nccl():
+        pytest.skip("torch has no CUDA device or no NCCL")
+    dev = torch.device("cuda")
+    g = torch.Generator(device=dev).manual_seed(t + h)
+    x = torch.randn(t, h, device=dev, generator=g).to(torch.bfloat16)
+    ids = torch.argsort(torch.rand(t, e, device=dev, generator=g), 1)[:, :k].contiguous()
+    w = torch.rand(t, k, device=dev, generator=g)
+    xq = mxrt.quantize_mx(x)
+    hf = _layouts_agree(dev, monkeypatch, xq, ids, w, e)
+    _layouts_agree(dev, monkeypatch, x, ids.to(torch.int32), w, e)
+    codes, lens, _ = ep_np.simulate_dispatch([xq.data.cpu().numpy()], [ids.cpu().numpy()], e)
+    monkeypatch.setenv("MXRT_EP_DISPATCH", "fused")
+    g2, _ = dispatch(xq, ids, w, num_experts=e)
+    np.testing.assert_array_equal(g2.data.cpu().numpy(), codes[0])
+    np.testing.assert_array_equal(hf.group_lens.cpu().numpy(), lens[0])
+    bad = ids.clone()
+    if t:
+        bad[t // 2, 0] = e
+        with pytest.raises(ShapeError, match=r"1 id\(s\) outside"):
+            dispatch(xq, bad, w, num_experts=e)
 
 
 @pytest.mark.gpu
@@ -280,6 +372,7 @@ def test_gpu_torchrun_nccl_w2():
         pytest.skip(f"needs 2 GPUs for W = 2 over NCCL, this machine has {torch.cuda.device_count()}")
     for extra in ([], ["--uneven"]):
         r = _torchrun(
-            2, "--tokens", "200", "--hidden", "512", "--inter", "256", "--experts", "16", "--topk", "8", *extra
-        )
+            2, "--tokens", "200", "--hidden", "512", "--inter", "256", "--experts", "16", "--topk", "8", *extra,
+            "--layout", *LAYOUTS,
+        )  # fmt: skip
         assert r.returncode == 0 and "mxrt.ep check W=2: PASS" in r.stdout, r.stdout + r.stderr

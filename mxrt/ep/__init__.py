@@ -27,12 +27,14 @@ from typing import Any
 
 import torch
 
+from .. import config
 from ..api.grouped_gemm import grouped_gemm_mx
 from ..api.layouts import moe_combine
 from ..api.quant import quantize_mx
-from ..errors import DtypeError, ShapeError
+from ..errors import DtypeError, ShapeError, UnsupportedArchError
 from ..formats.mx import MXArray
 from ..layouts.ep import experts_per_rank
+from . import _fused
 from . import _transport as tp
 from ._transport import NVLS_OFF, multicast_off
 
@@ -51,6 +53,8 @@ class DispatchHandle:
     num_tokens, topk : this rank's ``topk_ids`` shape.
     topk_weights : ``[T, topk]`` routing weights (float32 for the combine).
     world_size, rank : of the group the dispatch ran on.
+    pair_rows : int64 ``[T * topk]``, the send row of each flat pair (the inverse of ``order``, what the fused
+        combine reads through), or None where the dispatch did not compute it (the torch layout).
     """
 
     order: torch.Tensor
@@ -64,6 +68,7 @@ class DispatchHandle:
     topk_weights: torch.Tensor
     world_size: int
     rank: int
+    pair_rows: torch.Tensor | None = None
 
     @property
     def num_recv(self) -> int:
@@ -104,22 +109,18 @@ def _words(t: torch.Tensor) -> torch.Tensor:
     if b.numel() == 0:
         b = torch.empty(b.shape, dtype=torch.uint8, device=b.device)  # empty views may carry stride 0
     for size, dt in ((8, torch.int64), (4, torch.int32)):
-        if b.shape[1] % size == 0 and b.storage_offset() % size == 0:
-            return b.view(dt)
+        if b.shape[1] % size == 0:  # the word follows from the row width alone (both layouts: one wire format)
+            return (b if b.storage_offset() % size == 0 else b.clone()).view(dt)
     return b
 
 
-#: a payload part: (index of the buffer that carries it, first word, end word) of the buffer's rows
-_Part = tuple[int, int, int]
+def _payload_bytes(x: Any, op: str) -> tuple[list[torch.Tensor], torch.Tensor]:
+    """The rows to send as uint8 ``[T, width]`` tensors (an MXArray: its codes and its E8M0 scales; a tensor: its
+    rows) and a tensor that stands for the tokens (shape, device).
 
-
-def _payloads(x: Any, op: str) -> tuple[list[torch.Tensor], list[_Part], torch.Tensor]:
-    """The rows to send (integer words, :func:`_words`), where each output (codes and scales, or the tensor) sits
-    in them, and a tensor that stands for the tokens (shape, device).
-
-    MX codes and scales travel packed in one row (``codes | scales``, one gather, one all-to-all-v) when both byte
-    widths are multiples of a word (4 or 8 bytes: hidden % 128 == 0); the decision depends on the hidden size alone,
-    so every rank of a group makes the same one. Otherwise they travel as two buffers."""
+    Both layouts send them packed side by side in one row (``codes | scales``: one gather, one all-to-all-v) of
+    NCCL words of 8, 4 or 1 bytes, decided from the row's byte width alone: every rank of a group sends the same
+    format whichever layout it runs."""
     if isinstance(x, MXArray):
         if not isinstance(x.data, torch.Tensor):
             raise DtypeError(f"{op}: argument 'x_mx' holds {_what(x.data)} codes, expected torch tensors")
@@ -128,17 +129,9 @@ def _payloads(x: Any, op: str) -> tuple[list[torch.Tensor], list[_Part], torch.T
                 f"{op}: argument 'x_mx' is an MXArray of shape {x.shape} blocked along axis {x.axis} with scale "
                 f"layout {x.scale_layout}, expected [num_tokens, hidden] blocked along axis 1, plain scales"
             )
-        codes, scales = x.data.contiguous().view(torch.uint8), x.scales.contiguous().view(torch.uint8)
-        cb, sb = codes.shape[1], scales.shape[1]
-        for size, dt in ((8, torch.int64), (4, torch.int32)):
-            if cb % size == 0 and sb % size == 0:
-                packed = torch.cat([codes, scales], 1)  # a fresh buffer: offset 0, word-aligned rows
-                return [packed.view(dt)], [(0, 0, cb // size), (0, cb // size, (cb + sb) // size)], x.data
-        cw, sw = _words(codes), _words(scales)
-        return [cw, sw], [(0, 0, cw.shape[1]), (1, 0, sw.shape[1])], x.data
+        return [x.data.contiguous().view(torch.uint8), x.scales.contiguous().view(torch.uint8)], x.data
     if isinstance(x, torch.Tensor) and x.ndim == 2:
-        xw = _words(x)
-        return [xw], [(0, 0, xw.shape[1])], x
+        return [x.contiguous().view(torch.uint8)], x
     raise DtypeError(f"{op}: argument 'x_mx' is {_what(x)}, expected an MXArray of torch tensors or a 2-D tensor")
 
 
@@ -199,18 +192,62 @@ def dispatch(
     Notes
     -----
     Collectives, in order: an all-to-all of the ``[W, E_l + 1]`` counts (equal splits, device), **one host sync**
-    (``2W + 1`` int64: the split sizes NCCL's all-to-all-v needs on the host and the bad-id count; the rows to send
-    are gathered on the device while the host waits), then one all-to-all-v (codes and scales packed in one row
-    when hidden % 128 == 0, else one per buffer) and a gather into the grouped order. Ids outside ``[0, E)`` raise
-    :class:`ShapeError` on every rank after the sync (the count travels with the counts, so no rank is left
-    waiting in a collective).
+    (the split sizes NCCL's all-to-all-v needs on the host and the bad-id count; the rows to send are gathered on
+    the device while the host waits), then one all-to-all-v (codes and scales packed in one row) and a gather into
+    the grouped order. Ids outside ``[0, E)`` raise :class:`ShapeError` on every rank after the sync (the count
+    travels with the counts, so no rank is left waiting in a collective).
+
+    Two layouts compute the same maps and rows bit for bit (``MXRT_EP_DISPATCH``): ``fused`` (default for CUDA
+    tensors: mxrt's layout kernels, the counts' exchange on a side stream, :mod:`mxrt.ep._fused`) and ``torch``
+    (torch ops only). Both send the same wire format, so the ranks of a group may run different ones.
     """
     op = "ep.dispatch"
-    rows, parts, tokens = _payloads(x_mx, op)
+    srcs, tokens = _payload_bytes(x_mx, op)
     _check_routing(tokens, topk_ids, topk_weights, op)
     rank, w = tp.world(group)
-    el = experts_per_rank(num_experts, w, op)
+    experts_per_rank(num_experts, w, op)
     t, k = topk_ids.shape
+    layout = _fused.dispatch_rows if _use_fused(tokens.device, t * k, num_experts, op) else _dispatch_torch
+    outs, fields = layout(srcs, topk_ids, num_experts, group, rank, w, op)
+    handle = DispatchHandle(num_tokens=t, topk=k, topk_weights=topk_weights, world_size=w, rank=rank, **fields)
+    if isinstance(x_mx, MXArray):
+        g = MXArray(
+            data=outs[0].view(x_mx.data.dtype),
+            scales=outs[1].view(x_mx.scales.dtype),
+            fmt=x_mx.fmt,
+            block_size=x_mx.block_size,
+            axis=1,
+            shape=(handle.num_recv, x_mx.shape[1]),
+            scale_mode=x_mx.scale_mode,
+        )
+        return g, handle
+    return outs[0].view(x_mx.dtype), handle
+
+
+def _use_fused(device: torch.device, numel: int, num_experts: int, op: str) -> bool:
+    """``MXRT_EP_DISPATCH``: ``torch`` / ``fused`` force a layout (``fused`` raises where it cannot run); ``auto``
+    (default) takes the fused one for CUDA tensors wherever it can run."""
+    mode = config.ep_dispatch_mode()
+    if mode == "torch":
+        return False
+    if mode not in ("auto", "fused"):
+        raise UnsupportedArchError(f"{op}: MXRT_EP_DISPATCH is {mode!r}, expected 'auto', 'fused' or 'torch'")
+    why = _fused.unsupported(device, numel, num_experts)
+    if mode == "fused" and why is not None:
+        raise UnsupportedArchError(f"{op}: MXRT_EP_DISPATCH=fused cannot run here: {why}")
+    return why is None and (mode == "fused" or device.type == "cuda")
+
+
+def _dispatch_torch(
+    srcs: list[torch.Tensor], topk_ids: torch.Tensor, num_experts: int, group: Any, rank: int, w: int, op: str
+) -> tuple[list[torch.Tensor], dict[str, Any]]:
+    """The torch layout (``MXRT_EP_DISPATCH=torch``): :func:`mxrt.ep._fused.dispatch_rows`'s contract with torch ops
+    (counts by ``index_add_``, the send order by a stable radix argsort, gathers by ``index_select``)."""
+    el = num_experts // w
+    k = topk_ids.shape[1]
+    widths = [s.shape[1] for s in srcs]
+    rows = _words(srcs[0] if len(srcs) == 1 else torch.cat(srcs, 1))  # a fresh buffer: offset 0
+    ws = rows.element_size()
     # ids clamped to [-1, E] (the two ends are the bad ids) as int32: the counts' bins and a 4-pass sort key
     key = topk_ids.reshape(-1).clamp(-1, num_experts).to(torch.int32)
     send = _counts(key, num_experts, w, el)
@@ -219,8 +256,7 @@ def dispatch(
     sizes = torch.cat([send[:, :el].sum(1), recv_counts.sum(1), recv[:, el].sum().view(1)])
     pending = tp.host_ints(sizes)  # the copy starts; the device goes on with the gathers below
     order = torch.argsort(key, stable=True)  # ids are (rank, local expert)-major: rows leave grouped by both
-    tok = order // k
-    sendbufs = [r.index_select(0, tok) for r in rows]
+    sendbuf = rows.index_select(0, order // k)
     host = pending.wait()  # the one host sync
     send_splits, recv_splits, nbad = host[:w], host[w : 2 * w], host[2 * w]
     if nbad:
@@ -229,35 +265,24 @@ def dispatch(
             f"expected every id in [0, {num_experts})"
         )
     num_recv = sum(recv_splits)
-    got = [tp.all_to_all_v(b, send_splits, recv_splits, group) for b in sendbufs]
+    got = tp.all_to_all_v(sendbuf, send_splits, recv_splits, group)
     g2r = grouped_to_recv(recv_counts, num_recv)
-    out = [got[i][:, lo:hi].index_select(0, g2r) for i, lo, hi in parts]  # column slices gather contiguous rows
-    perm = _inverse(g2r)
-    handle = DispatchHandle(
+    outs, lo = [], 0
+    for wd in widths:  # column slices gather contiguous rows; in words where the slice is whole words
+        if lo % ws == 0 and wd % ws == 0:
+            outs.append(got[:, lo // ws : (lo + wd) // ws].index_select(0, g2r).view(torch.uint8))
+        else:
+            outs.append(got.view(torch.uint8)[:, lo : lo + wd].index_select(0, g2r))
+        lo += wd
+    fields = dict(
         order=order,
-        recv_to_grouped=perm,
+        recv_to_grouped=_inverse(g2r),
         group_lens=recv_counts.sum(0),
         recv_counts=recv_counts,
         send_splits=tuple(send_splits),
         recv_splits=tuple(recv_splits),
-        num_tokens=t,
-        topk=k,
-        topk_weights=topk_weights,
-        world_size=w,
-        rank=rank,
     )
-    if isinstance(x_mx, MXArray):
-        g = MXArray(
-            data=out[0].view(torch.uint8).view(x_mx.data.dtype),
-            scales=out[1].view(torch.uint8).view(x_mx.scales.dtype),
-            fmt=x_mx.fmt,
-            block_size=x_mx.block_size,
-            axis=1,
-            shape=(num_recv, x_mx.shape[1]),
-            scale_mode=x_mx.scale_mode,
-        )
-        return g, handle
-    return out[0].view(torch.uint8).view(x_mx.dtype), handle
+    return outs, fields
 
 
 def combine(y: torch.Tensor, handle: DispatchHandle, group: Any = None) -> torch.Tensor:
@@ -301,7 +326,8 @@ def combine(y: torch.Tensor, handle: DispatchHandle, group: Any = None) -> torch
     t, k = handle.num_tokens, handle.topk
     wts = handle.topk_weights.to(torch.float32).contiguous()
     if back.is_cuda:
-        return moe_combine(back, _inverse(handle.order).view(t, k), wts.view(t, k))
+        src = handle.pair_rows if handle.pair_rows is not None else _inverse(handle.order)
+        return moe_combine(back, src.view(t, k), wts.view(t, k))
     pairs = torch.empty_like(back).index_copy_(0, handle.order, back)
     return _combine_pairs(pairs.view(t, k, y.shape[1]), wts.view(t, k, 1))
 

@@ -46,6 +46,11 @@ def all_to_all_equal(x: torch.Tensor, group: Any) -> torch.Tensor:
     return out
 
 
+def all_to_all_into(out: torch.Tensor, x: torch.Tensor, group: Any) -> None:
+    """:func:`all_to_all_equal` into ``out`` (contiguous, ``x``'s shape): row ``s`` of ``out`` came from rank ``s``."""
+    dist.all_to_all_single(out, x, group=group)
+
+
 def all_to_all_v(x: torch.Tensor, send_splits: list[int], recv_splits: list[int], group: Any) -> torch.Tensor:
     """All-to-all-v of the rows of ``x``: ``send_splits[d]`` rows to rank ``d``, ``recv_splits[s]`` rows from rank
     ``s`` (host lists, :func:`host_ints`). Byte payloads travel as uint8 (NCCL has no float8 / e8m0 type)."""
@@ -84,6 +89,7 @@ __all__ = [
     "NVLS_OFF",
     "PendingInts",
     "all_to_all_equal",
+    "all_to_all_into",
     "all_to_all_v",
     "backend",
     "host_ints",

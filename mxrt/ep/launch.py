@@ -12,6 +12,10 @@ of the whole world and (2) its output with :func:`mxrt.reference.moe_layer.moe_l
 
 ``--bench``: dispatch + combine time of MXFP8 tokens vs bfloat16 tokens (CUDA events, median), and the whole layer
 vs the same layer with bf16 tokens and ``torch._grouped_mm`` (``--experts`` experts; weights random on the device).
+
+``--layout L [L ...]``: run the check / the dispatch timings once per dispatch layout (``MXRT_EP_DISPATCH``:
+``auto``, ``torch``, ``fused``; ``mixed``: torch on even ranks, fused on odd ones, check only), interleaved per token
+count so both are timed on the same machine state; the layer bench runs with the last one.
 """
 
 from __future__ import annotations
@@ -71,6 +75,13 @@ def _local(q: MXArray, lo: int, hi: int, dev: torch.device) -> MXArray:
     )
 
 
+def set_layout(layout: str | None, rank: int) -> str:
+    """Set ``MXRT_EP_DISPATCH`` for this rank (``mixed``: torch on even ranks, fused on odd ones); its value."""
+    if layout is not None:
+        os.environ[config.ENV_EP_DISPATCH] = ("torch" if rank % 2 == 0 else "fused") if layout == "mixed" else layout
+    return config.ep_dispatch_mode()
+
+
 def check(a: argparse.Namespace, rank: int, w: int, dev: torch.device) -> bool:
     rng = np.random.default_rng(a.seed)
     el = experts_per_rank(a.experts, w, "mxrt.ep.launch")
@@ -111,7 +122,8 @@ def check(a: argparse.Namespace, rank: int, w: int, dev: torch.device) -> bool:
     )
     ok = bool(cd <= 1e-5 and same and np.isfinite(got).all())
     print(
-        f"rank {rank}/{w} {dev}: tokens {t} hidden {h} inter {i} experts {e} top{k} {a.fmt}: received rows "
+        f"rank {rank}/{w} {dev} layout {config.ep_dispatch_mode()}: tokens {t} "
+        f"hidden {h} inter {i} experts {e} top{k} {a.fmt}: received rows "
         f"{hd.num_recv} group_lens {hd.group_lens.tolist()[:8]}{'...' if el > 8 else ''}; dispatch bitwise "
         f"{'ok' if same else 'MISMATCH'}; layer calc_diff {cd:.3e} (bar 1e-5): {'PASS' if ok else 'FAIL'}",
         flush=True,
@@ -151,29 +163,36 @@ def bench(a: argparse.Namespace, rank: int, w: int, dev: torch.device) -> None:
         ids = torch.argsort(torch.rand(t, a.experts, device=dev, generator=g), 1)[:, :k].contiguous()
         wts = torch.softmax(torch.randn(t, k, device=dev, generator=g), 1)
         xq = quantize_mx(x, a.fmt)
-        rows = {}
-        for name, payload in (("mx", xq), ("bf16", x)):
-            _, hd = dispatch(payload, ids, wts, num_experts=a.experts)
-            y = torch.randn(hd.num_recv, h, device=dev, generator=g).to(torch.bfloat16)
-            td = _median_ms(lambda p=payload, i=ids, w=wts: dispatch(p, i, w, num_experts=a.experts), a.iters, dev)
-            tc = _median_ms(lambda y=y, hd=hd: combine(y, hd), a.iters, dev)
-            per_row = h + h // 32 if name == "mx" else 2 * h
-            sent = sum(hd.send_splits) - hd.send_splits[rank]
-            rows[name] = (td, tc)
-            # combine bytes on this rank's HBM: the gather to received order (read + write R rows), the NCCL copy
-            # out and in, and the fused sum (read T*k rows, write T rows); the link carries the off-rank rows
-            local = (2 * hd.num_recv + hd.num_recv + t * k + t * k + t) * 2 * h
+        for layout in a.layout or [None]:
+            tag = set_layout(layout, rank)
+            rows = {}
+            for name, payload in (("mx", xq), ("bf16", x)):
+                _, hd = dispatch(payload, ids, wts, num_experts=a.experts)
+                y = torch.randn(hd.num_recv, h, device=dev, generator=g).to(torch.bfloat16)
+                td = _median_ms(lambda p=payload, i=ids, w=wts: dispatch(p, i, w, num_experts=a.experts), a.iters, dev)
+                tc = _median_ms(lambda y=y, hd=hd: combine(y, hd), a.iters, dev)
+                per_row = h + h // 32 if name == "mx" else 2 * h
+                sent = sum(hd.send_splits) - hd.send_splits[rank]
+                rows[name] = (td, tc)
+                # combine bytes on this rank's HBM: the gather to received order (read + write R rows), the NCCL
+                # copy out and in, and the fused sum (read T*k rows, write T rows); the link carries the off-rank rows
+                local = (2 * hd.num_recv + hd.num_recv + t * k + t * k + t) * 2 * h
+                if rank == 0:
+                    print(
+                        f"bench W={w} T={t} H={h} top{k} E={a.experts} {name:4s} [{tag}]: dispatch {td:.3f} ms combine "
+                        f"{tc:.3f} ms sum {td + tc:.3f} ms; rank 0 sends {sent} rows off-rank = "
+                        f"{sent * per_row / 1e6:.1f} MB dispatch, {sent * 2 * h / 1e6:.1f} MB combine "
+                        f"({sent * 2 * h / tc / 1e6:.0f} GB/s over the link, {local / tc / 1e6:.0f} GB/s of "
+                        f"{local / 1e9:.2f} GB local HBM traffic)",
+                        flush=True,
+                    )
             if rank == 0:
+                (dm, cm), (db, cb) = rows["mx"], rows["bf16"]
                 print(
-                    f"bench W={w} T={t} H={h} top{k} E={a.experts} {name:4s}: dispatch {td:.3f} ms combine {tc:.3f} "
-                    f"ms sum {td + tc:.3f} ms; rank 0 sends {sent} rows off-rank = {sent * per_row / 1e6:.1f} MB "
-                    f"dispatch, {sent * 2 * h / 1e6:.1f} MB combine ({sent * 2 * h / tc / 1e6:.0f} GB/s over the "
-                    f"link, {local / tc / 1e6:.0f} GB/s of {local / 1e9:.2f} GB local HBM traffic)",
+                    f"bench W={w} T={t} [{tag}]: dispatch bf16/mx {db / dm:.2f}x, dispatch+combine "
+                    f"{(db + cb) / (dm + cm):.2f}x",
                     flush=True,
                 )
-        if rank == 0:
-            (dm, cm), (db, cb) = rows["mx"], rows["bf16"]
-            print(f"bench W={w} T={t}: dispatch bf16/mx {db / dm:.2f}x, dispatch+combine {(db + cb) / (dm + cm):.2f}x")
         if a.layer_experts:
             layer_bench(a, rank, w, dev, g, t)
 
@@ -224,13 +243,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--bench-tokens", type=int, nargs="+", default=[4096, 16384])
     p.add_argument("--layer-experts", type=int, default=0, help="--bench: also time the layer with E experts")
     p.add_argument("--iters", type=int, default=20)
+    layouts = ["auto", "torch", "fused", "mixed"]
+    help_layout = "dispatch layouts (MXRT_EP_DISPATCH) to check / time in turn (default: the environment's)"
+    p.add_argument("--layout", nargs="+", choices=layouts, help=help_layout)
     a = p.parse_args(argv)
     rank, w, dev = init()
     try:
         if a.bench:
             bench(a, rank, w, dev)
             return 0
-        ok = check(a, rank, w, dev)
+        ok = True
+        for layout in a.layout or [None]:
+            set_layout(layout, rank)
+            ok = check(a, rank, w, dev) and ok
         flag = torch.tensor([0 if ok else 1], device=dev)
         dist.all_reduce(flag)
         if rank == 0:

@@ -81,6 +81,35 @@ def send_layout(topk_ids: object, num_experts: int, world_size: int, op: str = "
     return SendLayout(order, counts, counts.sum(1))
 
 
+@dataclass(frozen=True)
+class Route:
+    """The device send layout of one rank (:func:`route`): ``order [P]`` (send row -> flat pair), ``pos [P]`` (its
+    inverse, :func:`pair_rows`) and ``counts [W, E_l + 1]`` (pairs per destination and local expert; last column:
+    the ids outside ``[0, E)``, the same in every row)."""
+
+    order: np.ndarray
+    pos: np.ndarray
+    counts: np.ndarray
+
+
+def route(topk_ids: object, num_experts: int, world_size: int, op: str = "ep") -> Route:
+    """The twin of the kernels ``ep_route_count`` + ``ep_route_scatter`` (kernels_src/moe/ep_route.h): a stable sort
+    of the flat pair indices by bin, where an id in ``[0, E)`` is its own bin and every other id (negative or too
+    large) falls in a last bin ``E``. For valid ids ``order`` and the counts are :func:`send_layout`'s; the last
+    column carries the bad ids' count to every destination, so each rank learns the group's total from the counts'
+    own all-to-all (and every rank raises, none waits in a collective)."""
+    el = experts_per_rank(num_experts, world_size, op)
+    ids = check_int_array(topk_ids, op, "topk_ids").ravel()
+    valid = (ids >= 0) & (ids < num_experts) if ids.dtype.kind == "i" else ids < num_experts
+    bins = np.where(valid, ids, num_experts).astype(np.int64)
+    order = np.argsort(bins, kind="stable").astype(np.int64)
+    pos = np.empty_like(order)
+    pos[order] = np.arange(order.size, dtype=np.int64)
+    cnt = np.bincount(bins, minlength=num_experts + 1).astype(np.int64)
+    bad = np.full((world_size, 1), cnt[num_experts], np.int64)
+    return Route(order, pos, np.concatenate([cnt[:num_experts].reshape(world_size, el), bad], 1))
+
+
 def _exclusive(c: np.ndarray) -> np.ndarray:
     out = np.zeros(c.size, np.int64)
     np.cumsum(c[:-1], out=out[1:])
@@ -268,6 +297,7 @@ def moe_combine(y: object, src: object, topk_weights: object, *, ftz: bool = Fal
 
 __all__ = [
     "BF16_NAN_BITS",
+    "Route",
     "SendLayout",
     "SimHandle",
     "check_combine",
@@ -278,6 +308,7 @@ __all__ = [
     "moe_combine",
     "pair_rows",
     "recv_to_grouped",
+    "route",
     "send_layout",
     "simulate_combine",
     "simulate_dispatch",

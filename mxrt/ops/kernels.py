@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from ..runtime import kernel_spec
 from ..runtime.kernel_spec import KernelSpec
 from . import (
+    ep_kernels,
     gemm_amd_kernels,
     gemm_decode_amd_kernels,
     gemm_decode_kernels,
@@ -28,6 +29,7 @@ FAMILIES = (
     quant_kernels,
     layout_kernels,
     moe_kernels,
+    ep_kernels,
     grouped_kernels,
     gemm_kernels,
     gemm_sm90_kernels,

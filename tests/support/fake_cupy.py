@@ -100,9 +100,10 @@ def _module(state: dict) -> types.ModuleType:
     cp.cuda = types.SimpleNamespace(
         get_current_stream=lambda: stream,
         runtime=runtime,
-        Device=lambda i=None: types.SimpleNamespace(id=0 if i is None else i),
         UnownedMemory=Memory,
         MemoryPointer=lambda mem, off: (mem, off),
+        Device=_Device,
+        ExternalStream=_ExternalStream,
     )
     return cp
 
@@ -128,6 +129,32 @@ def _memcpy2d(dst: int, dpitch: int, src: int, spitch: int, width: int, height: 
         ctypes.memmove(dst + r * dpitch, src + r * spitch, width)
 
 
+class _Device:
+    """``cupy.cuda.Device(i)``: ``id``, and a context manager (entering selects nothing here)."""
+
+    def __init__(self, i: int | None = None) -> None:
+        self.id = 0 if i is None else i
+
+    def __enter__(self) -> _Device:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        return None
+
+
+class _ExternalStream:
+    """``cupy.cuda.ExternalStream(ptr, device_id=-1)``: ``ptr``, a context manager (launches stay on stream 0)."""
+
+    def __init__(self, ptr: int, device_id: int = -1) -> None:
+        self.ptr, self.device_id = ptr, device_id
+
+    def __enter__(self) -> _ExternalStream:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        return None
+
+
 #: the packed parameter layout of each kernel the small-call plans launch (kernel argument order), for reading
 #: back what the driver route packed: pointers as ints, tensor maps as bytes, scalars as ints
 PARAM_FORMATS = {
@@ -140,6 +167,10 @@ PARAM_FORMATS = {
     "dequantize_mx": "=QQQQIIIII",
     "grouped_offsets": "=QQQIIqqq",
     "gemm_mx_grouped_generic": "=QQQQQQIIIIIIIIQ",
+    "ep_route_count": "=QQiii",
+    "ep_route_scatter": "=QQQQQiiiii",
+    "ep_gather_rows": "=QQQQQqqqqqqqq",
+    "ep_recv_map": "=QQQQqiii",
 }
 
 

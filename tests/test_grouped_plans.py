@@ -75,7 +75,7 @@ def _normalised(launches, known):
     for _, name, grid, block, smem, vals in launches:
         norm = []
         for v in vals or ():
-            if isinstance(v, int) and v > 2**32 and v not in known:
+            if isinstance(v, int) and v > 2**26 and v not in known:  # host addresses may sit below 2^32
                 v = fresh.setdefault(v, f"new{len(fresh)}")
             norm.append(known.get(v, v) if isinstance(v, int) else v)
         out.append((name, grid, block, smem, tuple(norm)))

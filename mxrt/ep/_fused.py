@@ -23,6 +23,7 @@ worlds) run the same flow with the kernels' numpy twins and no streams: the test
 from __future__ import annotations
 
 import contextlib
+import warnings
 from collections.abc import Iterator
 from typing import Any
 
@@ -81,10 +82,14 @@ class _CudaKernels:
         ptr = 0 if stream is None else stream.cuda_stream  # None: the legacy default stream
         ext = self._streams.get(ptr)
         if ext is None:
-            try:
-                ext = self.cupy.cuda.ExternalStream(ptr, device_id=self.index)
-            except TypeError:  # a CuPy without device_id: the stream belongs to the current device, set below
-                ext = self.cupy.cuda.ExternalStream(ptr)
+            # CuPy 14 deprecates ExternalStream for Stream.from_external, which takes an object with the CUDA stream
+            # protocol; what this has is torch's raw pointer (0 for the legacy stream), so it keeps ExternalStream
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", DeprecationWarning)
+                try:
+                    ext = self.cupy.cuda.ExternalStream(ptr, device_id=self.index)
+                except TypeError:  # a CuPy without device_id: the stream belongs to the current device, set below
+                    ext = self.cupy.cuda.ExternalStream(ptr)
             self._streams[ptr] = ext
         with self.cupy.cuda.Device(self.index), ext:
             yield

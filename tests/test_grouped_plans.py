@@ -324,3 +324,18 @@ def test_planned_calls_keep_the_debug_hook(dev):
         mxrt.grouped_gemm_mx(a, b, dl)
     assert [d[1] for d in dbg.launches] == ["dequantize_mx", "dequantize_mx", "grouped_offsets",
                                             "gemm_mx_grouped_generic"]  # fmt: skip
+
+
+def test_device_b_buffers_are_checked_against_its_shape(dev):
+    """A device MXArray b whose codes or scales do not have its [G, n, ...] leading shape: a typed ShapeError naming the
+    buffer, before anything is flattened or launched (plans or not)."""
+    qa, qb, lens = _lens_case()
+    a, b, dl = _d(qa), _d(qb), _cp().asarray(lens)
+    g, n, k = qb.shape
+    bad_scales = dataclasses.replace(b, scales=_cp().asarray(np.zeros((g, n + 1, k // 32), np.uint8)))
+    with pytest.raises(mxrt.errors.ShapeError, match=r"b\.scales has shape .* expected \[4, 24, \.\.\.\]"):
+        mxrt.grouped_gemm_mx(a, bad_scales, dl)
+    bad_data = dataclasses.replace(b, data=_cp().asarray(np.zeros((g * n, k), np.uint8)))
+    with pytest.raises(mxrt.errors.ShapeError, match=r"b\.data has shape \(96, 64\)"):
+        mxrt.grouped_gemm_mx(a, bad_data, dl)
+    assert not api._PLANS  # nothing planned from a refused call

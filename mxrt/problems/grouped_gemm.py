@@ -116,6 +116,15 @@ def _grouped_b(b: object, op: str, name: str = "b") -> tuple[MXArray, int, int, 
             raise LayoutError(f"{op}: {name}.scale_layout is {b.scale_layout!r}, expected None (row-major scales)")
         if is_device_array(b.data) or is_device_array(b.scales):
             data, scales = b.data, b.scales
+            # the buffers against the MXArray's own shape before they are flattened (their last axis, dtype and
+            # contiguity are checked by the dense operand check the flat view goes through)
+            for what, arr in (("data", data), ("scales", scales)):
+                got = tuple(getattr(arr, "shape", ()))
+                if len(got) != 3 or got[:2] != tuple(shape[:2]):
+                    raise ShapeError(
+                        f"{op}: {name}.{what} has shape {got}, expected [{shape[0]}, {shape[1]}, ...] for an MXArray "
+                        f"of shape {tuple(shape)}"
+                    )
         else:
             b = check_mxarray(b, op, name)
             data, scales = np.asarray(b.data), np.asarray(b.scales)

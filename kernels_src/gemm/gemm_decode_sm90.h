@@ -4,6 +4,8 @@
 #pragma once
 #include "../common/mx_gemm.h"
 #include "gemm_decode_sm90_scales.h"
+// mxrt_tmap, smem_addr, the mbarrier and TMA wrappers (shared with the other Hopper GEMM kernels)
+#include "sm90_async.h"
 
 #if !defined(A_FMT) || !defined(B_FMT) || !defined(OUT_DTYPE) || !defined(ATOMIC) || !defined(MT) || \
     !defined(KW) || !defined(STAGES) || !defined(RT)
@@ -59,12 +61,6 @@ MXRT_DEVICE u32 dec_e2m1x4_to_e4m3(u32 w) {
 // sits at chunk c ^ (r & 7)) or the 64-byte swizzle (e2m1 rows of 64 bytes: chunk c ^ ((r >> 1) & 3)); the fragment
 // reads of 8 rows then fall in distinct banks.
 
-MXRT_DEVICE u32 dec_smem_addr(const void* p) {
-  u32 r;
-  asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(r) : "l"(p));
-  return r;
-}
-
 // Byte offset of (row r, 16-byte chunk c) in a stage tile, the TMA swizzle patterns above (for cp.async writes).
 template <int ROW>
 MXRT_DEVICE u32 dec_swz(u32 r, u32 c) {
@@ -77,30 +73,6 @@ MXRT_DEVICE void dec_cp16(u32 dst, const void* src, u32 src_bytes) {
 }
 MXRT_DEVICE void dec_cp4(u32 dst, const void* src, u32 src_bytes) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
-}
-struct __attribute__((aligned(64))) mxrt_tmap {
-  u64 opaque[16];
-};
-MXRT_DEVICE void dec_mbar_init(u32 bar, u32 count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
-}
-MXRT_DEVICE void dec_mbar_wait(u32 bar, u32 parity) {
-  asm volatile(
-      "{\n.reg .pred P1;\nLAB_WAIT:\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 P1, [%0], %1;\n"
-      "@P1 bra DONE;\nbra LAB_WAIT;\nDONE:\n}\n" ::"r"(bar),
-      "r"(parity)
-      : "memory");
-}
-MXRT_DEVICE void dec_mbar_arrive_tx(u32 bar, u32 bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
-}
-MXRT_DEVICE void dec_tma_2d(u32 dst, const void* tmap, u32 bar, i32 c0, i32 c1) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::"r"(
-          dst),
-      "l"(tmap), "r"(c0), "r"(c1), "r"(bar)
-      : "memory");
 }
 MXRT_DEVICE void dec_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 template <int N>
@@ -178,7 +150,7 @@ MXRT_DEVICE void dec_body(const DecArgs& P) {
                      "the MoE kernel reads row-major scales");
   extern __shared__ u8 smem_raw[];
   // [KW][STAGES] code stages (1024-aligned) | [KW][STAGES] scale stages | [KW][STAGES] mbarriers
-  u8* dsm = smem_raw + ((1024u - (dec_smem_addr(smem_raw) & 1023u)) & 1023u);
+  u8* dsm = smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u);
 
   const u32 tid = MXRT_TID_X, lane = tid % 32u, warp = tid / 32u;
   const u32 g = lane / 4u, q = lane % 4u;
@@ -233,10 +205,10 @@ MXRT_DEVICE void dec_body(const DecArgs& P) {
   const u32 row0 = MXRT_BID_X * ROWS;  // within this expert's N rows (MoE) or the weight's
   u8* codes = dsm + warp * (STAGES * CODE);
   u8* scales = dsm + KW * STAGES * CODE + warp * (STAGES * SCALE);
-  const u32 codes_s = dec_smem_addr(codes), scales_s = dec_smem_addr(scales);
-  const u32 bar0 = dec_smem_addr(dsm + KW * STAGES * (CODE + SCALE)) + warp * (STAGES * 8u);
+  const u32 codes_s = smem_addr(codes), scales_s = smem_addr(scales);
+  const u32 bar0 = smem_addr(dsm + KW * STAGES * (CODE + SCALE)) + warp * (STAGES * 8u);
   if (lane == 0) {
-    for (u32 s = 0; s < STAGES; ++s) dec_mbar_init(bar0 + 8u * s, 1u);
+    for (u32 s = 0; s < STAGES; ++s) mbar_init(bar0 + 8u * s, 1u);
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   __syncwarp();
@@ -249,9 +221,9 @@ MXRT_DEVICE void dec_body(const DecArgs& P) {
     if (lane == 0) {
       asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // this slot's generic reads before the refill
       const u32 bar = bar0 + 8u * slot, dst = codes_s + slot * CODE;
-      dec_mbar_arrive_tx(bar, TX_BYTES);
-      dec_tma_2d(dst, P.tmw, bar, (i32)(gi * WROW), (i32)wrow);
-      if constexpr (!MOE) dec_tma_2d(dst + X_OFF, P.tmx, bar, (i32)(gi * XROW), 0);
+      mbar_arrive_tx(bar, TX_BYTES);
+      tma_load_2d(dst, P.tmw, bar, (i32)(gi * WROW), (i32)wrow);
+      if constexpr (!MOE) tma_load_2d(dst + X_OFF, P.tmx, bar, (i32)(gi * XROW), 0);
     }
     const u32 sbase = scales_s + slot * SCALE;
 #if SLB == MXRT_SCALE_LAYOUT_NONE
@@ -320,7 +292,7 @@ MXRT_DEVICE void dec_body(const DecArgs& P) {
     if (i + STAGES - 1u < ngr) issue(g0 + i + STAGES - 1u, (i + STAGES - 1u) % STAGES);
     dec_commit();
     dec_wait<STAGES - 1>();
-    dec_mbar_wait(bar0 + 8u * (i % STAGES), (i / STAGES) & 1u);
+    mbar_wait(bar0 + 8u * (i % STAGES), (i / STAGES) & 1u);
     __syncwarp();
     const u8* st = codes + (i % STAGES) * CODE;
     const u8* ss = scales + (i % STAGES) * SCALE;

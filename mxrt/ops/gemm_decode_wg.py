@@ -5,8 +5,9 @@ At m = 17..64 tokens the ``mma.sync`` decode kernel (:mod:`mxrt.ops.gemm_decode`
 the M side of native fp8 ``wgmma`` (swap-AB: a CTA owns 64 weight rows, every token is a column of one
 ``m64nNTk32`` per MX block, NT = 16 / 32 / 64), so a block's product costs one tensor-core instruction per warpgroup
 and the exact promotion (``acc = fma(P * 2^(sx-127), 2^(sw-127), acc)``, two FP32 instructions per accumulator
-element) is the only per-element work. One producer warp streams stages of 4 MX blocks (TMA code tiles with the
-128-byte swizzle, cp.async scale words completing on the slot's mbarrier); NC consumer warpgroups take the stages in
+element) is the only per-element work. PW producer warps stream stages of 4 MX blocks (TMA code tiles with the
+128-byte swizzle, cp.async scale words) and prepare each stage (token factors in fragment layout, the stage's fast
+flag) before its mbarrier completes; NC consumer warpgroups take the stages in
 turn and are summed in warpgroup order (deterministic); ``split_k`` splits K across CTAs on top, with the shared
 deterministic / atomic modes (:mod:`mxrt.ops.gemm_splitk`).
 

@@ -98,15 +98,16 @@ DEFAULT_NC, DEFAULT_NS, DEFAULT_STAGES, DEFAULT_PW = 2, 1, 8, 4
 def plan(m: int, n: int, k: int, split_k: int, sms: int = 132) -> tuple[WgConfig, int]:
     """The build and the split of one problem: the smallest token tile that holds ``m``; with ``split_k == 1``
     (the default) K is split across CTAs only when the 64-row slabs cover less than half the SMs (one slab per SM
-    streams its K range; at 7168 rows a split of 2 was always slower, session 12): up to the SM count, at most 8 ways,
-    each split keeping >= 4 groups of 4 MX blocks."""
+    streams its K range; at 7168 rows a split of 2 was always slower, session 12): as many ways as keep every CTA in
+    one wave (one CTA per SM: slabs x split <= SMs; on 20 slabs 8 ways took 1.5x the time of 6, and the earlier
+    rounding up chose 7, also two waves: session 13 call 1), at most 8, each keeping >= 4 groups of 4 MX blocks."""
     nt = next(t for t in K.WG_NT if t >= m)
     c = WgConfig(nt, DEFAULT_NC, DEFAULT_STAGES, DEFAULT_NS, DEFAULT_PW)
     split = split_k
     if split_k == 1:
         slabs, groups = -(-n // K.WG_ROWS), max(1, k // 128)
         if 2 * slabs < sms:
-            split = max(1, min(-(-sms // slabs), groups // 4, 8))
+            split = max(1, min(sms // slabs, groups // 4, 8))
     return c, split
 
 

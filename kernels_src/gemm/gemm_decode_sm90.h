@@ -48,15 +48,6 @@ MXRT_STATIC_ASSERT(SLA >= MXRT_SCALE_LAYOUT_NONE && SLA <= MXRT_SCALE_LAYOUT_TUR
 // the [KW][16*RT][8*MT] fp32 partials of the epilogue reuse the code rings
 MXRT_STATIC_ASSERT(DEC_ROWS * 8 * MT * 4 <= STAGES * DEC_CODE_STAGE, "epilogue partials exceed a warp's code ring");
 
-// 4 e2m1 codes (nibbles 0..3 of w, element 0 in bits 0..3) -> 4 e4m3 bytes. Magnitudes through a byte permute of
-// the table {0, 0.5, 1, 1.5, 2, 3, 4, 6}; signs through a second permute in sign-replicate mode: selector nibble 8
-// (negative) replicates the msb of byte 0 (0x80) -> 0xFF, nibble 4 (positive) selects byte 4 (0).
-MXRT_DEVICE u32 dec_e2m1x4_to_e4m3(u32 w) {
-  const u32 mag = __byte_perm(0x3C383000u, 0x4C484440u, w & 0x7777u);
-  const u32 sgn = __byte_perm(0x80u, 0u, 0x4444u + ((w >> 1) & 0x4444u));
-  return mag | (sgn & 0x80808080u);
-}
-
 // Stage tiles are written by TMA with the 128-byte swizzle (fp8 rows of 128 bytes: the 16-byte chunk c of row r
 // sits at chunk c ^ (r & 7)) or the 64-byte swizzle (e2m1 rows of 64 bytes: chunk c ^ ((r >> 1) & 3)); the fragment
 // reads of 8 rows then fall in distinct banks.
@@ -67,10 +58,7 @@ MXRT_DEVICE u32 dec_swz(u32 r, u32 c) {
   return ROW == 128 ? r * 128u + ((c ^ (r & 7u)) << 4) : r * 64u + ((c ^ ((r >> 1) & 3u)) << 4);
 }
 
-// cp.async of 16 bytes (MoE token rows; src_bytes 0 fills zeros and reads nothing) or 4 bytes (scale words).
-MXRT_DEVICE void dec_cp16(u32 dst, const void* src, u32 src_bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
-}
+// cp.async of 4 bytes (scale words; src_bytes 0 fills zeros and reads nothing); 16 bytes: sm90_cp16.
 MXRT_DEVICE void dec_cp4(u32 dst, const void* src, u32 src_bytes) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
 }
@@ -246,7 +234,7 @@ MXRT_DEVICE void dec_body(const DecArgs& P) {
         const u32 r = c / XCH, ch = c % XCH;
         const i32 id = ids_s[r];
         const u8* src = id >= 0 ? P.x + (u64)((u32)id / P.a_div) * xrow_bytes + (u64)gi * XROW + 16u * ch : P.x;
-        dec_cp16(codes_s + slot * CODE + X_OFF + dec_swz<XROW>(r, ch), src, id >= 0 ? 16u : 0u);
+        sm90_cp16(codes_s + slot * CODE + X_OFF + dec_swz<XROW>(r, ch), src, id >= 0 ? 16u : 0u);
       }
       for (u32 r = lane; r < 8u * tiles; r += 32u) {
         const i32 id = ids_s[r];
@@ -332,10 +320,10 @@ MXRT_DEVICE void dec_body(const DecArgs& P) {
         if constexpr (B_FMT == MXRT_FMT_E2M1) {
           const u8* p = st + 1024u * r + f4 + ((u << 4) ^ f4x);  // 16 rows of 64 bytes on: same swizzle phase
           const u32 v0 = *(const u32*)p, v1 = *(const u32*)(p + 512u);
-          w[r][0] = dec_e2m1x4_to_e4m3(v0);
-          w[r][2] = dec_e2m1x4_to_e4m3(v0 >> 16);
-          w[r][1] = dec_e2m1x4_to_e4m3(v1);
-          w[r][3] = dec_e2m1x4_to_e4m3(v1 >> 16);
+          w[r][0] = sm90_e2m1x4_to_e4m3(v0);
+          w[r][2] = sm90_e2m1x4_to_e4m3(v0 >> 16);
+          w[r][1] = sm90_e2m1x4_to_e4m3(v1);
+          w[r][3] = sm90_e2m1x4_to_e4m3(v1 >> 16);
         } else {
           const u8* p = st + 2048u * r + f8 + (((2u * u) << 4) ^ f8x);  // 16 rows of 128 bytes on
           const uint2 v0 = *(const uint2*)p, v1 = *(const uint2*)(p + 1024u);
@@ -351,8 +339,8 @@ MXRT_DEVICE void dec_body(const DecArgs& P) {
         u32 x0, x1;
         if constexpr (A_FMT == MXRT_FMT_E2M1) {
           const u32 v = *(const u32*)(st + X_OFF + 512u * t + f4 + ((u << 4) ^ f4x));
-          x0 = dec_e2m1x4_to_e4m3(v);
-          x1 = dec_e2m1x4_to_e4m3(v >> 16);
+          x0 = sm90_e2m1x4_to_e4m3(v);
+          x1 = sm90_e2m1x4_to_e4m3(v >> 16);
         } else {
           const uint2 v = *(const uint2*)(st + X_OFF + 1024u * t + f8 + (((2u * u) << 4) ^ f8x));
           x0 = v.x;

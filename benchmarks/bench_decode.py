@@ -176,13 +176,17 @@ def main(argv=None) -> int:
             dg = gemm_op.device_gemm(gemm_problem(qx, qw))
             path = select_gemm_path(dg).name
             t_mx, how = core.time_cupy([lambda w=w, qx=qx: mxrt.gemm_mx(qx, w) for w in ws], 7, log=print)
-            t_wg = None  # the wgmma decode path on the same fp8 cell (forced), when another path served it
-            if fmt != "e2m1" and path != gemm_decode_wg.NAME and not budget.over():
-                os.environ["MXRT_GEMM_PATH"] = gemm_decode_wg.NAME
+            # the other decode path on the same cell (forced): the wgmma kernel where another path served the call,
+            # sm90_decode where the wgmma kernel did
+            t_wg = t_dec = None
+            other = gemm_decode.NAME if path == gemm_decode_wg.NAME else gemm_decode_wg.NAME
+            if not budget.over():
+                os.environ["MXRT_GEMM_PATH"] = other
                 try:
-                    t_wg, _ = core.time_cupy([lambda w=w, qx=qx: mxrt.gemm_mx(qx, w) for w in ws], 7, log=print)
+                    t_other, _ = core.time_cupy([lambda w=w, qx=qx: mxrt.gemm_mx(qx, w) for w in ws], 7, log=print)
+                    t_wg, t_dec = (None, t_other) if other == gemm_decode.NAME else (t_other, None)
                 except Exception as e:  # the path declines the cell
-                    print(f"    {gemm_decode_wg.NAME}: {type(e).__name__}: {str(e)[:100]}")
+                    print(f"    {other}: {type(e).__name__}: {str(e)[:100]}")
                 finally:
                     del os.environ["MXRT_GEMM_PATH"]
             got = torch.from_dlpack(mxrt.gemm_mx(qx, qw)).view(torch.bfloat16).double()
@@ -194,7 +198,8 @@ def main(argv=None) -> int:
                        same_copy_tbps=same / 1e12, same_copy_frac=nbytes / t_mx / same, torch_us=t_torch * 1e6,
                        torch_tbps=(2 * n * k + 2 * m * k + 2 * m * n) / t_torch / 1e12, speedup=t_torch / t_mx,
                        calc_diff_vs_bf16=cd, method=how, torch_method=how_t,
-                       decode_wg_us=None if t_wg is None else t_wg * 1e6)  # fmt: skip
+                       decode_wg_us=None if t_wg is None else t_wg * 1e6,
+                       decode_us=None if t_dec is None else t_dec * 1e6)  # fmt: skip
             if args.eager and (n, k) == ISSUE_CELL:
                 mxrt.gemm_mx(qx, qw)
                 cupy.cuda.Device().synchronize()
@@ -220,6 +225,7 @@ def main(argv=None) -> int:
                 f"{t_torch * 1e6:7.2f} us ({row['torch_tbps']:.2f} TB/s) | {row['speedup']:.2f}x | calc_diff {cd:.1e}"
                 + eager
                 + ("" if t_wg is None else f" | {gemm_decode_wg.NAME} {t_wg * 1e6:.1f} us")
+                + ("" if t_dec is None else f" | {gemm_decode.NAME} {t_dec * 1e6:.1f} us")
             )
             del ws, qw
         del w32, wb
@@ -238,8 +244,8 @@ def main(argv=None) -> int:
 
 
 def wg_sweep(args, core, copy_bw, l2, quant, mx_bytes) -> int:
-    """Each MxNxK cell (MXFP8): the wgmma decode path's builds (nc, stages, split) against sm90_decode's plan and
-    cuBLAS bf16, all CUDA-graph timed over weight sets larger than 3x the L2."""
+    """Each MxNxK cell and weight format (``--fmts``; tokens e4m3): the wgmma decode path's builds (nc, stages,
+    split) against sm90_decode's plan and cuBLAS bf16, all CUDA-graph timed over weight sets larger than 3x the L2."""
     import torch
 
     from mxrt.ops import gemm as gemm_op
@@ -247,10 +253,10 @@ def wg_sweep(args, core, copy_bw, l2, quant, mx_bytes) -> int:
     from mxrt.ops import gemm_decode_kernels as K
     from mxrt.problems import gemm_problem
 
-    for m, n, k in core.parse_shapes(args.wg_sweep, 3):
-        w32, qw = quant(n, k, "e4m3", 1)
+    for (m, n, k), fmt in ((c, f) for c in core.parse_shapes(args.wg_sweep, 3) for f in args.fmts.split(",")):
+        w32, qw = quant(n, k, fmt, 1)
         sets = core.n_input_sets(mx_bytes(qw), l2)
-        ws = [qw] + [quant(n, k, "e4m3", 2 + i)[1] for i in range(sets - 1)]
+        ws = [qw] + [quant(n, k, fmt, 2 + i)[1] for i in range(sets - 1)]
         x32, qx = quant(m, k, "e4m3", 0)
         nbytes = mx_bytes(qw) + mx_bytes(qx) + 2 * m * n
         wb = torch.from_dlpack(w32).to(torch.bfloat16)
@@ -262,13 +268,13 @@ def wg_sweep(args, core, copy_bw, l2, quant, mx_bytes) -> int:
         t_dec, _ = core.time_cupy([lambda dg=dg: gemm_decode.run(dg) for dg in dgs], 7, log=print)
         base, split0 = gemm_decode_wg.plan(m, n, k, 1)
         print(
-            f"wg-sweep {m}x{n}x{k}: cuBLAS bf16 {t_torch * 1e6:.2f} us, sm90_decode {t_decode_us(t_dec)} us; "
+            f"wg-sweep {m}x{n}x{k} {fmt}: cuBLAS bf16 {t_torch * 1e6:.2f} us, sm90_decode {t_decode_us(t_dec)} us; "
             f"wg plan {base} split {split0}; {sets} weight sets"
         )
         best = None
         for nc, ns, pw in ((2, 1, 1), (2, 1, 2), (2, 1, 4), (4, 2, 2), (4, 2, 4), (4, 1, 4)):
             for st in (4, 8, 12):
-                if not K.wg_valid(base.nt, nc, st, ns, pw):
+                if not K.wg_valid(base.nt, nc, st, ns, pw, fmt == "e2m1"):
                     continue
                 for split in sorted({1, split0}):
                     if split > k // 128:
@@ -375,16 +381,20 @@ def bench_moe(args, core, copy_bw, dev) -> int:
 
 
 def markdown(rows) -> str:
-    """The RESULTS.md table: one line per cell and weight format."""
-    head = ("| model | gemm | TP | M | N | K | weights | mxrt us | TB/s | % copy | % same-size copy | cuBLAS bf16 us | "
-            "speedup | sm90_decode_wg us |")  # fmt: skip
-    lines = [head, "|---|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
+    """The RESULTS.md table: one line per cell and weight format (the path that served it; the other decode path
+    forced on the same cell)."""
+    head = ("| model | gemm | TP | M | N | K | weights | path | mxrt us | TB/s | % copy | % same-size copy | "
+            "cuBLAS bf16 us | speedup | other decode path us |")  # fmt: skip
+    lines = [head, "|---|---|---:|---:|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    short = {"sm90_decode": "dec", "sm90_decode_wg": "wg"}
     for r in rows:
-        wg = "-" if r.get("decode_wg_us") is None else f"{r['decode_wg_us']:.1f}"
+        other = r.get("decode_wg_us") if r.get("decode_wg_us") is not None else r.get("decode_us")
+        oth = "-" if other is None else f"{other:.1f}"
         lines.append(
             f"| {r['model']} | {r['gemm']} | {r['tp']} | {r['m']} | {r['n']} | {r['k']} | "
-            f"{'MXFP8' if r['fmt'] == 'e4m3' else 'MXFP4'} | {r['mxrt_us']:.1f} | {r['mxrt_tbps']:.2f} | "
-            f"{r['copy_frac']:.0%} | {r['same_copy_frac']:.0%} | {r['torch_us']:.1f} | {r['speedup']:.2f}x | {wg} |"
+            f"{'MXFP8' if r['fmt'] == 'e4m3' else 'MXFP4'} | {short.get(r['path'], r['path'])} | {r['mxrt_us']:.1f} | "
+            f"{r['mxrt_tbps']:.2f} | {r['copy_frac']:.0%} | {r['same_copy_frac']:.0%} | {r['torch_us']:.1f} | "
+            f"{r['speedup']:.2f}x | {oth} |"
         )
     return "\n".join(lines)
 

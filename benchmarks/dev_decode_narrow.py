@@ -39,7 +39,7 @@ def main() -> int:
         wb = torch.from_dlpack(w32).to(torch.bfloat16)
         xb = torch.from_dlpack(x32).to(torch.bfloat16)
         wbs = [wb] + [torch.randn_like(wb) for _ in range(core.n_input_sets(wb.numel() * 2, l2) - 1)]
-        t_torch, _ = core.time_torch([lambda w=w: torch.matmul(xb, w.t()) for w in wbs], 7, log=lambda *_: None)
+        t_torch, _ = core.time_torch([lambda w=w, xb=xb: torch.matmul(xb, w.t()) for w in wbs], 7, log=lambda *_: None)
         del wbs
         plan = W.plan(m, n, k, 1)
         print(f"narrow {m}x{n}x{k} {fmt}: cuBLAS bf16 {t_torch * 1e6:.2f} us; plan {plan}; "
@@ -54,8 +54,8 @@ def main() -> int:
                 if det and s > 1:
                     slices = workspace((s, m, n), zero=False)
                     dss = [dataclasses.replace(dg, p=dataclasses.replace(dg.p, split_k=s)) for dg in dgs]
-                    tk, _ = core.time_cupy([lambda dg=dg: W._launch(dg, slices, F32, False, {}) for dg in dss], 7,
-                                           log=lambda *_: None)  # fmt: skip
+                    launches = [lambda dg=dg, ws=slices: W._launch(dg, ws, F32, False, {}) for dg in dss]
+                    tk, _ = core.time_cupy(launches, 7, log=lambda *_: None)
                     line += f"  kernel alone {tk * 1e6:7.2f} us ({nbytes / tk / 1e12:4.2f} TB/s)"
                 print(line)
             del dgs

@@ -67,7 +67,7 @@ def main() -> int:
                 tmx = tensor_map_arg(dg.a_codes.data.ptr, m, k, nt)
                 tmw = tensor_map_arg(dg.b_codes.data.ptr, n, k, 64)
                 u32 = np.uint32
-                args = (tmx, tmw, dg.a_scales, dg.b_scales, dg.out, u32(m), u32(n), u32(k), u32(1))
+                args = (tmx, tmw, dg.a_scales, dg.b_scales, dg.b_codes, dg.out, u32(m), u32(n), u32(k), u32(1))
                 launch("gemm_mx", kern, cfg, args)
 
             if once is not None:

@@ -1,9 +1,9 @@
 """The wgmma decode path ``sm90_decode_wg`` (kernels_src/gemm/gemm_mx_decode_sm90_wg.hip) on an sm_90a GPU, forced
 through ``MXRT_GEMM_PATH`` (the public call, its plans and prepared launches) or run per build: against the float64
-reference of the dequantized inputs (bf16 / fp16 calc_diff <= 1e-5) and the unquantized inputs; fp8 format pairs,
-every token tile / warpgroup count / ring depth, tails in m and n, split-K in both modes (splits without groups
-included), extreme and NaN scale pairs (the wide promotion), bitwise reruns, CUDA-graph capture, the declines and
-the hand-over from ``sm90_decode``. Outputs start poisoned.
+reference of the dequantized inputs (bf16 / fp16 calc_diff <= 1e-5) and the unquantized inputs; fp8 format pairs and
+e2m1 weights (widened by the producer warps), every token tile / warpgroup count / ring depth, tails in m and n,
+split-K in both modes (splits without groups included), extreme and NaN scale pairs (the wide promotion), bitwise
+reruns, CUDA-graph capture, the declines and the hand-over from ``sm90_decode``. Outputs start poisoned.
 
 Marker ``gpu``: skips without cupy, a device, or an sm_90a target.
 """
@@ -185,9 +185,96 @@ def test_bitwise_reruns_and_large_cell(forced):
         np.testing.assert_array_equal(mxrt.gemm_mx(a, b).get(), first)
 
 
+@pytest.mark.parametrize("tokens_out", [("e4m3", "bfloat16"), ("e4m3", "float16"), ("e5m2", "bfloat16")], ids="-".join)
+@pytest.mark.parametrize("m", [1, 16, 17, 33, 64])
+@pytest.mark.parametrize("nk", [(70, 384), (1000, 2048), (129, 4096)], ids=str)
+def test_e2m1_weights(forced, m, nk, tokens_out):
+    """MXFP4 weights: each stage's packed tile copied by cp.async and widened to e4m3 by its producer warp (random
+    codes: all 16 e2m1 codes, -0 included); n = 70 / 1000 / 129 leave rows past n in the last CTA (not copied)."""
+    n, k = nk
+    tokens, out_dtype = tokens_out
+    x, w, qa, qb = operands(m, n, k, tokens, "e2m1", seed=m * 5 + n)
+    assert np.unique(qb.data & 15).size == 16 and np.unique(qb.data >> 4).size == 16
+    got = wg(to_device(qa), to_device(qb), out_dtype=out_dtype)
+    unq = dict(x=x, w=w) if m * n >= 256 else {}
+    assert not check_result(got, qa, qb, out_dtype, **unq)
+
+
+@pytest.mark.parametrize("nt", K.WG_NT)
+def test_e2m1_every_configuration(nt):
+    """e2m1 weights on every build of each token tile that fits with the packed tiles (the ring of the producer
+    warps, PW 1 / 2 / 4, each filling and widening its own slots)."""
+    m, n, k = nt - 5, 130, 3072
+    x, w, qa, qb = operands(m, n, k, "e4m3", "e2m1", seed=nt + 1)
+    dg = gemm_op.device_gemm(gemm_problem(to_device(qa), to_device(qb), out_dtype="bfloat16"))
+    ran = 0
+    for nc in K.WG_NC:
+        for ns in K.WG_NS:
+            for pw in K.WG_PW:
+                for st in K.WG_STAGES:
+                    if not K.wg_valid(nt, nc, st, ns, pw, True):
+                        continue
+                    dg.out.view(cupy.uint8).fill(0xFF)
+                    gemm_decode_wg.run(dg, nt=nt, nc=nc, stages=st, ns=ns, pw=pw, split=1)
+                    assert not check_result(dg.out, qa, qb, "bfloat16", x=x, w=w), (nc, ns, pw, st)
+                    ran += 1
+    assert ran >= 12
+
+
+@pytest.mark.parametrize("deterministic", [True, False], ids=["det", "atomic"])
+@pytest.mark.parametrize("split", [3, "past"])
+def test_e2m1_split_k(forced, split, deterministic):
+    m, n, k = 40, 264, 2048
+    split_k = {"past": k // 128 + 3}.get(split, split)
+    x, w, qa, qb = operands(m, n, k, "e4m3", "e2m1", seed=split_k)
+    got = wg(to_device(qa), to_device(qb), out_dtype="float16", split_k=split_k, deterministic=deterministic)
+    rounded = split_k if not deterministic else 1
+    assert not check_result(got, qa, qb, "float16", x=x, w=w, splits_rounded=rounded)
+
+
+@pytest.mark.parametrize("m", [9, 64])
+def test_e2m1_extreme_scale_pairs(forced, m):
+    """e2m1 weights under legal extreme pairs (the wide promotion), 2^254 x 2^254 on a zero block, NaN bytes."""
+    n, k = 72, 384
+    rng = np.random.default_rng(5)
+    _, _, qa, qb = operands(m, n, k, "e4m3", "e2m1", seed=5)
+    kb = k // 32
+    base = np.linspace(0, 254, kb).astype(np.int64)
+    sa = np.clip(base + rng.integers(-6, 7, (m, kb)), 0, 254).astype(np.uint8)
+    sb = np.clip(254 - base + rng.integers(-6, 7, (n, kb)), 0, 254).astype(np.uint8)
+    sa[:, 0], sb[:, 0] = 0, 254
+    sa[:, -1], sb[:, -1] = 254, 0
+    b_codes = qb.data.copy()
+    sa[:, 4], sb[:, 4] = 254, 254
+    b_codes[:, 4 * 16 : 5 * 16] = 0
+    sa[6, 2], sb[40, 7] = 255, 255
+    a = (cupy.asarray(qa.data), cupy.asarray(sa), "e4m3", k)
+    b = (cupy.asarray(b_codes), cupy.asarray(sb), "e2m1", k)
+    want = mxrt.reference.gemm_mx((qa.data, sa, "e4m3", k), (b_codes, sb, "e2m1", k), out_dtype="float64")
+    got = host_result(wg(a, b, out_dtype="bfloat16"), "bfloat16")
+    nan = np.isnan(want)
+    assert nan[6].all() and nan[:, 40].all() and nan.sum() == m + n - 1
+    np.testing.assert_array_equal(np.isnan(got), nan)
+    ok = ~nan
+    assert np.isfinite(got[ok]).all()
+    assert mxrt.reference.calc_diff(got[ok], want[ok]) <= 1e-5
+
+
+def test_e2m1_bitwise_reruns_and_large_cell(forced):
+    m, n, k = 64, 7168, 4096
+    x, w, qa, qb = operands(m, n, k, "e4m3", "e2m1", seed=2)
+    a, b = to_device(qa), to_device(qb)
+    first = wg(a, b)
+    assert not check_result(first, qa, qb, "bfloat16", x=x, w=w)
+    first = first.get()
+    for _ in range(3):
+        np.testing.assert_array_equal(mxrt.gemm_mx(a, b).get(), first)
+
+
 def test_declines():
     cases = {
-        "fp8 operands only": (operands(8, 64, 256, "e4m3", "e2m1", seed=2), {}),
+        "fp8 tokens": (operands(8, 64, 256, "e2m1", "e2m1", seed=2), {}),
+        "fp8 tokens, fp8 or e2m1 weights": (operands(8, 64, 256, "e2m1", "e4m3", seed=2), {}),
         "float32 output": (operands(8, 64, 256, "e4m3", "e4m3", seed=2), {"out_dtype": "float32"}),
         "multiple of 128": (operands(8, 64, 160, "e4m3", "e4m3", seed=2), {}),
         "decode envelope": (operands(65, 64, 256, "e4m3", "e4m3", seed=2), {}),
@@ -203,8 +290,8 @@ def test_declines():
 
 
 def test_hand_over_from_sm90_decode(monkeypatch):
-    """The envelope default: above DEFAULT_MIN_M tokens sm90_decode hands fp8 row-major calls to this path and keeps
-    the rest (e2m1 here); MXRT_GEMM_PATH=sm90_decode keeps them all."""
+    """The envelope default: above DEFAULT_MIN_M tokens sm90_decode hands row-major calls with fp8 tokens (fp8 or e2m1
+    weights) to this path and keeps the rest (e2m1 tokens here); MXRT_GEMM_PATH=sm90_decode keeps them all."""
     monkeypatch.setattr(gemm_decode_wg, "DEFAULT_MIN_M", 16)
     _, _, qa, qb = operands(32, 200, 1024, "e4m3", "e4m3", seed=4)
     dg = gemm_op.device_gemm(gemm_problem(to_device(qa), to_device(qb)))
@@ -214,15 +301,18 @@ def test_hand_over_from_sm90_decode(monkeypatch):
     assert select_gemm_path(gemm_op.device_gemm(gemm_problem(to_device(qa16), to_device(qb)))).name == "sm90_decode"
     _, _, qa4, qb4 = operands(32, 200, 1024, "e2m1", "e2m1", seed=4)
     assert select_gemm_path(gemm_op.device_gemm(gemm_problem(to_device(qa4), to_device(qb4)))).name == "sm90_decode"
+    dg4 = gemm_op.device_gemm(gemm_problem(to_device(qa), to_device(qb4)))
+    assert select_gemm_path(dg4).name == gemm_decode_wg.NAME
     monkeypatch.setenv("MXRT_GEMM_PATH", "sm90_decode")
     assert gemm_decode.supports(dg) is None
 
 
-def test_cuda_graph_capture(forced):
+@pytest.mark.parametrize("weights", ["e4m3", "e2m1"])
+def test_cuda_graph_capture(forced, weights):
     """Captured once per accumulation mode; new operands written into the same buffers between replays."""
     m, n, k = 40, 520, 2048
-    _, _, qa1, qb1 = operands(m, n, k, "e4m3", "e4m3", seed=31)
-    _, _, qa2, qb2 = operands(m, n, k, "e4m3", "e4m3", seed=32)
+    _, _, qa1, qb1 = operands(m, n, k, "e4m3", weights, seed=31)
+    _, _, qa2, qb2 = operands(m, n, k, "e4m3", weights, seed=32)
     with mxrt.runtime.debug():
         a, b = to_device(qa1), to_device(qb1)
         for kw in ({"split_k": 1}, {"split_k": 3}, {"split_k": 4, "deterministic": False}):

@@ -3,14 +3,16 @@
 //          on wgmma: a CTA owns 64 weight rows (M side) and NT tokens (N side, NS parts of NT/NS); per MX block one
 //          wgmma m64n(NT/NS)k32 from zero, acc = fma(P * 2^(sa-127), 2^(sb-127), acc) when a stage's scales lie in
 //          [64, 190], else exact two-step factors (NaN for 0xFF). PW producer warps stream stages of 4 blocks (TMA
-//          codes, cp.async scale words) and prepare each later (token factors, fast flag); consumer warpgroup
-//          c owns token part c % NS and every (NC/NS)-th stage (in-CTA split-K, summed in order). Split z: groups
-//          [z*G/split_k, (z+1)*G/split_k), G = k/128; ATOMIC=0 stores slice z (fp32 [split_k,m,n] if split_k > 1)
-// args     const __grid_constant__ mxrt_tmap tmx, tmw (tokens A [m,k], weights B [n,k] fp8 uint8; boxes NT / 64 rows
-//          x 128 B, SWIZZLE_128B, 0 fill) | const u8* sa [m,k/32], sb [n,k/32] E8M0 | void* out | u32 m, n, k, split_k
+//          codes, cp.async scale words; e2m1 weights by cp.async, widened to e4m3 into the swizzled tile) and prepare
+//          each later (token factors, fast flag); consumer warpgroup c owns token part c % NS and every (NC/NS)-th
+//          stage (in-CTA split-K, summed in order). Split z: groups [z*G/split_k, (z+1)*G/split_k), G = k/128
+// args     const __grid_constant__ mxrt_tmap tmx, tmw (tokens A [m,k], fp8 weights B [n,k] uint8; boxes NT / 64 rows
+//          x 128 B, SWIZZLE_128B, 0 fill; tmw unused for e2m1) | const u8* sa [m,k/32], sb [n,k/32] E8M0 | const u8*
+//          wq (e2m1 weights [n,k/2]; unused for fp8) | void* out (ATOMIC=0, split_k > 1: fp32 slice z of
+//          [split_k,m,n]) | u32 m, n, k, split_k
 // grid     (ceil(n/64),1,split_k)   block (128*NC+32*PW,1,1)   smem gemm_decode_kernels.wg_smem_bytes
-// defines  A_FMT, B_FMT (e4m3 / e5m2), OUT_DTYPE, ATOMIC, NT (16/32/64), NC (1/2/4), NS (1/2: NC % NS == 0, NT/NS
-//          >= 16), PW (1/2/4), STAGES (2..12, a multiple of NC/NS and 2*PW)      set by ops/gemm_decode_wg.py
+// defines  A_FMT (e4m3 / e5m2), B_FMT (e4m3 / e5m2 / e2m1), OUT_DTYPE, ATOMIC, NT (16/32/64), NC (1/2/4), NS (1/2:
+//          NC % NS == 0, NT/NS >= 16), PW (1/2/4), STAGES (2..12, a multiple of NC/NS and 2*PW)   ops/gemm_decode_wg.py
 // requires sm_90a; k % 128 == 0; codes 16-B / scales 4-B aligned; m <= NT; m, n, k < 2^31; split_k <= 65535; ATOMIC
 //          (adds; fp32 / 16-bit out) with 16-bit out: out 4-byte aligned, m*n even     checked by ops/gemm_decode_wg.py
 #include "../common/mx_gemm.h"
@@ -32,7 +34,8 @@ MXRT_STATIC_ASSERT((PW == 1 || PW == 2 || PW == 4) && STAGES % PW == 0 && STAGES
                    "PW: 1, 2 or 4 producer warps, STAGES a multiple of 2 * PW (a slot is always filled by the same "
                    "warp, which prepares a stage before it waits for that slot again)");
 MXRT_STATIC_ASSERT(A_FMT == MXRT_FMT_E4M3 || A_FMT == MXRT_FMT_E5M2, "A_FMT: e4m3 or e5m2");
-MXRT_STATIC_ASSERT(B_FMT == MXRT_FMT_E4M3 || B_FMT == MXRT_FMT_E5M2, "B_FMT: e4m3 or e5m2");
+MXRT_STATIC_ASSERT(B_FMT == MXRT_FMT_E4M3 || B_FMT == MXRT_FMT_E5M2 || B_FMT == MXRT_FMT_E2M1,
+                   "B_FMT: e4m3, e5m2 or e2m1 (widened to e4m3 by the producer warps)");
 MXRT_STATIC_ASSERT(OUT_DTYPE == MXRT_OUT_F32 || OUT_DTYPE == MXRT_OUT_BF16 || OUT_DTYPE == MXRT_OUT_F16,
                    "OUT_DTYPE: MXRT_OUT_F32, _BF16 or _F16");
 MXRT_STATIC_ASSERT(ATOMIC == 0 || ATOMIC == 1, "ATOMIC: 0 or 1");
@@ -54,13 +57,15 @@ MXRT_STATIC_ASSERT(ATOMIC == 0 || ATOMIC == 1, "ATOMIC: 0 or 1");
 #define DWG_W_TILE (DWG_ROWS * 128)                   // 8 KB: 64 rows x 4 blocks of fp8
 #define DWG_X_TILE (NT * 128)                         // 2 / 4 / 8 KB
 #define DWG_CODE (DWG_W_TILE + DWG_X_TILE)            // a code stage (a multiple of 1024: the swizzle's alignment)
+#define DWG_W4 (B_FMT == MXRT_FMT_E2M1)                // e2m1 weights: staged packed, widened into the code stage
+#define DWG_STG (DWG_W4 ? DWG_ROWS * 64 : 0)           // a stage's packed e2m1 tile: 64 rows x 64 bytes (4 blocks)
 #define DWG_SCALE ((DWG_ROWS + NT) * 4)               // a scale stage: one word (4 blocks) per weight row and token
 #define DWG_TG (DWG_NTW / 4 + 4)  // floats per t-group of a token-factor buffer (NTW / 4 used, + 4: distinct banks)
 #define DWG_FB (NS * 16 * DWG_TG)  // floats of a stage's token factors: [part][block][t-group][DWG_TG]
 #define DWG_REGS (DWG_NTW / 2)                        // accumulator registers per thread (m64nNTW)
 MXRT_STATIC_ASSERT(DWG_CODE % 1024 == 0, "code stages must keep the 1024-byte alignment of the swizzle");
 
-#if B_FMT == MXRT_FMT_E4M3
+#if B_FMT == MXRT_FMT_E4M3 || B_FMT == MXRT_FMT_E2M1
 #define DWG_WTYPE "e4m3"
 #else
 #define DWG_WTYPE "e5m2"
@@ -131,14 +136,15 @@ struct dwg_b {
 
 extern "C" __global__ void __launch_bounds__(DWG_THREADS, 1)
     gemm_mx_decode_sm90_wg(const __grid_constant__ mxrt_tmap tmx, const __grid_constant__ mxrt_tmap tmw,
-                           const u8* __restrict__ sa, const u8* __restrict__ sb, void* __restrict__ out, u32 m, u32 n,
-                           u32 k, u32 split_k) {
+                           const u8* __restrict__ sa, const u8* __restrict__ sb, const u8* __restrict__ wq,
+                           void* __restrict__ out, u32 m, u32 n, u32 k, u32 split_k) {
   extern __shared__ u8 smem_raw[];
-  // [STAGES] code stages (1024-aligned) | [STAGES] scale words | [STAGES] token factors | [STAGES (even)] stage flags |
-  // [NC][NTW][64] epilogue partials | [STAGES] full, [STAGES] empty mbarriers
+  // [STAGES] code stages (1024-aligned) | [STAGES] packed e2m1 tiles (DWG_W4) | [STAGES] scale words | [STAGES] token
+  // factors | [STAGES (even)] stage flags | [NC][NTW][64] epilogue partials | [STAGES] full, [STAGES] empty mbarriers
   u8* dsm = smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u);
   u8* codes = dsm;
-  u32* scales = reinterpret_cast<u32*>(dsm + STAGES * DWG_CODE);
+  u8* stg = dsm + STAGES * DWG_CODE;
+  u32* scales = reinterpret_cast<u32*>(stg + STAGES * DWG_STG);
   float* fb_s = reinterpret_cast<float*>(scales + STAGES * (DWG_ROWS + NT));
   u32* flags = reinterpret_cast<u32*>(fb_s + STAGES * DWG_FB);
   float* red = reinterpret_cast<float*>(flags + (STAGES + 1) / 2 * 2);  // the epilogue's own region
@@ -181,6 +187,16 @@ extern "C" __global__ void __launch_bounds__(DWG_THREADS, 1)
     const u8* xsp1 = xsp0 + 32u * (u64)kbt;
     const bool xv0 = lane < NT && lane < m, xv1 = lane + 32u < NT && lane + 32u < m;
     const u32 mine = ngr > w ? (ngr - w + PW - 1u) / PW : 0u;  // this warp's stages
+#if DWG_W4
+    // e2m1 weights: this lane copies and later widens the 16-byte chunk lane % 4 (MX block lane % 4 of the stage) of
+    // rows lane / 4 + 8i, i < 8 (staged at 16 * lane + 512 i: the warp's 16-byte accesses are contiguous); rows past
+    // n are not copied (their stale, always finite widened codes meet 0x7F scales and reach no stored output)
+    const u32 wr = lane / 4u, wc = lane % 4u;
+    const u64 wrow = k / 2u;
+    const u8* wqp = wq + (u64)(row0 + wr) * wrow + 64u * (u64)cg0 + 16u * wc;
+#else
+    (void)wq;
+#endif
     for (u32 j = 0; j < mine + LAG; ++j) {
       if (j < mine) {
         const u32 g = w + j * PW, slot = g % STAGES, gi = cg0 + g;
@@ -188,10 +204,24 @@ extern "C" __global__ void __launch_bounds__(DWG_THREADS, 1)
         const u32 full = full0 + 8u * slot;
         if (lane == 0) {
           const u32 dst = smem_addr(codes + slot * DWG_CODE);
+#if DWG_W4
+          mbar_arrive_tx(full, DWG_X_TILE);  // the tokens only: the weight tile is the producers' own stores
+#else
           mbar_arrive_tx(full, DWG_CODE);  // rows past n / m arrive as zeros and count in the bytes
           tma_load_2d(dst, &tmw, full, (i32)(gi * 128u), (i32)row0);
+#endif
           tma_load_2d(dst + DWG_W_TILE, &tmx, full, (i32)(gi * 128u), 0);
         }
+#if DWG_W4
+        {
+          const u32 sdst = smem_addr(stg + slot * DWG_STG) + 16u * lane;
+          const u8* src = wqp + 64u * (u64)g;
+#pragma unroll
+          for (u32 i = 0; i < 8; ++i, src += 8u * wrow) {
+            if (row0 + wr + 8u * i < n) sm90_cp16(sdst + 512u * i, src, 16u);
+          }
+        }
+#endif
         // the 4 scale bytes of the group per weight row and token (k % 128 == 0: one aligned word); rows past n
         // and tokens past m are not copied (read as 0x7F bytes below and by the consumers)
         const u32 sdst = smem_addr(scales + slot * (DWG_ROWS + NT)) + 4u * lane, go = 4u * g;
@@ -205,6 +235,33 @@ extern "C" __global__ void __launch_bounds__(DWG_THREADS, 1)
       const u32 h = w + (j - LAG) * PW, hs = h % STAGES;
       asm volatile("cp.async.wait_group %0;" ::"n"(LAG) : "memory");  // this lane's copies of stage h landed
       __syncwarp();  // ... and every lane's
+#if DWG_W4
+      {
+        // widen this lane's 8 staged chunks (32 e2m1 codes each) into the stage's e4m3 tile: row r's block wc is the
+        // 16-byte chunks 2wc, 2wc + 1 of its 128 bytes, at chunk c ^ (r & 7) as TMA's 128-byte swizzle would put them
+        // (r & 7 == wr: the rows are wr + 8i)
+        const u8* sg = stg + hs * DWG_STG + 16u * lane;
+        u8* wt = codes + hs * DWG_CODE + 128u * wr;
+        const u32 c0 = ((2u * wc) ^ wr) << 4, c1 = ((2u * wc + 1u) ^ wr) << 4;
+#pragma unroll
+        for (u32 i = 0; i < 8; ++i) {
+          const uint4 v = *reinterpret_cast<const uint4*>(sg + 512u * i);
+          uint4 lo, hi;
+          lo.x = sm90_e2m1x4_to_e4m3(v.x);
+          lo.y = sm90_e2m1x4_to_e4m3(v.x >> 16);
+          lo.z = sm90_e2m1x4_to_e4m3(v.y);
+          lo.w = sm90_e2m1x4_to_e4m3(v.y >> 16);
+          hi.x = sm90_e2m1x4_to_e4m3(v.z);
+          hi.y = sm90_e2m1x4_to_e4m3(v.z >> 16);
+          hi.z = sm90_e2m1x4_to_e4m3(v.w);
+          hi.w = sm90_e2m1x4_to_e4m3(v.w >> 16);
+          *reinterpret_cast<uint4*>(wt + 1024u * i + c0) = lo;
+          *reinterpret_cast<uint4*>(wt + 1024u * i + c1) = hi;
+        }
+        // the wgmmas read the tile through the async proxy: order these generic stores before the arrive below
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+      }
+#endif
       const u32* sw = scales + hs * (DWG_ROWS + NT);
       float* fb = fb_s + hs * DWG_FB;
       u32 ok = dwg_fast4(wv0 ? sw[lane] : 0x7F7F7F7Fu) & dwg_fast4(wv1 ? sw[lane + 32u] : 0x7F7F7F7Fu);

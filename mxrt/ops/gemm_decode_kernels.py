@@ -175,18 +175,18 @@ WG_STAGES = (2, 4, 6, 8, 10, 12)
 WG_ROWS = 64
 
 
-def wg_smem_bytes(nt: int, nc: int, stages: int, ns: int = 1) -> int:
+def wg_smem_bytes(nt: int, nc: int, stages: int, ns: int = 1, w4: bool = False) -> int:
     """Dynamic shared memory of a wgmma decode build: per stage the code tiles (64 weight rows + nt tokens of 128
-    bytes), the scale words, the token factors and the flag; the epilogue's partials, the mbarriers, and 1024 bytes
-    of alignment slack."""
+    bytes; with e2m1 weights (``w4``) also the packed tile the producers widen, 64 rows of 64 bytes), the scale words,
+    the token factors and the flag; the epilogue's partials, the mbarriers, and 1024 bytes of alignment slack."""
     ntw = nt // ns
-    codes = stages * (WG_ROWS * 128 + nt * 128)
+    codes = stages * (WG_ROWS * 128 + nt * 128 + (WG_ROWS * 64 if w4 else 0))
     scales = stages * (WG_ROWS + nt) * 4
     factors = stages * ns * 16 * (ntw // 4 + 4) * 4 + (stages + 1) // 2 * 2 * 4
     return codes + scales + factors + nc * ntw * 64 * 4 + 16 * stages + 1024
 
 
-def wg_valid(nt: int, nc: int, stages: int, ns: int = 1, pw: int = 1) -> bool:
+def wg_valid(nt: int, nc: int, stages: int, ns: int = 1, pw: int = 1, w4: bool = False) -> bool:
     """The kernel's static assertions, the shared-memory limit, and registers: four consumer warpgroups (up to 640
     threads, at most 96 registers each) only with a wgmma N of 16 (N 32 spilled 12 bytes offline)."""
     return (
@@ -200,7 +200,7 @@ def wg_valid(nt: int, nc: int, stages: int, ns: int = 1, pw: int = 1) -> bool:
         and stages % (nc // ns) == 0
         and pw in WG_PW
         and stages % (2 * pw) == 0
-        and wg_smem_bytes(nt, nc, stages, ns) <= DECODE_SMEM_MAX
+        and wg_smem_bytes(nt, nc, stages, ns, w4) <= DECODE_SMEM_MAX
     )
 
 
@@ -212,6 +212,7 @@ def wg_variant(
 
 
 _E5M2 = FMT_CODES["e5m2"]
+_E2M1 = FMT_CODES["e2m1"]
 
 
 def _wg_deep(nt: int, nc: int, ns: int) -> int:
@@ -249,6 +250,20 @@ GEMM_MX_DECODE_SM90_WG = KernelSpec(
         for nc, ns in _WG_SHAPES
         if wg_valid(nt, nc, _wg_deep(nt, nc, ns), ns, 2)
         for od, at in ((_F32, 0), (_F16, 1), (_F16, 0))
+    )
+    # e2m1 weights (widened by the producer warps): every token tile and shape of the envelope default at its ring
+    # depth, bf16 / the fp32 slices / the fp16 atomic mode, e5m2 tokens, and the other producer-warp counts at NT 64
+    + tuple(
+        wg_variant(fa, _E2M1, at, nt, nc, od, st, ns, pw)
+        for nt in WG_NT
+        for nc, ns in ((2, 1), (4, 2), (1, 1))
+        for st in (8, 4)
+        for pw in (4, 2, 1)
+        for fa, od, at in ((_E4M3, _BF16, 0), (_E4M3, _F32, 0), (_E4M3, _F16, 1), (_E5M2, _BF16, 0))
+        if wg_valid(nt, nc, st, ns, pw, True)
+        and (st == 8 or not wg_valid(nt, nc, 8, ns, pw, True))
+        and (pw == 4 or (nt == 64 and (fa, od, at) == (_E4M3, _BF16, 0)))
+        and ((nc, ns) == (2, 1) or (fa, od, at) == (_E4M3, _BF16, 0))
     ),
     targets=("sm_90a",),
     expect_mma=(("sm_90a", ("wgmma.mma_async.sync.aligned.m64n",)),),

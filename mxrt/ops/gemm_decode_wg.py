@@ -11,7 +11,12 @@ flag) before its mbarrier completes; NC consumer warpgroups take the stages in
 turn and are summed in warpgroup order (deterministic); ``split_k`` splits K across CTAs on top, with the shared
 deterministic / atomic modes (:mod:`mxrt.ops.gemm_splitk`).
 
-Envelope: ``m <= 64``; e4m3 / e5m2 operands (e2m1 stays on ``sm90_decode``); row-major scales; ``k % 128 == 0``;
+e2m1 weights (MXFP4) take the same kernel: the producer warp of a stage copies its packed tile by cp.async and,
+half a ring later, widens it to e4m3 (every e2m1 value is exact in e4m3) into the tile the wgmmas read, with TMA's
+128-byte swizzle, so the consumers and the promotion do not change; the weight bytes read halve.
+
+Envelope: ``m <= 64``; e4m3 / e5m2 tokens, e4m3 / e5m2 / e2m1 weights (e2m1 tokens stay on ``sm90_decode``);
+row-major scales; ``k % 128 == 0``;
 16-byte aligned codes, 4-byte aligned scales; bf16 / fp16 out (fp32 out declines, as on every fp8 tensor-core path:
 the k32 partials carry ~2-5e-5 relative error); m, n, k below 2^31 (offsets past 2^31 bytes are 64-bit).
 
@@ -53,8 +58,8 @@ def supports(dg: DeviceGemm) -> str | None:
     p = dg.p
     if p.m > K.DECODE_MAX_M:
         return f"m = {p.m} > {K.DECODE_MAX_M} (the decode envelope)"
-    if p.a_fmt not in _FP8 or p.b_fmt not in _FP8:
-        return f"formats ({p.a_fmt}, {p.b_fmt}): fp8 operands only (e2m1 runs on sm90_decode)"
+    if p.a_fmt not in _FP8 or p.b_fmt not in (*_FP8, "e2m1"):
+        return f"formats ({p.a_fmt}, {p.b_fmt}): fp8 tokens, fp8 or e2m1 weights (e2m1 tokens run on sm90_decode)"
     if p.split_k > MAX_GRID_YZ:
         return f"split_k = {p.split_k}, at most {MAX_GRID_YZ} (grid z)"
     if p.a_scale_layout is not None or p.b_scale_layout is not None:
@@ -138,11 +143,12 @@ def _launch_entry(dg: DeviceGemm, out_code: int, atomic: bool, tune: dict) -> tu
     if hit is None:
         c, _ = _plan(dg)
         c = WgConfig(*(tune.get(f, getattr(c, f)) for f in ("nt", "nc", "stages", "ns", "pw")))
-        if not K.wg_valid(c.nt, c.nc, c.stages, c.ns, c.pw) or c.nt < p.m:
-            raise ValueError(f"{NAME}: no build {c} for m={p.m}")
+        w4 = p.b_fmt == "e2m1"
+        if not K.wg_valid(c.nt, c.nc, c.stages, c.ns, c.pw, w4) or c.nt < p.m:
+            raise ValueError(f"{NAME}: no build {c} for m={p.m}" + (" with e2m1 weights" if w4 else ""))
         fa, fb = codes.FMT_CODES[p.a_fmt], codes.FMT_CODES[p.b_fmt]
         d = K.wg_variant(fa, fb, int(atomic), c.nt, c.nc, out_code, c.stages, c.ns, c.pw)
-        smem = K.wg_smem_bytes(c.nt, c.nc, c.stages, c.ns)
+        smem = K.wg_smem_bytes(c.nt, c.nc, c.stages, c.ns, w4)
         cfg = LaunchConfig((-(-p.n // K.WG_ROWS), 1, p.split_k), (c.threads, 1, 1), smem)
         if len(_LAUNCHES) >= 4096:
             _LAUNCHES.clear()
@@ -155,9 +161,10 @@ def _launch(dg: DeviceGemm, dst: Any, out_code: int, atomic: bool, tune: dict) -
     kernel, cfg, (nt, rows) = _launch_entry(dg, out_code, atomic, tune)
     dev = dg.a_codes.data.device_id
     tmx = tensor_map_arg(dg.a_codes.data.ptr, p.m, p.k, nt, dev)
-    tmw = tensor_map_arg(dg.b_codes.data.ptr, p.n, p.k, rows, dev)
+    # e2m1 weights are copied by cp.async from b_codes (wq); their tensor-map slot takes the tokens' map, unread
+    tmw = tmx if p.b_fmt == "e2m1" else tensor_map_arg(dg.b_codes.data.ptr, p.n, p.k, rows, dev)
     u32 = np.uint32
-    args = (tmx, tmw, dg.a_scales, dg.b_scales, dst, u32(p.m), u32(p.n), u32(p.k), u32(p.split_k))
+    args = (tmx, tmw, dg.a_scales, dg.b_scales, dg.b_codes, dst, u32(p.m), u32(p.n), u32(p.k), u32(p.split_k))
     launch(p.op, kernel, cfg, args)
 
 
@@ -190,16 +197,17 @@ def prepare_run(dg: DeviceGemm) -> PreparedGemm | None:
         kernel, cfg, (nt, rows) = _launch_entry(dg, out_code, atomic, {})
         u32 = np.uint32
         map_x = TensorMapMemo(p.m, p.k, nt, dev)
-        map_w = TensorMapMemo(p.n, p.k, rows, dev)
+        map_w = None if p.b_fmt == "e2m1" else TensorMapMemo(p.n, p.k, rows, dev)
         tmx = tensor_map_arg(dg.a_codes.data.ptr, p.m, p.k, nt, dev)
-        sample = (tmx, tmx, dg.a_scales, dg.b_scales, dg.out, u32(0), u32(0), u32(0), u32(0))
+        sample = (tmx, tmx, dg.a_scales, dg.b_scales, dg.b_codes, dg.out, u32(0), u32(0), u32(0), u32(0))
         pl = prepare(p.op, kernel, cfg, sample)
         if pl is None:
             return None
         m, n, k, s = p.m, p.n, p.k, p.split_k
 
         def g(a_ptr: int, b_ptr: int, sa_ptr: int, sb_ptr: int, dst_ptr: int) -> None:
-            pl(map_x(a_ptr), map_w(b_ptr), sa_ptr, sb_ptr, dst_ptr, m, n, k, s)
+            tx = map_x(a_ptr)
+            pl(tx, tx if map_w is None else map_w(b_ptr), sa_ptr, sb_ptr, b_ptr, dst_ptr, m, n, k, s)
 
         return g, pl
 

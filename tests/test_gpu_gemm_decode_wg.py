@@ -202,23 +202,24 @@ def test_e2m1_weights(forced, m, nk, out_dtype):
 
 @pytest.mark.parametrize("nt", K.WG_NT)
 def test_e2m1_every_configuration(nt):
-    """e2m1 weights on every build of each token tile that fits with the packed tiles (the ring of the producer
-    warps, PW 1 / 2 / 4, each filling and widening its own slots)."""
+    """e2m1 weights on every build of each token tile that fits with the packed tiles, widened by the producer warps
+    (WC 0: PW 1 / 2 / 4, each filling and widening its own slots) or by the consuming warpgroup (WC 1, NS 1)."""
     m, n, k = nt - 5, 130, 3072
     x, w, qa, qb = operands(m, n, k, "e4m3", "e2m1", seed=nt + 1)
     dg = gemm_op.device_gemm(gemm_problem(to_device(qa), to_device(qb), out_dtype="bfloat16"))
     ran = 0
-    for nc in K.WG_NC:
-        for ns in K.WG_NS:
-            for pw in K.WG_PW:
-                for st in K.WG_STAGES:
-                    if not K.wg_valid(nt, nc, st, ns, pw, True):
-                        continue
-                    dg.out.view(cupy.uint8).fill(0xFF)
-                    gemm_decode_wg.run(dg, nt=nt, nc=nc, stages=st, ns=ns, pw=pw, split=1)
-                    assert not check_result(dg.out, qa, qb, "bfloat16", x=x, w=w), (nc, ns, pw, st)
-                    ran += 1
-    assert ran >= 12
+    for wc in (0, 1):
+        for nc in K.WG_NC:
+            for ns in K.WG_NS:
+                for pw in K.WG_PW:
+                    for st in K.WG_STAGES:
+                        if not K.wg_valid(nt, nc, st, ns, pw, True, wc):
+                            continue
+                        dg.out.view(cupy.uint8).fill(0xFF)
+                        gemm_decode_wg.run(dg, nt=nt, nc=nc, stages=st, ns=ns, pw=pw, wc=wc, split=1)
+                        assert not check_result(dg.out, qa, qb, "bfloat16", x=x, w=w), (wc, nc, ns, pw, st)
+                        ran += 1
+    assert ran >= 20
 
 
 @pytest.mark.parametrize("deterministic", [True, False], ids=["det", "atomic"])

@@ -89,6 +89,7 @@ class WgConfig:
     stages: int
     ns: int = 1
     pw: int = 1
+    wc: int = 0  # e2m1 weights: 0 widened by the producer warps, 1 by the consuming warpgroup
 
     @property
     def threads(self) -> int:
@@ -142,27 +143,45 @@ def _launch_entry(dg: DeviceGemm, out_code: int, atomic: bool, tune: dict) -> tu
     hit = _LAUNCHES.get(key)
     if hit is None:
         c, _ = _plan(dg)
-        c = WgConfig(*(tune.get(f, getattr(c, f)) for f in ("nt", "nc", "stages", "ns", "pw")))
         w4 = p.b_fmt == "e2m1"
-        if not K.wg_valid(c.nt, c.nc, c.stages, c.ns, c.pw, w4) or c.nt < p.m:
+        c = dataclasses.replace(c, wc=_default_wc(c.nt) if w4 else 0)
+        c = WgConfig(*(tune.get(f, getattr(c, f)) for f in ("nt", "nc", "stages", "ns", "pw", "wc")))
+        if not K.wg_valid(c.nt, c.nc, c.stages, c.ns, c.pw, w4, c.wc) or c.nt < p.m:
             raise ValueError(f"{NAME}: no build {c} for m={p.m}" + (" with e2m1 weights" if w4 else ""))
         fa, fb = codes.FMT_CODES[p.a_fmt], codes.FMT_CODES[p.b_fmt]
-        d = K.wg_variant(fa, fb, int(atomic), c.nt, c.nc, out_code, c.stages, c.ns, c.pw)
+        d = K.wg_variant(fa, fb, int(atomic), c.nt, c.nc, out_code, c.stages, c.ns, c.pw, c.wc)
         smem = K.wg_smem_bytes(c.nt, c.nc, c.stages, c.ns, w4)
         cfg = LaunchConfig((-(-p.n // K.WG_ROWS), 1, p.split_k), (c.threads, 1, 1), smem)
         if len(_LAUNCHES) >= 4096:
             _LAUNCHES.clear()
-        hit = _LAUNCHES[key] = (_kernel(d, dg.arch, smem), cfg, (c.nt, K.WG_ROWS))
+        hit = _LAUNCHES[key] = (_kernel(d, dg.arch, smem), cfg, (c.nt, c.wc))
     return hit
+
+
+#: e2m1 weights: which warps widen them per token tile (define WC: 0 the stage's producer warp, 1 the consuming
+#: warpgroup; session 13 calls 3-4)
+WC_BY_NT = {16: 1, 32: 1, 64: 1}
+
+
+def _default_wc(nt: int) -> int:
+    return WC_BY_NT[nt]
+
+
+def _weight_map(ptr: int, p: Any, wc: int, dev: int, tmx: Any) -> Any:
+    """The weights' tensor-map argument: fp8 [n, k] in 64 x 128-byte boxes (128-byte swizzle); e2m1 [n, k / 2] in
+    64 x 64-byte boxes (64-byte swizzle) when the consumers widen them (WC 1); with WC 0 the producers copy them by
+    cp.async from ``wq`` and the slot takes the tokens' map, unread."""
+    if p.b_fmt != "e2m1":
+        return tensor_map_arg(ptr, p.n, p.k, K.WG_ROWS, dev)
+    return tensor_map_arg(ptr, p.n, p.k // 2, K.WG_ROWS, dev, box_cols=64) if wc else tmx
 
 
 def _launch(dg: DeviceGemm, dst: Any, out_code: int, atomic: bool, tune: dict) -> None:
     p = dg.p
-    kernel, cfg, (nt, rows) = _launch_entry(dg, out_code, atomic, tune)
+    kernel, cfg, (nt, wc) = _launch_entry(dg, out_code, atomic, tune)
     dev = dg.a_codes.data.device_id
     tmx = tensor_map_arg(dg.a_codes.data.ptr, p.m, p.k, nt, dev)
-    # e2m1 weights are copied by cp.async from b_codes (wq); their tensor-map slot takes the tokens' map, unread
-    tmw = tmx if p.b_fmt == "e2m1" else tensor_map_arg(dg.b_codes.data.ptr, p.n, p.k, rows, dev)
+    tmw = _weight_map(dg.b_codes.data.ptr, p, wc, dev, tmx)
     u32 = np.uint32
     args = (tmx, tmw, dg.a_scales, dg.b_scales, dg.b_codes, dst, u32(p.m), u32(p.n), u32(p.k), u32(p.split_k))
     launch(p.op, kernel, cfg, args)
@@ -194,10 +213,13 @@ def prepare_run(dg: DeviceGemm) -> PreparedGemm | None:
     dev = dg.a_codes.data.device_id
 
     def prepare_gemm(out_code: int, atomic: bool) -> tuple[Any, Any] | None:
-        kernel, cfg, (nt, rows) = _launch_entry(dg, out_code, atomic, {})
+        kernel, cfg, (nt, wc) = _launch_entry(dg, out_code, atomic, {})
         u32 = np.uint32
         map_x = TensorMapMemo(p.m, p.k, nt, dev)
-        map_w = None if p.b_fmt == "e2m1" else TensorMapMemo(p.n, p.k, rows, dev)
+        if p.b_fmt != "e2m1":
+            map_w = TensorMapMemo(p.n, p.k, K.WG_ROWS, dev)
+        else:  # WC 1: the packed tile by TMA (64-byte rows, 64-byte swizzle); WC 0: cp.async, the slot unread
+            map_w = TensorMapMemo(p.n, p.k // 2, K.WG_ROWS, dev, box_cols=64) if wc else None
         tmx = tensor_map_arg(dg.a_codes.data.ptr, p.m, p.k, nt, dev)
         sample = (tmx, tmx, dg.a_scales, dg.b_scales, dg.b_codes, dg.out, u32(0), u32(0), u32(0), u32(0))
         pl = prepare(p.op, kernel, cfg, sample)

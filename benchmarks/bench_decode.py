@@ -272,16 +272,15 @@ def wg_sweep(args, core, copy_bw, l2, quant, mx_bytes) -> int:
             f"wg plan {base} split {split0}; {sets} weight sets"
         )
         best = None
-        shapes = ((2, 1, 1), (2, 1, 2), (2, 1, 4), (4, 2, 2), (4, 2, 4), (4, 1, 4))
-        for (nc, ns, pw), wc in ((sh, wc) for sh in shapes for wc in ((0, 1) if fmt == "e2m1" else (0,))):
+        for nc, ns, pw in ((2, 1, 1), (2, 1, 2), (2, 1, 4), (4, 2, 2), (4, 2, 4), (4, 1, 4)):
             for st in (4, 8, 12):
-                if not K.wg_valid(base.nt, nc, st, ns, pw, fmt == "e2m1", wc):
+                if not K.wg_valid(base.nt, nc, st, ns, pw, fmt == "e2m1"):
                     continue
                 for split in sorted({1, split0}):
                     if split > k // 128:
                         continue
-                    tune = dict(nt=base.nt, nc=nc, ns=ns, pw=pw, stages=st, split=split, wc=wc)
-                    label = f"nc={nc} ns={ns} pw={pw} stages={st:2d} split={split:2d} wc={wc}"
+                    tune = dict(nt=base.nt, nc=nc, ns=ns, pw=pw, stages=st, split=split)
+                    label = f"nc={nc} ns={ns} pw={pw} stages={st:2d} split={split:2d}"
                     try:
                         t, _ = core.time_cupy([lambda dg=dg, tune=tune: gemm_decode_wg.run(dg, **tune) for dg in dgs],
                                               7, log=print)  # fmt: skip

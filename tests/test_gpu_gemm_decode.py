@@ -43,12 +43,13 @@ def poisoned():
 
 @pytest.fixture(autouse=True)
 def decode_keeps_its_envelope(monkeypatch):
-    """These tests run the mma.sync kernel at every m of its envelope: the hand-over of m > 8 fp8 calls to
-    sm90_decode_wg (its own tests, test_gpu_gemm_decode_wg.py) is switched off here."""
+    """These tests run the mma.sync kernel at every m of its envelope: the hand-over of m > 8 fp8 calls and of m > 16
+    e2m1-weight calls to sm90_decode_wg (its own tests, test_gpu_gemm_decode_wg.py) is switched off here."""
     from mxrt.ops import gemm_decode_wg
     from mxrt.ops.gemm_paths import invalidate_plans
 
     monkeypatch.setattr(gemm_decode_wg, "DEFAULT_MIN_M", None)
+    monkeypatch.setattr(gemm_decode_wg, "E2M1_MIN_M", None)
     invalidate_plans()
     yield
     invalidate_plans()

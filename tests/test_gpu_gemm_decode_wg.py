@@ -202,24 +202,23 @@ def test_e2m1_weights(forced, m, nk, out_dtype):
 
 @pytest.mark.parametrize("nt", K.WG_NT)
 def test_e2m1_every_configuration(nt):
-    """e2m1 weights on every build of each token tile that fits with the packed tiles, widened by the producer warps
-    (WC 0: PW 1 / 2 / 4, each filling and widening its own slots) or by the consuming warpgroup (WC 1, NS 1)."""
+    """e2m1 weights on every build of each token tile that fits with the packed tiles (the ring of the producer
+    warps, PW 1 / 2 / 4, each filling and widening its own slots)."""
     m, n, k = nt - 5, 130, 3072
     x, w, qa, qb = operands(m, n, k, "e4m3", "e2m1", seed=nt + 1)
     dg = gemm_op.device_gemm(gemm_problem(to_device(qa), to_device(qb), out_dtype="bfloat16"))
     ran = 0
-    for wc in (0, 1):
-        for nc in K.WG_NC:
-            for ns in K.WG_NS:
-                for pw in K.WG_PW:
-                    for st in K.WG_STAGES:
-                        if not K.wg_valid(nt, nc, st, ns, pw, True, wc):
-                            continue
-                        dg.out.view(cupy.uint8).fill(0xFF)
-                        gemm_decode_wg.run(dg, nt=nt, nc=nc, stages=st, ns=ns, pw=pw, wc=wc, split=1)
-                        assert not check_result(dg.out, qa, qb, "bfloat16", x=x, w=w), (wc, nc, ns, pw, st)
-                        ran += 1
-    assert ran >= 20
+    for nc in K.WG_NC:
+        for ns in K.WG_NS:
+            for pw in K.WG_PW:
+                for st in K.WG_STAGES:
+                    if not K.wg_valid(nt, nc, st, ns, pw, True):
+                        continue
+                    dg.out.view(cupy.uint8).fill(0xFF)
+                    gemm_decode_wg.run(dg, nt=nt, nc=nc, stages=st, ns=ns, pw=pw, split=1)
+                    assert not check_result(dg.out, qa, qb, "bfloat16", x=x, w=w), (nc, ns, pw, st)
+                    ran += 1
+    assert ran >= 12
 
 
 @pytest.mark.parametrize("deterministic", [True, False], ids=["det", "atomic"])
@@ -291,8 +290,8 @@ def test_declines():
 
 
 def test_hand_over_from_sm90_decode(monkeypatch):
-    """The envelope default: above DEFAULT_MIN_M tokens sm90_decode hands row-major calls with fp8 tokens (fp8 or e2m1
-    weights) to this path and keeps the rest (e2m1 tokens here); MXRT_GEMM_PATH=sm90_decode keeps them all."""
+    """The envelope default: above DEFAULT_MIN_M tokens sm90_decode hands fp8 row-major calls to this path, e2m1
+    weights above E2M1_MIN_M, and keeps the rest (e2m1 tokens here); MXRT_GEMM_PATH=sm90_decode keeps them all."""
     monkeypatch.setattr(gemm_decode_wg, "DEFAULT_MIN_M", 16)
     _, _, qa, qb = operands(32, 200, 1024, "e4m3", "e4m3", seed=4)
     dg = gemm_op.device_gemm(gemm_problem(to_device(qa), to_device(qb)))
@@ -303,7 +302,10 @@ def test_hand_over_from_sm90_decode(monkeypatch):
     _, _, qa4, qb4 = operands(32, 200, 1024, "e2m1", "e2m1", seed=4)
     assert select_gemm_path(gemm_op.device_gemm(gemm_problem(to_device(qa4), to_device(qb4)))).name == "sm90_decode"
     dg4 = gemm_op.device_gemm(gemm_problem(to_device(qa), to_device(qb4)))
+    assert "with e2m1 weights: routed to sm90_decode_wg" in gemm_decode.supports(dg4)
     assert select_gemm_path(dg4).name == gemm_decode_wg.NAME
+    dg4 = gemm_op.device_gemm(gemm_problem(to_device(qa16), to_device(qb4)))
+    assert select_gemm_path(dg4).name == "sm90_decode"  # e2m1 weights at m <= E2M1_MIN_M
     monkeypatch.setenv("MXRT_GEMM_PATH", "sm90_decode")
     assert gemm_decode.supports(dg) is None
 

@@ -3,22 +3,22 @@
 //          on wgmma: a CTA owns 64 weight rows (M side) and NT tokens (N side, NS parts); per MX block one wgmma
 //          m64n(NT/NS)k32 from zero, promoted exactly (fast when a stage's scales lie in [64, 190]; NaN for 0xFF).
 //          PW producer warps stream stages of 4 blocks (TMA codes, cp.async scales) and prepare each (token factors,
-//          fast flag); e2m1 weights are widened to e4m3 into the swizzled tile by the stage's producer warp (WC 0,
-//          cp.async) or consuming warpgroup (WC 1, TMA). Warpgroup c: token part c % NS, every (NC/NS)-th stage.
-// args     const __grid_constant__ mxrt_tmap tmx, tmw (A [m,k], fp8 B [n,k]: boxes NT / 64 rows x 128 B, SWIZZLE_128B;
-//          e2m1 B with WC 1: [n,k/2], 64 x 64 B, SWIZZLE_64B; 0 fill) | const u8* sa [m,k/32], sb [n,k/32] E8M0 |
-//          const u8* wq (e2m1 B [n,k/2], WC 0) | void* out (split z: fp32 slice z if split_k > 1 and ATOMIC=0) | u32
-//          m, n, k, split_k (split z takes groups [z*G/split_k, (z+1)*G/split_k) of G = k/128)
+//          fast flag); e2m1 weights come by cp.async and the stage's producer warp widens them to e4m3 into the
+//          swizzled tile. Consumer warpgroup c: token part c % NS, every (NC/NS)-th stage (summed in order).
+// args     const __grid_constant__ mxrt_tmap tmx, tmw (A [m,k], fp8 B [n,k]: boxes NT / 64 rows x 128 B, SWIZZLE_128B,
+//          0 fill; tmw unread for e2m1 B) | const u8* sa [m,k/32], sb [n,k/32] E8M0 | const u8* wq (e2m1 B [n,k/2];
+//          unread for fp8) | void* out (split z: fp32 slice z if split_k > 1 and ATOMIC=0) | u32 m, n, k, split_k
+//          (split z takes groups [z*G/split_k, (z+1)*G/split_k) of G = k/128)
 // grid     (ceil(n/64),1,split_k)   block (128*NC+32*PW,1,1)   smem gemm_decode_kernels.wg_smem_bytes
 // defines  A_FMT (e4m3/e5m2), B_FMT (e4m3/e5m2/e2m1), OUT_DTYPE, ATOMIC, NT (16/32/64), NC (1/2/4), NS (1/2), PW
-//          (1/2/4), STAGES (2..12, a multiple of NC/NS and 2*PW), WC (0/1: e2m1, NS 1)     set by ops/gemm_decode_wg.py
+//          (1/2/4), STAGES (2..12, a multiple of NC/NS and 2*PW)                        set by ops/gemm_decode_wg.py
 // requires sm_90a; k % 128 == 0; codes 16-B, scales 4-B aligned; m <= NT; m, n, k < 2^31; split_k <= 65535; ATOMIC
 //          with 16-bit out: out 4-byte aligned, m*n even                               checked by ops/gemm_decode_wg.py
 #include "../common/mx_gemm.h"
 
 #if !defined(A_FMT) || !defined(B_FMT) || !defined(OUT_DTYPE) || !defined(ATOMIC) || !defined(NT) || !defined(NC) || \
-    !defined(NS) || !defined(PW) || !defined(STAGES) || !defined(WC)
-#error "A_FMT, B_FMT, OUT_DTYPE, ATOMIC, NT, NC, NS, PW, STAGES and WC must be defined by the launcher"
+    !defined(NS) || !defined(PW) || !defined(STAGES)
+#error "A_FMT, B_FMT, OUT_DTYPE, ATOMIC, NT, NC, NS, PW and STAGES must be defined by the launcher"
 #endif
 MXRT_STATIC_ASSERT(NT == 16 || NT == 32 || NT == 64, "NT: 16, 32 or 64 tokens (the wgmma N)");
 MXRT_STATIC_ASSERT(NC == 1 || NC == 2 || NC == 4, "NC: 1, 2 or 4 consumer warpgroups");
@@ -38,8 +38,6 @@ MXRT_STATIC_ASSERT(B_FMT == MXRT_FMT_E4M3 || B_FMT == MXRT_FMT_E5M2 || B_FMT == 
 MXRT_STATIC_ASSERT(OUT_DTYPE == MXRT_OUT_F32 || OUT_DTYPE == MXRT_OUT_BF16 || OUT_DTYPE == MXRT_OUT_F16,
                    "OUT_DTYPE: MXRT_OUT_F32, _BF16 or _F16");
 MXRT_STATIC_ASSERT(ATOMIC == 0 || ATOMIC == 1, "ATOMIC: 0 or 1");
-MXRT_STATIC_ASSERT(WC == 0 || (WC == 1 && B_FMT == MXRT_FMT_E2M1 && NS == 1),
-                   "WC: 0, or 1 (e2m1 weights widened by the consuming warpgroup: NS 1, one warpgroup per stage)");
 // DWG_DIAG (development timing only, benchmarks/dev_decode_wg_diag.py; not in the spec): 1 the consumers only wait
 // for each stage and release it (the producer and memory pipeline alone); 2 also the wgmmas, no promotion
 #ifndef DWG_DIAG
@@ -60,8 +58,6 @@ MXRT_STATIC_ASSERT(WC == 0 || (WC == 1 && B_FMT == MXRT_FMT_E2M1 && NS == 1),
 #define DWG_CODE (DWG_W_TILE + DWG_X_TILE)            // a code stage (a multiple of 1024: the swizzle's alignment)
 #define DWG_W4 (B_FMT == MXRT_FMT_E2M1)                // e2m1 weights: staged packed, widened into the code stage
 #define DWG_STG (DWG_W4 ? DWG_ROWS * 64 : 0)           // a stage's packed e2m1 tile: 64 rows x 64 bytes (4 blocks)
-#define DWG_WP (DWG_W4 && !WC)  // the stage's producer warp copies (cp.async) and widens the packed tile
-#define DWG_WCN (DWG_W4 && WC)  // TMA brings the packed tile (64-byte swizzle); the consuming warpgroup widens it
 #define DWG_SCALE ((DWG_ROWS + NT) * 4)               // a scale stage: one word (4 blocks) per weight row and token
 #define DWG_TG (DWG_NTW / 4 + 4)  // floats per t-group of a token-factor buffer (NTW / 4 used, + 4: distinct banks)
 #define DWG_FB (NS * 16 * DWG_TG)  // floats of a stage's token factors: [part][block][t-group][DWG_TG]
@@ -115,19 +111,6 @@ MXRT_DEVICE void dwg_fence_regs(float (&d)[DWG_REGS]) {
 // cp.async of one 4-byte scale word
 MXRT_DEVICE void dwg_cp4(u32 dst, const void* src) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(dst), "l"(src) : "memory");
-}
-
-// named barrier of consumer warpgroup c (ids 1..4, immediate: racecheck loses track of register ids)
-MXRT_DEVICE void dwg_wg_sync(u32 c) {
-  if (c == 0) {
-    asm volatile("bar.sync 1, 128;" ::: "memory");
-  } else if (c == 1) {
-    asm volatile("bar.sync 2, 128;" ::: "memory");
-  } else if (c == 2) {
-    asm volatile("bar.sync 3, 128;" ::: "memory");
-  } else {
-    asm volatile("bar.sync 4, 128;" ::: "memory");
-  }
 }
 
 // All four scale bytes of w in [64, 190] (per byte, no carries between bytes: b + 65 and b + 64 both have their
@@ -203,7 +186,7 @@ extern "C" __global__ void __launch_bounds__(DWG_THREADS, 1)
     const u8* xsp1 = xsp0 + 32u * (u64)kbt;
     const bool xv0 = lane < NT && lane < m, xv1 = lane + 32u < NT && lane + 32u < m;
     const u32 mine = ngr > w ? (ngr - w + PW - 1u) / PW : 0u;  // this warp's stages
-#if DWG_WP
+#if DWG_W4
     // e2m1 weights: this lane copies and later widens the 16-byte chunk lane % 4 (MX block lane % 4 of the stage) of
     // rows lane / 4 + 8i, i < 8 (staged at 16 * lane + 512 i: the warp's 16-byte accesses are contiguous); rows past
     // n are not copied (their stale, always finite widened codes meet 0x7F scales and reach no stored output)
@@ -220,18 +203,15 @@ extern "C" __global__ void __launch_bounds__(DWG_THREADS, 1)
         const u32 full = full0 + 8u * slot;
         if (lane == 0) {
           const u32 dst = smem_addr(codes + slot * DWG_CODE);
-#if DWG_WP
+#if DWG_W4
           mbar_arrive_tx(full, DWG_X_TILE);  // the tokens only: the weight tile is the producers' own stores
-#elif DWG_WCN
-          mbar_arrive_tx(full, DWG_X_TILE + DWG_STG);  // tokens + the packed tile (rows past n: zeros, counted)
-          tma_load_2d(smem_addr(stg + slot * DWG_STG), &tmw, full, (i32)(gi * 64u), (i32)row0);
 #else
           mbar_arrive_tx(full, DWG_CODE);  // rows past n / m arrive as zeros and count in the bytes
           tma_load_2d(dst, &tmw, full, (i32)(gi * 128u), (i32)row0);
 #endif
           tma_load_2d(dst + DWG_W_TILE, &tmx, full, (i32)(gi * 128u), 0);
         }
-#if DWG_WP
+#if DWG_W4
         {
           const u32 sdst = smem_addr(stg + slot * DWG_STG) + 16u * lane;
           const u8* src = wqp + 64u * (u64)g;
@@ -254,7 +234,7 @@ extern "C" __global__ void __launch_bounds__(DWG_THREADS, 1)
       const u32 h = w + (j - LAG) * PW, hs = h % STAGES;
       asm volatile("cp.async.wait_group %0;" ::"n"(LAG) : "memory");  // this lane's copies of stage h landed
       __syncwarp();  // ... and every lane's
-#if DWG_WP
+#if DWG_W4
       {
         // widen this lane's 8 staged chunks (32 e2m1 codes each) into the stage's e4m3 tile: row r's block wc is the
         // 16-byte chunks 2wc, 2wc + 1 of its 128 bytes, at chunk c ^ (r & 7) as TMA's 128-byte swizzle would put them
@@ -328,35 +308,6 @@ extern "C" __global__ void __launch_bounds__(DWG_THREADS, 1)
     const float* fb = fb_s + slot * DWG_FB + part * (16u * DWG_TG);
     const u32 wa0 = in0 ? sw[r0] : 0x7F7F7F7Fu, wa1 = in1 ? sw[r1] : 0x7F7F7F7Fu;
     const u32 wt = codes_s + slot * DWG_CODE, xt = wt + DWG_W_TILE + part * DWG_NTW * 128u;
-#if DWG_WCN
-    {
-      // thread t widens blocks 2h, 2h + 1 (h = t % 2) of row r = t / 2: packed chunks 2h + i (i < 2) at chunk
-      // (2h + i) ^ ((r >> 1) & 3) of the row's 64 bytes (TMA's 64-byte swizzle), 32 codes each -> the 16-byte chunks
-      // 4h + 2i, 4h + 2i + 1 of the row's 128 e4m3 bytes at chunk c ^ (r & 7) (the 128-byte swizzle the wgmma
-      // descriptors read). A phase of 8 threads covers 4 rows: both the loads and the stores are conflict-free.
-      const u32 r = t / 2u, h = t % 2u, sp = (r >> 1) & 3u, sw7 = r & 7u;
-      const u8* pk = stg + slot * DWG_STG + 64u * r;
-      u8* wd = codes + slot * DWG_CODE + 128u * r;
-#pragma unroll
-      for (u32 i = 0; i < 2; ++i) {
-        const uint4 v = *reinterpret_cast<const uint4*>(pk + (((2u * h + i) ^ sp) << 4));
-        uint4 lo, hi;
-        lo.x = sm90_e2m1x4_to_e4m3(v.x);
-        lo.y = sm90_e2m1x4_to_e4m3(v.x >> 16);
-        lo.z = sm90_e2m1x4_to_e4m3(v.y);
-        lo.w = sm90_e2m1x4_to_e4m3(v.y >> 16);
-        hi.x = sm90_e2m1x4_to_e4m3(v.z);
-        hi.y = sm90_e2m1x4_to_e4m3(v.z >> 16);
-        hi.z = sm90_e2m1x4_to_e4m3(v.w);
-        hi.w = sm90_e2m1x4_to_e4m3(v.w >> 16);
-        *reinterpret_cast<uint4*>(wd + (((4u * h + 2u * i) ^ sw7) << 4)) = lo;
-        *reinterpret_cast<uint4*>(wd + (((4u * h + 2u * i + 1u) ^ sw7) << 4)) = hi;
-      }
-      // the wgmmas read the tile through the async proxy; every thread of the warpgroup has written its part
-      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-      dwg_wg_sync(c);
-    }
-#endif
     // acc += P * 2^(sx-127) * 2^(sw-127) for block u (fast: one FMUL + FFMA per element; wide: the two-step factors)
     // block u's token factors of this thread's columns, loaded one block ahead (a block's first FMUL waited on
     // these loads behind the wgmma fences: 6.5% of all stall samples at M = 64, session 12 call 22)

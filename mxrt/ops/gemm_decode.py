@@ -92,22 +92,25 @@ def supports(dg: DeviceGemm) -> str | None:
 
 
 def _routed(dg: DeviceGemm) -> str | None:
-    """The tuned table's decline: its entry for the cell names another path that supports the call (not when
-    ``MXRT_GEMM_PATH`` forces this one)."""
+    """The tuned table's decline: its entry for the cell names another path that supports the call, or with no entry
+    the envelope default hands the call to the wgmma kernel; e2m1 weights go to the wgmma kernel above
+    ``gemm_decode_wg.E2M1_MIN_M`` tokens instead (the table is tuned on MXFP8). Not when ``MXRT_GEMM_PATH`` forces
+    this path."""
     p, arch = dg.p, getattr(dg, "arch", None)
     if arch is None:  # a shape-only stand-in (tests/test_decode_guards.py): no device, no table
         return None
     if gemm_path_override() == NAME:
         return None
+    wg_here = any(q.name == gemm_decode_wg.NAME for q in gemm_paths(arch.target))
+    if p.b_fmt == "e2m1":  # MXFP4 weights: a measured token threshold (the table is tuned on MXFP8 weights)
+        e2m1_min = gemm_decode_wg.E2M1_MIN_M
+        if e2m1_min is not None and p.m > e2m1_min and wg_here and gemm_decode_wg.supports(dg) is None:
+            return f"m = {p.m} > {e2m1_min} with e2m1 weights: routed to {gemm_decode_wg.NAME}"
+        return None
     entry = decode_table.lookup(arch.target, arch.name, p.n, p.k, p.m)
     if entry is None:  # the envelope default: the wgmma kernel above its token count, where it serves the call
         wg_min = gemm_decode_wg.DEFAULT_MIN_M
-        if (
-            wg_min is not None
-            and p.m > wg_min
-            and any(q.name == gemm_decode_wg.NAME for q in gemm_paths(arch.target))
-            and gemm_decode_wg.supports(dg) is None
-        ):
+        if wg_min is not None and p.m > wg_min and wg_here and gemm_decode_wg.supports(dg) is None:
             return f"m = {p.m} > {wg_min}: the envelope default routes it to {gemm_decode_wg.NAME}"
         return None
     if entry.path == NAME:

@@ -186,14 +186,11 @@ def wg_smem_bytes(nt: int, nc: int, stages: int, ns: int = 1, w4: bool = False) 
     return codes + scales + factors + nc * ntw * 64 * 4 + 16 * stages + 1024
 
 
-def wg_valid(nt: int, nc: int, stages: int, ns: int = 1, pw: int = 1, w4: bool = False, wc: int = 0) -> bool:
+def wg_valid(nt: int, nc: int, stages: int, ns: int = 1, pw: int = 1, w4: bool = False) -> bool:
     """The kernel's static assertions, the shared-memory limit, and registers: four consumer warpgroups (up to 640
-    threads, at most 96 registers each) only with a wgmma N of 16 (N 32 spilled 12 bytes offline); ``wc`` (e2m1
-    weights widened by the consuming warpgroup) only with e2m1 weights and one token part."""
+    threads, at most 96 registers each) only with a wgmma N of 16 (N 32 spilled 12 bytes offline)."""
     return (
-        wc in (0, 1)
-        and (wc == 0 or (w4 and ns == 1))
-        and nt in WG_NT
+        nt in WG_NT
         and nc in WG_NC
         and ns in WG_NS
         and nc % ns == 0
@@ -208,12 +205,10 @@ def wg_valid(nt: int, nc: int, stages: int, ns: int = 1, pw: int = 1, w4: bool =
 
 
 def wg_variant(
-    a_fmt: int, b_fmt: int, atomic: int, nt: int, nc: int, out: int, stages: int, ns: int = 1, pw: int = 1, wc: int = 0
+    a_fmt: int, b_fmt: int, atomic: int, nt: int, nc: int, out: int, stages: int, ns: int = 1, pw: int = 1
 ) -> Defines:
     """The defines of one build of the wgmma decode kernel."""
-    return defines(
-        A_FMT=a_fmt, ATOMIC=atomic, B_FMT=b_fmt, NC=nc, NS=ns, NT=nt, OUT_DTYPE=out, PW=pw, STAGES=stages, WC=wc
-    )
+    return defines(A_FMT=a_fmt, ATOMIC=atomic, B_FMT=b_fmt, NC=nc, NS=ns, NT=nt, OUT_DTYPE=out, PW=pw, STAGES=stages)
 
 
 _E5M2 = FMT_CODES["e5m2"]
@@ -230,7 +225,7 @@ _WG_SHAPES = ((2, 1), (4, 2))
 GEMM_MX_DECODE_SM90_WG = KernelSpec(
     symbol="gemm_mx_decode_sm90_wg",
     file="gemm/gemm_mx_decode_sm90_wg.hip",
-    required=("A_FMT", "ATOMIC", "B_FMT", "NC", "NS", "NT", "OUT_DTYPE", "PW", "STAGES", "WC"),
+    required=("A_FMT", "ATOMIC", "B_FMT", "NC", "NS", "NT", "OUT_DTYPE", "PW", "STAGES"),
     # every fp8 format pair at NT 64 (two warpgroups) and NT 32 (four, token halves), bf16; every NT x NC x NS x PW
     # that builds at two ring depths (bf16); the fp32 slices of split-K and the fp16 atomic mode per NT and shape
     variants=tuple(
@@ -256,19 +251,17 @@ GEMM_MX_DECODE_SM90_WG = KernelSpec(
         if wg_valid(nt, nc, _wg_deep(nt, nc, ns), ns, 2)
         for od, at in ((_F32, 0), (_F16, 1), (_F16, 0))
     )
-    # e2m1 weights (e4m3 tokens), widened by the producer warps (WC 0) or the consuming warpgroup (WC 1): every
-    # token tile and shape of the envelope default at its ring depth, bf16 / the fp32 slices / the fp16 atomic mode,
-    # and the other producer-warp counts at NT 64
+    # e2m1 weights (e4m3 tokens, widened by the producer warps): every token tile and shape of the envelope default
+    # at its ring depth, bf16 / the fp32 slices / the fp16 atomic mode, and the other producer-warp counts at NT 64
     + tuple(
-        wg_variant(_E4M3, _E2M1, at, nt, nc, od, st, ns, pw, wc)
-        for wc in (0, 1)
+        wg_variant(_E4M3, _E2M1, at, nt, nc, od, st, ns, pw)
         for nt in WG_NT
         for nc, ns in ((2, 1), (4, 2), (1, 1))
         for st in (8, 4)
         for pw in (4, 2, 1)
         for od, at in ((_BF16, 0), (_F32, 0), (_F16, 1))
-        if wg_valid(nt, nc, st, ns, pw, True, wc)
-        and (st == 8 or not wg_valid(nt, nc, 8, ns, pw, True, wc))
+        if wg_valid(nt, nc, st, ns, pw, True)
+        and (st == 8 or not wg_valid(nt, nc, 8, ns, pw, True))
         and (pw == 4 or (nt == 64 and (od, at) == (_BF16, 0)))
         and ((nc, ns) == (2, 1) or (od, at) == (_BF16, 0))
     ),

@@ -22,7 +22,8 @@ the k32 partials carry ~2-5e-5 relative error); m, n, k below 2^31 (offsets past
 
 Selection: priority 29, between ``sm90_decode`` (30) and ``sm90_cublas`` (28). It serves the cells that
 ``sm90_decode`` hands to it: a tuned-table entry naming ``sm90_decode_wg``, or, for a cell without an entry, the
-envelope default (m > :data:`DEFAULT_MIN_M`, measured); ``MXRT_GEMM_PATH=sm90_decode_wg`` forces it.
+envelope default (m > :data:`DEFAULT_MIN_M`, measured); e2m1 weights above :data:`E2M1_MIN_M` tokens (the table is
+tuned on MXFP8); ``MXRT_GEMM_PATH=sm90_decode_wg`` forces it.
 """
 
 from __future__ import annotations
@@ -52,6 +53,11 @@ _FP8 = ("e4m3", "e5m2")
 #: envelope default; at M = 16 / 32 / 64 on 7168 x 4096 this path took 12.5 / 14.0 / 19.7 us against sm90_decode's
 #: 15.7 / 24.8 / 38.8, session 12 call 14); None: only table entries and MXRT_GEMM_PATH route here
 DEFAULT_MIN_M: int | None = 8
+#: e2m1 weights (MXFP4) run here above this token count whatever the tuned table says (the table is tuned on MXFP8
+#: weights): the widening binds the producer warps (~0.47 us per stage), so at M = 16 sm90_decode won on most of the
+#: seed's cells, at M = 32 / 64 this path won on all 15 (session 13 call 3: median 0.93x / 0.74x cuBLAS bf16 against
+#: 0.60x / 0.49x); None: only MXRT_GEMM_PATH routes e2m1 weights here
+E2M1_MIN_M: int | None = 16
 
 
 def supports(dg: DeviceGemm) -> str | None:
@@ -89,7 +95,6 @@ class WgConfig:
     stages: int
     ns: int = 1
     pw: int = 1
-    wc: int = 0  # e2m1 weights: 0 widened by the producer warps, 1 by the consuming warpgroup
 
     @property
     def threads(self) -> int:
@@ -143,45 +148,27 @@ def _launch_entry(dg: DeviceGemm, out_code: int, atomic: bool, tune: dict) -> tu
     hit = _LAUNCHES.get(key)
     if hit is None:
         c, _ = _plan(dg)
+        c = WgConfig(*(tune.get(f, getattr(c, f)) for f in ("nt", "nc", "stages", "ns", "pw")))
         w4 = p.b_fmt == "e2m1"
-        c = dataclasses.replace(c, wc=_default_wc(c.nt) if w4 else 0)
-        c = WgConfig(*(tune.get(f, getattr(c, f)) for f in ("nt", "nc", "stages", "ns", "pw", "wc")))
-        if not K.wg_valid(c.nt, c.nc, c.stages, c.ns, c.pw, w4, c.wc) or c.nt < p.m:
+        if not K.wg_valid(c.nt, c.nc, c.stages, c.ns, c.pw, w4) or c.nt < p.m:
             raise ValueError(f"{NAME}: no build {c} for m={p.m}" + (" with e2m1 weights" if w4 else ""))
         fa, fb = codes.FMT_CODES[p.a_fmt], codes.FMT_CODES[p.b_fmt]
-        d = K.wg_variant(fa, fb, int(atomic), c.nt, c.nc, out_code, c.stages, c.ns, c.pw, c.wc)
+        d = K.wg_variant(fa, fb, int(atomic), c.nt, c.nc, out_code, c.stages, c.ns, c.pw)
         smem = K.wg_smem_bytes(c.nt, c.nc, c.stages, c.ns, w4)
         cfg = LaunchConfig((-(-p.n // K.WG_ROWS), 1, p.split_k), (c.threads, 1, 1), smem)
         if len(_LAUNCHES) >= 4096:
             _LAUNCHES.clear()
-        hit = _LAUNCHES[key] = (_kernel(d, dg.arch, smem), cfg, (c.nt, c.wc))
+        hit = _LAUNCHES[key] = (_kernel(d, dg.arch, smem), cfg, (c.nt, K.WG_ROWS))
     return hit
-
-
-#: e2m1 weights: which warps widen them per token tile (define WC: 0 the stage's producer warp, 1 the consuming
-#: warpgroup; session 13 calls 3-4)
-WC_BY_NT = {16: 1, 32: 1, 64: 1}
-
-
-def _default_wc(nt: int) -> int:
-    return WC_BY_NT[nt]
-
-
-def _weight_map(ptr: int, p: Any, wc: int, dev: int, tmx: Any) -> Any:
-    """The weights' tensor-map argument: fp8 [n, k] in 64 x 128-byte boxes (128-byte swizzle); e2m1 [n, k / 2] in
-    64 x 64-byte boxes (64-byte swizzle) when the consumers widen them (WC 1); with WC 0 the producers copy them by
-    cp.async from ``wq`` and the slot takes the tokens' map, unread."""
-    if p.b_fmt != "e2m1":
-        return tensor_map_arg(ptr, p.n, p.k, K.WG_ROWS, dev)
-    return tensor_map_arg(ptr, p.n, p.k // 2, K.WG_ROWS, dev, box_cols=64) if wc else tmx
 
 
 def _launch(dg: DeviceGemm, dst: Any, out_code: int, atomic: bool, tune: dict) -> None:
     p = dg.p
-    kernel, cfg, (nt, wc) = _launch_entry(dg, out_code, atomic, tune)
+    kernel, cfg, (nt, rows) = _launch_entry(dg, out_code, atomic, tune)
     dev = dg.a_codes.data.device_id
     tmx = tensor_map_arg(dg.a_codes.data.ptr, p.m, p.k, nt, dev)
-    tmw = _weight_map(dg.b_codes.data.ptr, p, wc, dev, tmx)
+    # e2m1 weights are copied by cp.async from b_codes (wq); their tensor-map slot takes the tokens' map, unread
+    tmw = tmx if p.b_fmt == "e2m1" else tensor_map_arg(dg.b_codes.data.ptr, p.n, p.k, rows, dev)
     u32 = np.uint32
     args = (tmx, tmw, dg.a_scales, dg.b_scales, dg.b_codes, dst, u32(p.m), u32(p.n), u32(p.k), u32(p.split_k))
     launch(p.op, kernel, cfg, args)
@@ -213,13 +200,10 @@ def prepare_run(dg: DeviceGemm) -> PreparedGemm | None:
     dev = dg.a_codes.data.device_id
 
     def prepare_gemm(out_code: int, atomic: bool) -> tuple[Any, Any] | None:
-        kernel, cfg, (nt, wc) = _launch_entry(dg, out_code, atomic, {})
+        kernel, cfg, (nt, rows) = _launch_entry(dg, out_code, atomic, {})
         u32 = np.uint32
         map_x = TensorMapMemo(p.m, p.k, nt, dev)
-        if p.b_fmt != "e2m1":
-            map_w = TensorMapMemo(p.n, p.k, K.WG_ROWS, dev)
-        else:  # WC 1: the packed tile by TMA (64-byte rows, 64-byte swizzle); WC 0: cp.async, the slot unread
-            map_w = TensorMapMemo(p.n, p.k // 2, K.WG_ROWS, dev, box_cols=64) if wc else None
+        map_w = None if p.b_fmt == "e2m1" else TensorMapMemo(p.n, p.k, rows, dev)
         tmx = tensor_map_arg(dg.a_codes.data.ptr, p.m, p.k, nt, dev)
         sample = (tmx, tmx, dg.a_scales, dg.b_scales, dg.b_codes, dg.out, u32(0), u32(0), u32(0), u32(0))
         pl = prepare(p.op, kernel, cfg, sample)

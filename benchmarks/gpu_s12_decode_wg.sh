@@ -78,7 +78,8 @@ if has ncu_src; then
   IFS=: read -r m n k nc ns st sp <<< "${NCU_SRC:-64:7168:4096:2:1:8:1}"
   step "ncu --set full ${NCU_SRC:-}"
   timeout ${T_NCU:-180} ncu -k regex:gemm_mx_decode_sm90_wg -s 2 -c 1 --set full --import-source yes -f \
-    -o "$OUT/wg_full" python3 benchmarks/ncu_decode_wg.py $m $n $k $nc $ns $st $sp --lineinfo > "$OUT/ncu_full_log.txt" 2>&1
+    -o "$OUT/wg_full" python3 benchmarks/ncu_decode_wg.py $m $n $k $nc $ns $st $sp ${NCU_ARGS:-} --lineinfo \
+    > "$OUT/ncu_full_log.txt" 2>&1
   echo "ncu rc=$?"; tail -2 "$OUT/ncu_full_log.txt"
   python3 benchmarks/ncu_source_top.py "$OUT/wg_full.ncu-rep" 45 2>&1 | tee "$OUT/ncu_src_top.txt" | head -50
 fi

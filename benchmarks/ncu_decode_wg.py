@@ -1,5 +1,6 @@
-"""A few wgmma decode GEMM calls (M x N x K MXFP8, bf16 out) for `ncu -k regex:gemm_mx_decode_sm90_wg -s 2 -c 1`
-(issue 12): python3 benchmarks/ncu_decode_wg.py M [N K nc ns stages split]"""
+"""A few wgmma decode GEMM calls (M x N x K, e4m3 tokens, MXFP8 or with ``--fmt e2m1`` MXFP4 weights, bf16 out) for
+`ncu -k regex:gemm_mx_decode_sm90_wg -s 2 -c 1` (issue 12):
+python3 benchmarks/ncu_decode_wg.py M [N K nc ns stages split [pw]] [--fmt e2m1] [--lineinfo]"""
 
 import sys
 
@@ -16,6 +17,11 @@ if "--lineinfo" in sys.argv:  # line info for ncu's source view
 
     plain = compiler.compile_options
     compiler.compile_options = lambda arch, d: (*plain(arch, d), "-lineinfo")
+fmt = "e4m3"
+if "--fmt" in sys.argv:
+    i = sys.argv.index("--fmt")
+    fmt = sys.argv[i + 1]
+    del sys.argv[i : i + 2]
 m = int(sys.argv[1]) if len(sys.argv) > 1 else 64
 n, k = (int(sys.argv[2]), int(sys.argv[3])) if len(sys.argv) > 3 else (7168, 4096)
 tune = {}
@@ -25,7 +31,7 @@ if len(sys.argv) > 7:
         tune["pw"] = int(sys.argv[8])
 rng = cupy.random.default_rng(0)
 a = mxrt.quantize_mx(rng.standard_normal((m, k), dtype=cupy.float32), "e4m3")
-b = mxrt.quantize_mx(rng.standard_normal((n, k), dtype=cupy.float32), "e4m3")
+b = mxrt.quantize_mx(rng.standard_normal((n, k), dtype=cupy.float32), fmt)
 dg = gemm_op.device_gemm(gemm_problem(a, b))
 for _ in range(4):
     gemm_decode_wg.run(dg, **tune)

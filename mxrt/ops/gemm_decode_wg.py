@@ -12,8 +12,10 @@ turn and are summed in warpgroup order (deterministic); ``split_k`` splits K acr
 deterministic / atomic modes (:mod:`mxrt.ops.gemm_splitk`).
 
 e2m1 weights (MXFP4) take the same kernel: the producer warp of a stage copies its packed tile by cp.async and,
-half a ring later, widens it to e4m3 (every e2m1 value is exact in e4m3) into the tile the wgmmas read, with TMA's
-128-byte swizzle, so the consumers and the promotion do not change; the weight bytes read halve.
+half a ring later, widens it into the tile the wgmmas read (TMA's 128-byte swizzle) as e4m3 bytes holding 2^-6 times
+the e2m1 values (code ``s.e.m`` -> ``s.000.e.m00``: shifts and masks, ~9 instructions per 8 codes); the promotion
+multiplies 2^6 back into the weight factor (exact), so the results equal the fp8 route's. The weight bytes read halve;
+the widening makes the producer warps the limit (session 13), so MXFP4 runs here above :data:`E2M1_MIN_M` tokens.
 
 Envelope: ``m <= 64``; e4m3 / e5m2 tokens, e4m3 / e5m2 / e2m1 weights (e2m1 tokens stay on ``sm90_decode``);
 row-major scales; ``k % 128 == 0``;

@@ -74,6 +74,9 @@ struct dec_const {
 };
 
 #define DEC_MMA_TYPE(F) (F == MXRT_FMT_E5M2 ? 1 : 0)
+// e2m1 operands reach the tensor cores as e4m3 bytes of 2^-6 times their values (sm90_e2m1x8_lo6); the promotion
+// multiplies P by 2^6 per such operand (exact: a power of two; fast path: folded into the weight factor, <= 2^75)
+#define DEC_PMUL ((B_FMT == MXRT_FMT_E2M1 ? 64.0f : 1.0f) * (A_FMT == MXRT_FMT_E2M1 ? 64.0f : 1.0f))
 
 // D = A (16x32, weights) x B (32x8, tokens), fp32, from zero.
 template <int WT, int XT>
@@ -320,10 +323,8 @@ MXRT_DEVICE void dec_body(const DecArgs& P) {
         if constexpr (B_FMT == MXRT_FMT_E2M1) {
           const u8* p = st + 1024u * r + f4 + ((u << 4) ^ f4x);  // 16 rows of 64 bytes on: same swizzle phase
           const u32 v0 = *(const u32*)p, v1 = *(const u32*)(p + 512u);
-          w[r][0] = sm90_e2m1x4_to_e4m3(v0);
-          w[r][2] = sm90_e2m1x4_to_e4m3(v0 >> 16);
-          w[r][1] = sm90_e2m1x4_to_e4m3(v1);
-          w[r][3] = sm90_e2m1x4_to_e4m3(v1 >> 16);
+          sm90_e2m1x8_lo6(v0, w[r][0], w[r][2]);  // 2^-6 x the values: DEC_PMUL restores it in the promotion
+          sm90_e2m1x8_lo6(v1, w[r][1], w[r][3]);
         } else {
           const u8* p = st + 2048u * r + f8 + (((2u * u) << 4) ^ f8x);  // 16 rows of 128 bytes on
           const uint2 v0 = *(const uint2*)p, v1 = *(const uint2*)(p + 1024u);
@@ -339,8 +340,7 @@ MXRT_DEVICE void dec_body(const DecArgs& P) {
         u32 x0, x1;
         if constexpr (A_FMT == MXRT_FMT_E2M1) {
           const u32 v = *(const u32*)(st + X_OFF + 512u * t + f4 + ((u << 4) ^ f4x));
-          x0 = sm90_e2m1x4_to_e4m3(v);
-          x1 = sm90_e2m1x4_to_e4m3(v >> 16);
+          sm90_e2m1x8_lo6(v, x0, x1);
         } else {
           const uint2 v = *(const uint2*)(st + X_OFF + 1024u * t + f8 + (((2u * u) << 4) ^ f8x));
           x0 = v.x;
@@ -353,7 +353,7 @@ MXRT_DEVICE void dec_body(const DecArgs& P) {
           // d[0]: (row g, token 2q), d[1]: (g, 2q+1), d[2]: (g+8, 2q), d[3]: (g+8, 2q+1) of row tile r
           float(&a)[4] = acc[r][t];
           if constexpr (!W) {
-            const float fw0 = dec_factor<u>(sw0[r]), fw1 = dec_factor<u>(sw1[r]);
+            const float fw0 = dec_factor<u>(sw0[r]) * DEC_PMUL, fw1 = dec_factor<u>(sw1[r]) * DEC_PMUL;
             const float fx0 = dec_factor<u>(sx0[t]), fx1 = dec_factor<u>(sx1[t]);
             a[0] = mxrt_fma(d[0] * fw0, fx0, a[0]);
             a[1] = mxrt_fma(d[1] * fw0, fx1, a[1]);
@@ -370,7 +370,7 @@ MXRT_DEVICE void dec_body(const DecArgs& P) {
               } else {
                 float f1, f2;
                 mxrt_scale_steps(sw[e], sx[e], f1, f2);
-                a[e] = mxrt_fma(d[e] * f1, f2, a[e]);
+                a[e] = mxrt_fma(d[e] * DEC_PMUL * f1, f2, a[e]);  // the product's 2^6 per e2m1 operand first
               }
             }
           }

@@ -58,7 +58,7 @@ MXRT_STATIC_ASSERT(ATOMIC == 0 || ATOMIC == 1, "ATOMIC: 0 or 1");
 #define DWG_CODE (DWG_W_TILE + DWG_X_TILE)            // a code stage (a multiple of 1024: the swizzle's alignment)
 #define DWG_W4 (B_FMT == MXRT_FMT_E2M1)                // e2m1 weights: staged packed, widened into the code stage
 #define DWG_STG (DWG_W4 ? DWG_ROWS * 64 : 0)           // a stage's packed e2m1 tile: 64 rows x 64 bytes (4 blocks)
-#define DWG_WMUL (DWG_W4 ? 64.0f : 1.0f)               // e2m1 tiles carry 2^-6 x the weights (dwg_e2m1x8_lo6)
+#define DWG_WMUL (DWG_W4 ? 64.0f : 1.0f)               // e2m1 tiles hold 2^-6 x the weights (sm90_e2m1x8_lo6)
 #define DWG_SCALE ((DWG_ROWS + NT) * 4)               // a scale stage: one word (4 blocks) per weight row and token
 #define DWG_TG (DWG_NTW / 4 + 4)  // floats per t-group of a token-factor buffer (NTW / 4 used, + 4: distinct banks)
 #define DWG_FB (NS * 16 * DWG_TG)  // floats of a stage's token factors: [part][block][t-group][DWG_TG]
@@ -112,18 +112,6 @@ MXRT_DEVICE void dwg_fence_regs(float (&d)[DWG_REGS]) {
 // cp.async of one 4-byte scale word
 MXRT_DEVICE void dwg_cp4(u32 dst, const void* src) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(dst), "l"(src) : "memory");
-}
-
-// 8 e2m1 codes (w, element 0 in bits 0..3) -> 8 e4m3 bytes of 2^-6 times their values (lo: elements 0..3, hi:
-// 4..7): code s.e1.e0.m becomes s.000.e1.e0.m.00, exponent field e and mantissa m00 (e4m3 bias 7 against e2m1's 1;
-// the subnormal 0.5 = 0.1 x 2^0 lands on e4m3's subnormal 0.100 x 2^-6), so a byte shift and masks replace the
-// table look-ups: ~9 instructions per 8 codes instead of ~14. The promotion multiplies the 2^6 back into the weight
-// factor (exact: a power of two, products stay normal).
-MXRT_DEVICE void dwg_e2m1x8_lo6(u32 w, u32& lo, u32& hi) {
-  const u32 ev = ((w << 2) & 0x1C1C1C1Cu) | ((w << 4) & 0x80808080u);  // elements 0, 2, 4, 6 (low nibbles)
-  const u32 od = ((w >> 2) & 0x1C1C1C1Cu) | (w & 0x80808080u);         // elements 1, 3, 5, 7 (high nibbles)
-  lo = __byte_perm(ev, od, 0x5140u);
-  hi = __byte_perm(ev, od, 0x7362u);
 }
 
 // All four scale bytes of w in [64, 190] (per byte, no carries between bytes: b + 65 and b + 64 both have their
@@ -259,10 +247,10 @@ extern "C" __global__ void __launch_bounds__(DWG_THREADS, 1)
         for (u32 i = 0; i < 8; ++i) {
           const uint4 v = *reinterpret_cast<const uint4*>(sg + 512u * i);
           uint4 lo, hi;
-          dwg_e2m1x8_lo6(v.x, lo.x, lo.y);
-          dwg_e2m1x8_lo6(v.y, lo.z, lo.w);
-          dwg_e2m1x8_lo6(v.z, hi.x, hi.y);
-          dwg_e2m1x8_lo6(v.w, hi.z, hi.w);
+          sm90_e2m1x8_lo6(v.x, lo.x, lo.y);
+          sm90_e2m1x8_lo6(v.y, lo.z, lo.w);
+          sm90_e2m1x8_lo6(v.z, hi.x, hi.y);
+          sm90_e2m1x8_lo6(v.w, hi.z, hi.w);
           *reinterpret_cast<uint4*>(wt + 1024u * i + c0) = lo;
           *reinterpret_cast<uint4*>(wt + 1024u * i + c1) = hi;
         }
@@ -330,7 +318,7 @@ extern "C" __global__ void __launch_bounds__(DWG_THREADS, 1)
       constexpr u32 u = decltype(uc)::value;
       constexpr bool W = decltype(wide)::value;
       if constexpr (!W) {
-        // e2m1 weights: the tile holds 2^-6 times their values (dwg_e2m1x8_lo6): 2^6 back in the weight factor
+        // e2m1 weights: the tile holds 2^-6 times their values (sm90_e2m1x8_lo6): 2^6 back in the weight factor
         const float fa0 = dwg_factor<u>(wa0) * DWG_WMUL, fa1 = dwg_factor<u>(wa1) * DWG_WMUL;
 #pragma unroll
         for (u32 j = 0; j < DWG_NTW / 8u; j += 2u) {

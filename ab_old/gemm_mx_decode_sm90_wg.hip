@@ -1,0 +1,483 @@
+// kernel   gemm_mx_decode_sm90_wg                                                     (extern "C")
+// computes out[m,n] = sum_kb 2^(sa[m,kb]-127) * 2^(sb[n,kb]-127) * sum_{k in kb} A[m,k] * B[n,k], m <= NT. Swap-AB
+//          on wgmma: a CTA owns 64 weight rows (M side) and NT tokens (N side, NS parts); per MX block one wgmma
+//          m64n(NT/NS)k32 from zero, promoted exactly (fast when a stage's scales lie in [64, 190]; NaN for 0xFF).
+//          PW producer warps stream stages of 4 blocks (TMA codes, cp.async scales) and prepare each (token factors,
+//          fast flag); e2m1 weights come by cp.async and the stage's producer warp widens them to e4m3 into the
+//          swizzled tile. Consumer warpgroup c: token part c % NS, every (NC/NS)-th stage (summed in order).
+// args     const __grid_constant__ mxrt_tmap tmx, tmw (A [m,k], fp8 B [n,k]: boxes NT / 64 rows x 128 B, SWIZZLE_128B,
+//          0 fill; tmw unread for e2m1 B) | const u8* sa [m,k/32], sb [n,k/32] E8M0 | const u8* wq (e2m1 B [n,k/2];
+//          unread for fp8) | void* out (split z: fp32 slice z if split_k > 1 and ATOMIC=0) | u32 m, n, k, split_k
+//          (split z takes groups [z*G/split_k, (z+1)*G/split_k) of G = k/128)
+// grid     (ceil(n/64),1,split_k)   block (128*NC+32*PW,1,1)   smem gemm_decode_kernels.wg_smem_bytes
+// defines  A_FMT (e4m3/e5m2), B_FMT (e4m3/e5m2/e2m1), OUT_DTYPE, ATOMIC, NT (16/32/64), NC (1/2/4), NS (1/2), PW
+//          (1/2/4), STAGES (2..12, a multiple of NC/NS and 2*PW)                        set by ops/gemm_decode_wg.py
+// requires sm_90a; k % 128 == 0; codes 16-B, scales 4-B aligned; m <= NT; m, n, k < 2^31; split_k <= 65535; ATOMIC
+//          with 16-bit out: out 4-byte aligned, m*n even                               checked by ops/gemm_decode_wg.py
+#include "../common/mx_gemm.h"
+
+#if !defined(A_FMT) || !defined(B_FMT) || !defined(OUT_DTYPE) || !defined(ATOMIC) || !defined(NT) || !defined(NC) || \
+    !defined(NS) || !defined(PW) || !defined(STAGES)
+#error "A_FMT, B_FMT, OUT_DTYPE, ATOMIC, NT, NC, NS, PW and STAGES must be defined by the launcher"
+#endif
+MXRT_STATIC_ASSERT(NT == 16 || NT == 32 || NT == 64, "NT: 16, 32 or 64 tokens (the wgmma N)");
+MXRT_STATIC_ASSERT(NC == 1 || NC == 2 || NC == 4, "NC: 1, 2 or 4 consumer warpgroups");
+MXRT_STATIC_ASSERT((NS == 1 || NS == 2) && NC % NS == 0 && NT / NS >= 16,
+                   "NS: 1 or 2 token parts (of at least 16 columns), a divisor of NC");
+#define DWG_KS (NC / NS)  // consumer warpgroups per token part: they take the stages in turn
+#define DWG_NTW (NT / NS)  // the wgmma N of one warpgroup
+MXRT_STATIC_ASSERT(STAGES >= 2 && STAGES <= 12 && STAGES % DWG_KS == 0,
+                   "STAGES: 2..12, a multiple of NC / NS (a slot is always consumed by the same warpgroups, so its "
+                   "barrier parity never runs two phases ahead of a waiter)");
+MXRT_STATIC_ASSERT((PW == 1 || PW == 2 || PW == 4) && STAGES % PW == 0 && STAGES / PW >= 2,
+                   "PW: 1, 2 or 4 producer warps, STAGES a multiple of 2 * PW (a slot is always filled by the same "
+                   "warp, which prepares a stage before it waits for that slot again)");
+MXRT_STATIC_ASSERT(A_FMT == MXRT_FMT_E4M3 || A_FMT == MXRT_FMT_E5M2, "A_FMT: e4m3 or e5m2");
+MXRT_STATIC_ASSERT(B_FMT == MXRT_FMT_E4M3 || B_FMT == MXRT_FMT_E5M2 || B_FMT == MXRT_FMT_E2M1,
+                   "B_FMT: e4m3, e5m2 or e2m1 (widened to e4m3 by the producer warps)");
+MXRT_STATIC_ASSERT(OUT_DTYPE == MXRT_OUT_F32 || OUT_DTYPE == MXRT_OUT_BF16 || OUT_DTYPE == MXRT_OUT_F16,
+                   "OUT_DTYPE: MXRT_OUT_F32, _BF16 or _F16");
+MXRT_STATIC_ASSERT(ATOMIC == 0 || ATOMIC == 1, "ATOMIC: 0 or 1");
+// DWG_DIAG (development timing only, benchmarks/dev_decode_wg_diag.py; not in the spec): 1 the consumers only wait
+// for each stage and release it (the producer and memory pipeline alone); 2 also the wgmmas, no promotion
+#ifndef DWG_DIAG
+#define DWG_DIAG 0
+#endif
+
+#if defined(MXRT_CUDA)
+#include "sm90_async.h"
+
+#define DWG_THREADS (128 * NC + 32 * PW)
+// four partials per stage where the registers allow: a wgmma N of at most 32, or N 64 with the producer warps a
+// whole warpgroup (PW 4) next to two consumer warpgroups, which then rebalance registers (setmaxnreg 56 / 224)
+#define DWG_SETMAXNREG (DWG_NTW == 64 && PW == 4 && NC == 2)
+#define DWG_P4 (DWG_NTW <= 32 || DWG_SETMAXNREG)
+#define DWG_ROWS 64                                   // weight rows per CTA (the wgmma M)
+#define DWG_W_TILE (DWG_ROWS * 128)                   // 8 KB: 64 rows x 4 blocks of fp8
+#define DWG_X_TILE (NT * 128)                         // 2 / 4 / 8 KB
+#define DWG_CODE (DWG_W_TILE + DWG_X_TILE)            // a code stage (a multiple of 1024: the swizzle's alignment)
+#define DWG_W4 (B_FMT == MXRT_FMT_E2M1)                // e2m1 weights: staged packed, widened into the code stage
+#define DWG_STG (DWG_W4 ? DWG_ROWS * 64 : 0)           // a stage's packed e2m1 tile: 64 rows x 64 bytes (4 blocks)
+#define DWG_SCALE ((DWG_ROWS + NT) * 4)               // a scale stage: one word (4 blocks) per weight row and token
+#define DWG_TG (DWG_NTW / 4 + 4)  // floats per t-group of a token-factor buffer (NTW / 4 used, + 4: distinct banks)
+#define DWG_FB (NS * 16 * DWG_TG)  // floats of a stage's token factors: [part][block][t-group][DWG_TG]
+#define DWG_REGS (DWG_NTW / 2)                        // accumulator registers per thread (m64nNTW)
+MXRT_STATIC_ASSERT(DWG_CODE % 1024 == 0, "code stages must keep the 1024-byte alignment of the swizzle");
+
+#if B_FMT == MXRT_FMT_E4M3 || B_FMT == MXRT_FMT_E2M1
+#define DWG_WTYPE "e4m3"
+#else
+#define DWG_WTYPE "e5m2"
+#endif
+#if A_FMT == MXRT_FMT_E4M3
+#define DWG_XTYPE "e4m3"
+#else
+#define DWG_XTYPE "e5m2"
+#endif
+
+// d = W(64x32) * X(32xNTW)^T from zero (scale-d 0): one MX block's partial, this thread's NT / 2 registers
+#define DWG_R8(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), \
+                  "+f"(d[i + 6]), "+f"(d[i + 7])
+MXRT_DEVICE void dwg_mma(float (&d)[DWG_REGS], u64 dw, u64 dx) {
+#if DWG_NTW == 16
+  asm volatile("{\nwgmma.mma_async.sync.aligned.m64n16k32.f32." DWG_WTYPE "." DWG_XTYPE
+               " {%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, 0, 1, 1;\n}\n"
+               : DWG_R8(0)
+               : "l"(dw), "l"(dx)
+               : "memory");
+#elif DWG_NTW == 32
+  asm volatile("{\nwgmma.mma_async.sync.aligned.m64n32k32.f32." DWG_WTYPE "." DWG_XTYPE
+               " {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, 0, 1, 1;\n}\n"
+               : DWG_R8(0), DWG_R8(8)
+               : "l"(dw), "l"(dx)
+               : "memory");
+#else
+  asm volatile("{\nwgmma.mma_async.sync.aligned.m64n64k32.f32." DWG_WTYPE "." DWG_XTYPE
+               " {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, "
+               "%21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, 0, 1, 1;\n}\n"
+               : DWG_R8(0), DWG_R8(8), DWG_R8(16), DWG_R8(24)
+               : "l"(dw), "l"(dx)
+               : "memory");
+#endif
+}
+#undef DWG_R8
+
+// the partial's registers are written asynchronously: no read may move above the wait
+MXRT_DEVICE void dwg_fence_regs(float (&d)[DWG_REGS]) {
+#pragma unroll
+  for (int i = 0; i < DWG_REGS; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+// cp.async of one 4-byte scale word
+MXRT_DEVICE void dwg_cp4(u32 dst, const void* src) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(dst), "l"(src) : "memory");
+}
+
+// All four scale bytes of w in [64, 190] (per byte, no carries between bytes: b + 65 and b + 64 both have their
+// top bit set exactly for b in [64, 190]); 0x80808080 when they do.
+MXRT_DEVICE u32 dwg_fast4(u32 w) {
+  const u32 lo7 = w & 0x7F7F7F7Fu, top = w & 0x80808080u;
+  return ((lo7 + 0x41414141u) ^ top) & ((lo7 + 0x40404040u) ^ top) & 0x80808080u;
+}
+// 2^(s-127) of byte U of w, s in [1, 254] (a normal fp32: s << 23 is its bit pattern)
+template <u32 U>
+MXRT_DEVICE float dwg_factor(u32 w) {
+  return mxrt_f32_from_bits(U == 3u ? (w >> 1) & 0x7F800000u : (w << (23u - 8u * U)) & 0x7F800000u);
+}
+template <u32 U>
+struct dwg_u {
+  static constexpr u32 value = U;
+};
+template <bool B>
+struct dwg_b {
+  static constexpr bool value = B;
+};
+
+extern "C" __global__ void __launch_bounds__(DWG_THREADS, 1)
+    gemm_mx_decode_sm90_wg(const __grid_constant__ mxrt_tmap tmx, const __grid_constant__ mxrt_tmap tmw,
+                           const u8* __restrict__ sa, const u8* __restrict__ sb, const u8* __restrict__ wq,
+                           void* __restrict__ out, u32 m, u32 n, u32 k, u32 split_k) {
+  extern __shared__ u8 smem_raw[];
+  // [STAGES] code stages (1024-aligned) | [STAGES] packed e2m1 tiles (DWG_W4) | [STAGES] scale words | [STAGES] token
+  // factors | [STAGES (even)] stage flags | [NC][NTW][64] epilogue partials | [STAGES] full, [STAGES] empty mbarriers
+  u8* dsm = smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u);
+  u8* codes = dsm;
+  u8* stg = dsm + STAGES * DWG_CODE;
+  u32* scales = reinterpret_cast<u32*>(stg + STAGES * DWG_STG);
+  float* fb_s = reinterpret_cast<float*>(scales + STAGES * (DWG_ROWS + NT));
+  u32* flags = reinterpret_cast<u32*>(fb_s + STAGES * DWG_FB);
+  float* red = reinterpret_cast<float*>(flags + (STAGES + 1) / 2 * 2);  // the epilogue's own region
+  const u32 bars = smem_addr(red + NC * DWG_NTW * 64);  // 8-byte aligned: every region above is a multiple of 8 B
+  const u32 full0 = bars, empty0 = bars + 8u * STAGES;
+
+  const u32 tid = MXRT_TID_X;
+  const u32 kbt = k / 32u, groups = k / 128u, z = MXRT_BID_Z;
+  const u32 cg0 = (u32)((u64)z * groups / split_k), ngr = (u32)((u64)(z + 1u) * groups / split_k) - cg0;
+  const u32 row0 = MXRT_BID_X * DWG_ROWS;
+  if (tid == 0) {
+    for (u32 s = 0; s < STAGES; ++s) {
+      mbar_init(full0 + 8u * s, 1u + 32u);  // the TMA lane's arrive.expect_tx + each producer lane once it prepared
+      mbar_init(empty0 + 8u * s, 128u * NS);  // every thread of the warpgroups consuming it (one per token part)
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    asm volatile("prefetch.tensormap [%0];" ::"l"(&tmx) : "memory");
+    asm volatile("prefetch.tensormap [%0];" ::"l"(&tmw) : "memory");
+  }
+  __syncthreads();
+
+  if (tid >= 128u * NC) {
+#if DWG_SETMAXNREG
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 56;" ::: "memory");
+#endif
+    // ---------------- producer warps: warp w takes stages w, w + PW, ... ----------------
+    // Its iteration j issues stage g = w + j * PW into slot g % STAGES (TMA code tiles; the scale words by cp.async,
+    // one commit group per iteration) and prepares its stage of iteration j - LAG, whose scale words have landed:
+    // the token factors in the layout the consumers' fragments read and the stage flag (every scale byte of the stage
+    // in [64, 190]: the fast promotion); then its lanes arrive on that stage's full barrier (releasing their stores).
+    // One producer warp issuing ~170 instructions per stage bound the kernel at ~2 TB/s (session 12, call 10: the
+    // consumers waited on full barriers, the producer never on an empty one); PW warps share that work.
+    constexpr u32 SPW = STAGES / PW, LAG = SPW / 2 > 0 ? SPW / 2 : 1u;  // slots per warp; iterations of lag
+    const u32 lane = tid % 32u, w = (tid - 128u * NC) / 32u;
+    // this lane's scale rows (weights lane, lane + 32; tokens lane, lane + 32): pointers at the CTA's first group
+    const u8* wsp0 = sb + (u64)(row0 + lane) * kbt + 4u * cg0;
+    const u8* wsp1 = wsp0 + 32u * (u64)kbt;
+    const bool wv0 = row0 + lane < n, wv1 = row0 + lane + 32u < n;
+    const u8* xsp0 = sa + (u64)lane * kbt + 4u * cg0;
+    const u8* xsp1 = xsp0 + 32u * (u64)kbt;
+    const bool xv0 = lane < NT && lane < m, xv1 = lane + 32u < NT && lane + 32u < m;
+    const u32 mine = ngr > w ? (ngr - w + PW - 1u) / PW : 0u;  // this warp's stages
+#if DWG_W4
+    // e2m1 weights: this lane copies and later widens the 16-byte chunk lane % 4 (MX block lane % 4 of the stage) of
+    // rows lane / 4 + 8i, i < 8 (staged at 16 * lane + 512 i: the warp's 16-byte accesses are contiguous); rows past
+    // n are not copied (their stale, always finite widened codes meet 0x7F scales and reach no stored output)
+    const u32 wr = lane / 4u, wc = lane % 4u;
+    const u64 wrow = k / 2u;
+    const u8* wqp = wq + (u64)(row0 + wr) * wrow + 64u * (u64)cg0 + 16u * wc;
+#else
+    (void)wq;
+#endif
+    for (u32 j = 0; j < mine + LAG; ++j) {
+      if (j < mine) {
+        const u32 g = w + j * PW, slot = g % STAGES, gi = cg0 + g;
+        if (g >= STAGES) mbar_wait(empty0 + 8u * slot, ((g / STAGES) - 1u) & 1u);
+        const u32 full = full0 + 8u * slot;
+        if (lane == 0) {
+          const u32 dst = smem_addr(codes + slot * DWG_CODE);
+#if DWG_W4
+          mbar_arrive_tx(full, DWG_X_TILE);  // the tokens only: the weight tile is the producers' own stores
+#else
+          mbar_arrive_tx(full, DWG_CODE);  // rows past n / m arrive as zeros and count in the bytes
+          tma_load_2d(dst, &tmw, full, (i32)(gi * 128u), (i32)row0);
+#endif
+          tma_load_2d(dst + DWG_W_TILE, &tmx, full, (i32)(gi * 128u), 0);
+        }
+#if DWG_W4
+        {
+          const u32 sdst = smem_addr(stg + slot * DWG_STG) + 16u * lane;
+          const u8* src = wqp + 64u * (u64)g;
+#pragma unroll
+          for (u32 i = 0; i < 8; ++i, src += 8u * wrow) {
+            if (row0 + wr + 8u * i < n) sm90_cp16(sdst + 512u * i, src, 16u);
+          }
+        }
+#endif
+        // the 4 scale bytes of the group per weight row and token (k % 128 == 0: one aligned word); rows past n
+        // and tokens past m are not copied (read as 0x7F bytes below and by the consumers)
+        const u32 sdst = smem_addr(scales + slot * (DWG_ROWS + NT)) + 4u * lane, go = 4u * g;
+        if (wv0) dwg_cp4(sdst, wsp0 + go);
+        if (wv1) dwg_cp4(sdst + 128u, wsp1 + go);
+        if (xv0) dwg_cp4(sdst + 4u * DWG_ROWS, xsp0 + go);
+        if (xv1) dwg_cp4(sdst + 4u * DWG_ROWS + 128u, xsp1 + go);
+      }
+      asm volatile("cp.async.commit_group;" ::: "memory");
+      if (j < LAG) continue;
+      const u32 h = w + (j - LAG) * PW, hs = h % STAGES;
+      asm volatile("cp.async.wait_group %0;" ::"n"(LAG) : "memory");  // this lane's copies of stage h landed
+      __syncwarp();  // ... and every lane's
+#if DWG_W4
+      {
+        // widen this lane's 8 staged chunks (32 e2m1 codes each) into the stage's e4m3 tile: row r's block wc is the
+        // 16-byte chunks 2wc, 2wc + 1 of its 128 bytes, at chunk c ^ (r & 7) as TMA's 128-byte swizzle would put them
+        // (r & 7 == wr: the rows are wr + 8i)
+        const u8* sg = stg + hs * DWG_STG + 16u * lane;
+        u8* wt = codes + hs * DWG_CODE + 128u * wr;
+        const u32 c0 = ((2u * wc) ^ wr) << 4, c1 = ((2u * wc + 1u) ^ wr) << 4;
+#pragma unroll
+        for (u32 i = 0; i < 8; ++i) {
+          const uint4 v = *reinterpret_cast<const uint4*>(sg + 512u * i);
+          uint4 lo, hi;
+          lo.x = sm90_e2m1x4_to_e4m3(v.x);
+          lo.y = sm90_e2m1x4_to_e4m3(v.x >> 16);
+          lo.z = sm90_e2m1x4_to_e4m3(v.y);
+          lo.w = sm90_e2m1x4_to_e4m3(v.y >> 16);
+          hi.x = sm90_e2m1x4_to_e4m3(v.z);
+          hi.y = sm90_e2m1x4_to_e4m3(v.z >> 16);
+          hi.z = sm90_e2m1x4_to_e4m3(v.w);
+          hi.w = sm90_e2m1x4_to_e4m3(v.w >> 16);
+          *reinterpret_cast<uint4*>(wt + 1024u * i + c0) = lo;
+          *reinterpret_cast<uint4*>(wt + 1024u * i + c1) = hi;
+        }
+        // the wgmmas read the tile through the async proxy: order these generic stores before the arrive below
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+      }
+#endif
+      const u32* sw = scales + hs * (DWG_ROWS + NT);
+      float* fb = fb_s + hs * DWG_FB;
+      u32 ok = dwg_fast4(wv0 ? sw[lane] : 0x7F7F7F7Fu) & dwg_fast4(wv1 ? sw[lane + 32u] : 0x7F7F7F7Fu);
+#pragma unroll
+      for (u32 i = 0; i < (NT + 31u) / 32u; ++i) {
+        const u32 tok = lane + 32u * i;
+        if (tok < NT) {
+          // token tok of part tok / NTW: column 8j + 2q + e of that part, block u at [(4u + q) * DWG_TG + 2j + e]
+          const u32 wd = (i == 0 ? xv0 : xv1) ? sw[DWG_ROWS + tok] : 0x7F7F7F7Fu, tt = tok % DWG_NTW;
+          ok &= dwg_fast4(wd);
+          const u32 o = (tok / DWG_NTW) * (16u * DWG_TG) + ((tt % 8u) / 2u) * DWG_TG + 2u * (tt / 8u) + (tt % 2u);
+          fb[o] = dwg_factor<0>(wd);
+          fb[4 * DWG_TG + o] = dwg_factor<1>(wd);
+          fb[8 * DWG_TG + o] = dwg_factor<2>(wd);
+          fb[12 * DWG_TG + o] = dwg_factor<3>(wd);
+        }
+      }
+      const bool fast = __all_sync(0xFFFFFFFFu, ok == 0x80808080u);
+      if (lane == 0) flags[hs] = fast ? 1u : 0u;
+      mbar_arrive(full0 + 8u * hs);  // each lane after its own stores (the consumers' wait acquires them)
+    }
+  } else {
+#if DWG_SETMAXNREG
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 224;" ::: "memory");
+#endif
+  // ---------------- consumer warpgroup c: token part c % NS, stages c / NS, c / NS + NC / NS, ... -------------
+  const u32 c = tid / 128u, t = tid % 128u, lane = t % 32u, q = lane % 4u, part = c % NS;
+  const u32 r0 = 16u * (t / 32u) + lane / 4u, r1 = r0 + 8u;  // this thread's rows (m64 fragment)
+  const bool in0 = row0 + r0 < n, in1 = row0 + r1 < n;
+  float acc[DWG_REGS];
+#pragma unroll
+  for (int i = 0; i < DWG_REGS; ++i) acc[i] = 0.0f;
+  // the stage's partials: all four wgmmas in flight at once (DWG_P4: the promotion of block u overlaps blocks u + 1..3
+  // instead of paying each wgmma's latency), else two (a block's promotion overlaps the next one's wgmma)
+  float p0[DWG_REGS], p1[DWG_REGS];
+#if DWG_P4
+  float p2[DWG_REGS], p3[DWG_REGS];
+#endif
+  const u32 codes_s = smem_addr(codes);
+  for (u32 i = c / NS; i < ngr; i += DWG_KS) {
+    const u32 slot = i % STAGES;
+    mbar_wait(full0 + 8u * slot, (i / STAGES) & 1u);
+    const bool fast = flags[slot] != 0u;  // CTA-uniform: one promotion branch per stage
+    const u32* sw = scales + slot * (DWG_ROWS + NT);
+    const float* fb = fb_s + slot * DWG_FB + part * (16u * DWG_TG);
+    const u32 wa0 = in0 ? sw[r0] : 0x7F7F7F7Fu, wa1 = in1 ? sw[r1] : 0x7F7F7F7Fu;
+    const u32 wt = codes_s + slot * DWG_CODE, xt = wt + DWG_W_TILE + part * DWG_NTW * 128u;
+    // acc += P * 2^(sx-127) * 2^(sw-127) for block u (fast: one FMUL + FFMA per element; wide: the two-step factors)
+    // block u's token factors of this thread's columns, loaded one block ahead (a block's first FMUL waited on
+    // these loads behind the wgmma fences: 6.5% of all stall samples at M = 64, session 12 call 22)
+    auto load_fb = [&](f32x4(&fv)[DWG_NTW / 16], auto uc) {
+      constexpr u32 u = decltype(uc)::value;
+      const float* fq = fb + (4u * u + q) * DWG_TG;
+#pragma unroll
+      for (u32 j = 0; j < DWG_NTW / 16u; ++j) fv[j] = *reinterpret_cast<const f32x4*>(fq + 4u * j);
+    };
+    auto promote = [&](const float(&pp)[DWG_REGS], const f32x4(&fv)[DWG_NTW / 16], auto uc, auto wide) {
+      constexpr u32 u = decltype(uc)::value;
+      constexpr bool W = decltype(wide)::value;
+      if constexpr (!W) {
+        const float fa0 = dwg_factor<u>(wa0), fa1 = dwg_factor<u>(wa1);
+#pragma unroll
+        for (u32 j = 0; j < DWG_NTW / 8u; j += 2u) {
+          const f32x4 b = fv[j / 2u];
+          acc[4 * j + 0] = mxrt_fma(pp[4 * j + 0] * b.x, fa0, acc[4 * j + 0]);
+          acc[4 * j + 1] = mxrt_fma(pp[4 * j + 1] * b.y, fa0, acc[4 * j + 1]);
+          acc[4 * j + 2] = mxrt_fma(pp[4 * j + 2] * b.x, fa1, acc[4 * j + 2]);
+          acc[4 * j + 3] = mxrt_fma(pp[4 * j + 3] * b.y, fa1, acc[4 * j + 3]);
+          acc[4 * j + 4] = mxrt_fma(pp[4 * j + 4] * b.z, fa0, acc[4 * j + 4]);
+          acc[4 * j + 5] = mxrt_fma(pp[4 * j + 5] * b.w, fa0, acc[4 * j + 5]);
+          acc[4 * j + 6] = mxrt_fma(pp[4 * j + 6] * b.z, fa1, acc[4 * j + 6]);
+          acc[4 * j + 7] = mxrt_fma(pp[4 * j + 7] * b.w, fa1, acc[4 * j + 7]);
+        }
+      } else {
+        const u32 bw0 = (wa0 >> (8u * u)) & 0xFFu, bw1 = (wa1 >> (8u * u)) & 0xFFu;
+#pragma unroll
+        for (u32 j = 0; j < DWG_NTW / 8u; ++j) {
+#pragma unroll
+          for (u32 e = 0; e < 2; ++e) {
+            const u32 tok = part * DWG_NTW + 8u * j + 2u * q + e;
+            const u32 bx = ((tok < m ? sw[DWG_ROWS + tok] : 0x7F7F7F7Fu) >> (8u * u)) & 0xFFu;
+#pragma unroll
+            for (u32 h = 0; h < 2; ++h) {
+              const u32 bw = h == 0 ? bw0 : bw1;
+              float& a = acc[4 * j + 2 * h + e];
+              if (bw == MXRT_E8M0_NAN || bx == MXRT_E8M0_NAN) {
+                a = mxrt_f32_from_bits(0x7FC00000u);
+              } else {
+                float f1, f2;
+                mxrt_scale_steps(bw, bx, f1, f2);
+                a = mxrt_fma(pp[4 * j + 2 * h + e] * f1, f2, a);
+              }
+            }
+          }
+        }
+      }
+    };
+#define DWG_ISSUE(P, U)                                                           \
+  do {                                                                            \
+    wg_fence();                                                                   \
+    dwg_mma(P, make_desc(wt + 32u * (U)), make_desc(xt + 32u * (U)));             \
+    wg_commit();                                                                  \
+  } while (0)
+    // the stage's four blocks, fast / wide behind one CTA-uniform branch (no wgmma in flight across it)
+    auto stage = [&](auto wide) {
+      f32x4 fa_[DWG_NTW / 16], fb_[DWG_NTW / 16];  // factor buffers of alternate blocks
+      load_fb(fa_, dwg_u<0>{});
+#if DWG_P4
+      DWG_ISSUE(p0, 0u);
+      DWG_ISSUE(p1, 1u);
+      DWG_ISSUE(p2, 2u);
+      DWG_ISSUE(p3, 3u);
+      wg_wait<3>();
+      dwg_fence_regs(p0);
+      load_fb(fb_, dwg_u<1>{});
+      promote(p0, fa_, dwg_u<0>{}, wide);
+      wg_wait<2>();
+      dwg_fence_regs(p1);
+      load_fb(fa_, dwg_u<2>{});
+      promote(p1, fb_, dwg_u<1>{}, wide);
+      wg_wait<1>();
+      dwg_fence_regs(p2);
+      load_fb(fb_, dwg_u<3>{});
+      promote(p2, fa_, dwg_u<2>{}, wide);
+      wg_wait<0>();
+      dwg_fence_regs(p3);
+      promote(p3, fb_, dwg_u<3>{}, wide);
+#else
+      DWG_ISSUE(p0, 0u);
+      DWG_ISSUE(p1, 1u);
+      wg_wait<1>();
+      dwg_fence_regs(p0);
+      load_fb(fb_, dwg_u<1>{});
+      promote(p0, fa_, dwg_u<0>{}, wide);
+      DWG_ISSUE(p0, 2u);
+      wg_wait<1>();
+      dwg_fence_regs(p1);
+      load_fb(fa_, dwg_u<2>{});
+      promote(p1, fb_, dwg_u<1>{}, wide);
+      DWG_ISSUE(p1, 3u);
+      wg_wait<1>();
+      dwg_fence_regs(p0);
+      load_fb(fb_, dwg_u<3>{});
+      promote(p0, fa_, dwg_u<2>{}, wide);
+      wg_wait<0>();
+      dwg_fence_regs(p1);
+      promote(p1, fb_, dwg_u<3>{}, wide);
+#endif
+    };
+#undef DWG_ISSUE
+#if DWG_DIAG == 1
+    (void)fast;
+    acc[0] += fb[q] + (float)(wa0 ^ wa1);
+#elif DWG_DIAG == 2
+    (void)fast;
+    wg_fence();
+#pragma unroll
+    for (u32 u = 0; u < 4; ++u) {
+      dwg_mma(u % 2u == 0u ? p0 : p1, make_desc(wt + 32u * u), make_desc(xt + 32u * u));
+    }
+    wg_commit();
+    wg_wait<0>();
+    dwg_fence_regs(p0);
+    dwg_fence_regs(p1);
+    acc[0] += p0[0] + p1[1] + fb[q] + (float)(wa0 ^ wa1);
+#else
+    if (fast) {
+      stage(dwg_b<false>{});
+    } else {
+      stage(dwg_b<true>{});
+    }
+#endif
+    mbar_arrive(empty0 + 8u * slot);  // the stage's tiles, scale words and factors are read: it may be refilled
+  }
+  // ---------------- epilogue: the partials -> shared memory -> summed in stage order, stored ----------------
+  // red [NC][NTW tokens][64 rows]: warpgroup c's partials of token part c % NS
+#pragma unroll
+  for (u32 j = 0; j < DWG_NTW / 8u; ++j) {
+#pragma unroll
+    for (u32 e = 0; e < 4; ++e) {
+      const u32 col = 8u * j + 2u * q + (e & 1u), row = e < 2 ? r0 : r1;
+      red[(c * DWG_NTW + col) * 64u + row] = acc[4 * j + e];
+    }
+  }
+  }  // consumers
+  // every partial stored; the producer warp, done with its stages, takes part in the barrier only (with it reading
+  // the partials too, racecheck reported its reads as unordered after the consumers' stores)
+  __syncwarp();
+  __syncthreads();
+  if (tid >= 128u * NC) return;
+  const u32 tokens = m < NT ? m : NT;
+  const u64 mn = (u64)m * n;
+  for (u32 e = tid; e < DWG_ROWS * tokens; e += 128u * NC) {
+    const u32 i = e % DWG_ROWS, j = e / DWG_ROWS;  // consecutive threads: consecutive n (coalesced)
+    const u32 col = row0 + i;
+    if (col >= n) continue;
+    // token j: part j / NTW, its K parts' warpgroups in stage order
+    const u32 jp = j / DWG_NTW, jj = j % DWG_NTW;
+    float v = red[(jp * DWG_NTW + jj) * 64u + i];
+#pragma unroll
+    for (u32 w = 1; w < DWG_KS; ++w) v += red[((w * NS + jp) * DWG_NTW + jj) * 64u + i];
+    const u64 idx = (u64)j * n + col;
+#if ATOMIC
+#if OUT_DTYPE == MXRT_OUT_F32
+    mxrt_atomic_add_f32((float*)out + idx, v);
+#else
+    mxrt_atomic_add_16<OUT_DTYPE>((u16*)out + idx, v);
+#endif
+#else
+#if OUT_DTYPE == MXRT_OUT_F32
+    ((float*)out)[(u64)z * mn + idx] = v;
+#else
+    ((u16*)out)[idx] = (u16)mxrt_f32_to_16_bits<OUT_DTYPE>(v);
+#endif
+#endif
+  }
+  (void)mn;
+}
+
+#endif  // MXRT_CUDA

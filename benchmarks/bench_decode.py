@@ -272,8 +272,8 @@ def wg_sweep(args, core, copy_bw, l2, quant, mx_bytes) -> int:
             f"wg plan {base} split {split0}; {sets} weight sets"
         )
         best = None
-        for nc, ns, pw in ((2, 1, 1), (2, 1, 2), (2, 1, 4), (4, 2, 2), (4, 2, 4), (4, 1, 4)):
-            for st in (4, 8, 12):
+        for nc, ns, pw in ((2, 1, 2), (2, 1, 4), (2, 1, 8), (1, 1, 8), (2, 2, 8), (4, 2, 4), (4, 1, 4)):
+            for st in (4, 8, 12, 16):
                 if not K.wg_valid(base.nt, nc, st, ns, pw, fmt == "e2m1"):
                     continue
                 for split in sorted({1, split0}):

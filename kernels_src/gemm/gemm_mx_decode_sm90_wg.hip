@@ -11,7 +11,7 @@
 //          (split z takes groups [z*G/split_k, (z+1)*G/split_k) of G = k/128)
 // grid     (ceil(n/64),1,split_k)   block (128*NC+32*PW,1,1)   smem gemm_decode_kernels.wg_smem_bytes
 // defines  A_FMT (e4m3/e5m2), B_FMT (e4m3/e5m2/e2m1), OUT_DTYPE, ATOMIC, NT (16/32/64), NC (1/2/4), NS (1/2), PW
-//          (1/2/4), STAGES (2..12, a multiple of NC/NS and 2*PW)                        set by ops/gemm_decode_wg.py
+//          (1/2/4/8), STAGES (2..16, a multiple of NC/NS and PW)                        set by ops/gemm_decode_wg.py
 // requires sm_90a; k % 128 == 0; codes 16-B, scales 4-B aligned; m <= NT; m, n, k < 2^31; split_k <= 65535; ATOMIC
 //          with 16-bit out: out 4-byte aligned, m*n even                               checked by ops/gemm_decode_wg.py
 #include "../common/mx_gemm.h"
@@ -26,11 +26,11 @@ MXRT_STATIC_ASSERT((NS == 1 || NS == 2) && NC % NS == 0 && NT / NS >= 16,
                    "NS: 1 or 2 token parts (of at least 16 columns), a divisor of NC");
 #define DWG_KS (NC / NS)  // consumer warpgroups per token part: they take the stages in turn
 #define DWG_NTW (NT / NS)  // the wgmma N of one warpgroup
-MXRT_STATIC_ASSERT(STAGES >= 2 && STAGES <= 12 && STAGES % DWG_KS == 0,
-                   "STAGES: 2..12, a multiple of NC / NS (a slot is always consumed by the same warpgroups, so its "
+MXRT_STATIC_ASSERT(STAGES >= 2 && STAGES <= 16 && STAGES % DWG_KS == 0,
+                   "STAGES: 2..16, a multiple of NC / NS (a slot is always consumed by the same warpgroups, so its "
                    "barrier parity never runs two phases ahead of a waiter)");
-MXRT_STATIC_ASSERT((PW == 1 || PW == 2 || PW == 4) && STAGES % PW == 0 && STAGES / PW >= 2,
-                   "PW: 1, 2 or 4 producer warps, STAGES a multiple of 2 * PW (a slot is always filled by the same "
+MXRT_STATIC_ASSERT((PW == 1 || PW == 2 || PW == 4 || PW == 8) && STAGES % PW == 0,
+                   "PW: 1, 2, 4 or 8 producer warps, STAGES a multiple of PW (a slot is always filled by the same "
                    "warp, which prepares a stage before it waits for that slot again)");
 MXRT_STATIC_ASSERT(A_FMT == MXRT_FMT_E4M3 || A_FMT == MXRT_FMT_E5M2, "A_FMT: e4m3 or e5m2");
 MXRT_STATIC_ASSERT(B_FMT == MXRT_FMT_E4M3 || B_FMT == MXRT_FMT_E5M2 || B_FMT == MXRT_FMT_E2M1,
@@ -177,7 +177,9 @@ extern "C" __global__ void __launch_bounds__(DWG_THREADS, 1)
     // in [64, 190]: the fast promotion); then its lanes arrive on that stage's full barrier (releasing their stores).
     // One producer warp issuing ~170 instructions per stage bound the kernel at ~2 TB/s (session 12, call 10: the
     // consumers waited on full barriers, the producer never on an empty one); PW warps share that work.
-    constexpr u32 SPW = STAGES / PW, LAG = SPW / 2 > 0 ? SPW / 2 : 1u;  // slots per warp; iterations of lag
+    // slots per warp; iterations of lag (0 with one slot per warp: the warp prepares the stage it just issued, and the
+    // PW warps' stages overlap each other's waits instead)
+    constexpr u32 SPW = STAGES / PW, LAG = SPW / 2;
     const u32 lane = tid % 32u, w = (tid - 128u * NC) / 32u;
     // this lane's scale rows (weights lane, lane + 32; tokens lane, lane + 32): pointers at the CTA's first group
     const u8* wsp0 = sb + (u64)(row0 + lane) * kbt + 4u * cg0;

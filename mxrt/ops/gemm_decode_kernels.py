@@ -167,10 +167,10 @@ WG_NC = (1, 2, 4)
 #: warpgroups of one part take the stages in turn (in-CTA split-K)
 WG_NS = (1, 2)
 #: producer warps (define PW): warp w fills stages w, w + PW, ... (one warp's ~170 instructions per stage bound
-#: the kernel at ~2 TB/s, session 12 call 10)
-WG_PW = (1, 2, 4)
-#: ring depths (define STAGES; a multiple of NC / NS and of 2 * PW)
-WG_STAGES = (2, 4, 6, 8, 10, 12)
+#: the kernel at ~2 TB/s, session 12 call 10); 8 with at most two consumer warpgroups of a wgmma N <= 32 (or one)
+WG_PW = (1, 2, 4, 8)
+#: ring depths (define STAGES; a multiple of NC / NS and of PW)
+WG_STAGES = (2, 4, 6, 8, 10, 12, 16)
 #: weight rows per CTA (the wgmma M)
 WG_ROWS = 64
 
@@ -188,7 +188,9 @@ def wg_smem_bytes(nt: int, nc: int, stages: int, ns: int = 1, w4: bool = False) 
 
 def wg_valid(nt: int, nc: int, stages: int, ns: int = 1, pw: int = 1, w4: bool = False) -> bool:
     """The kernel's static assertions, the shared-memory limit, and registers: four consumer warpgroups (up to 640
-    threads, at most 96 registers each) only with a wgmma N of 16 (N 32 spilled 12 bytes offline)."""
+    threads, at most 96 registers each) only with a wgmma N of 16 (N 32 spilled 12 bytes offline); eight producer
+    warps (512 threads with two consumer warpgroups: at most 128 registers) only up to a wgmma N of 32 or with one
+    consumer warpgroup."""
     return (
         nt in WG_NT
         and nc in WG_NC
@@ -199,7 +201,8 @@ def wg_valid(nt: int, nc: int, stages: int, ns: int = 1, pw: int = 1, w4: bool =
         and stages in WG_STAGES
         and stages % (nc // ns) == 0
         and pw in WG_PW
-        and stages % (2 * pw) == 0
+        and stages % pw == 0
+        and (pw < 8 or nc == 1 or (nc == 2 and nt // ns <= 32))
         and wg_smem_bytes(nt, nc, stages, ns, w4) <= DECODE_SMEM_MAX
     )
 

@@ -255,17 +255,18 @@ GEMM_MX_DECODE_SM90_WG = KernelSpec(
         for od, at in ((_F32, 0), (_F16, 1), (_F16, 0))
     )
     # e2m1 weights (e4m3 tokens, widened by the producer warps): every token tile and shape of the envelope default
-    # at its ring depth, bf16 / the fp32 slices / the fp16 atomic mode, and the other producer-warp counts at NT 64
+    # at its ring depth with its producer-warp count (8 up to NT 32, else 4), bf16 / the fp32 slices / the fp16
+    # atomic mode, and the other producer-warp counts in bf16
     + tuple(
         wg_variant(_E4M3, _E2M1, at, nt, nc, od, st, ns, pw)
         for nt in WG_NT
         for nc, ns in ((2, 1), (4, 2), (1, 1))
         for st in (8, 4)
-        for pw in (4, 2, 1)
+        for pw in (8, 4, 2, 1)
         for od, at in ((_BF16, 0), (_F32, 0), (_F16, 1))
         if wg_valid(nt, nc, st, ns, pw, True)
         and (st == 8 or not wg_valid(nt, nc, 8, ns, pw, True))
-        and (pw == 4 or (nt == 64 and (od, at) == (_BF16, 0)))
+        and (pw == (8 if nt <= 32 else 4) or (od, at) == (_BF16, 0))
         and ((nc, ns) == (2, 1) or (od, at) == (_BF16, 0))
     ),
     targets=("sm_90a",),

@@ -296,13 +296,14 @@ def test_e2m1_weights_route_by_token_count(user_table: Path):
     write(user_table, {"7168x4096": {"32": {"path": "sm90_decode", "kw": 8, "stages": 2, "split": 1}}})
     gemm_decode.reload_table()
     lim = gemm_decode_wg.E2M1_MIN_M
-    assert lim == 16
+    assert lim == 8
 
     def dg(m, b_fmt):
         return sm90_device_gemm(m=m, n=7168, k=4096, b_fmt=b_fmt, arch=H100)
 
-    assert gemm_decode.supports(dg(32, "e2m1")) == "m = 32 > 16 with e2m1 weights: routed to sm90_decode_wg"
+    assert gemm_decode.supports(dg(32, "e2m1")) == "m = 32 > 8 with e2m1 weights: routed to sm90_decode_wg"
     assert select_gemm_path(dg(32, "e2m1")).name == gemm_decode_wg.NAME
-    assert select_gemm_path(dg(16, "e2m1")).name == "sm90_decode"
+    assert select_gemm_path(dg(9, "e2m1")).name == gemm_decode_wg.NAME
+    assert select_gemm_path(dg(8, "e2m1")).name == "sm90_decode"
     assert select_gemm_path(dg(32, "e4m3")).name == "sm90_decode"  # the entry
     assert select_gemm_path(dg(64, "e4m3")).name == gemm_decode_wg.NAME  # no entry: the envelope default

@@ -43,7 +43,7 @@ def poisoned():
 
 @pytest.fixture(autouse=True)
 def decode_keeps_its_envelope(monkeypatch):
-    """These tests run the mma.sync kernel at every m of its envelope: the hand-over of m > 8 fp8 calls and of m > 16
+    """These tests run the mma.sync kernel at every m of its envelope: the hand-over of m > 8 fp8 calls and of m > 8
     e2m1-weight calls to sm90_decode_wg (its own tests, test_gpu_gemm_decode_wg.py) is switched off here."""
     from mxrt.ops import gemm_decode_wg
     from mxrt.ops.gemm_paths import invalidate_plans

@@ -304,8 +304,9 @@ def test_hand_over_from_sm90_decode(monkeypatch):
     dg4 = gemm_op.device_gemm(gemm_problem(to_device(qa), to_device(qb4)))
     assert "with e2m1 weights: routed to sm90_decode_wg" in gemm_decode.supports(dg4)
     assert select_gemm_path(dg4).name == gemm_decode_wg.NAME
-    dg4 = gemm_op.device_gemm(gemm_problem(to_device(qa16), to_device(qb4)))
-    assert select_gemm_path(dg4).name == "sm90_decode"  # e2m1 weights at m <= E2M1_MIN_M
+    _, _, qa8, _ = operands(8, 200, 1024, "e4m3", "e4m3", seed=4)
+    dg4 = gemm_op.device_gemm(gemm_problem(to_device(qa8), to_device(qb4)))
+    assert select_gemm_path(dg4).name == "sm90_decode"  # e2m1 weights at m <= E2M1_MIN_M (8)
     monkeypatch.setenv("MXRT_GEMM_PATH", "sm90_decode")
     assert gemm_decode.supports(dg) is None
 

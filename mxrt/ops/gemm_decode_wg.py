@@ -56,10 +56,11 @@ _FP8 = ("e4m3", "e5m2")
 #: 15.7 / 24.8 / 38.8, session 12 call 14); None: only table entries and MXRT_GEMM_PATH route here
 DEFAULT_MIN_M: int | None = 8
 #: e2m1 weights (MXFP4) run here above this token count whatever the tuned table says (the table is tuned on MXFP8
-#: weights): the widening binds the producer warps (~0.47 us per stage), so at M = 16 sm90_decode won on most of the
-#: seed's cells, at M = 32 / 64 this path won on all 15 (session 13 call 3: median 0.93x / 0.74x cuBLAS bf16 against
-#: 0.60x / 0.49x); None: only MXRT_GEMM_PATH routes e2m1 weights here
-E2M1_MIN_M: int | None = 16
+#: weights): at M 32 / 64 this path beat sm90_decode on all 15 of the seed's cells (session 13 calls 3, 6, 8); at M
+#: 16, with the shift widening and 8 producer warps, on 11 of 15 on an H200 (median 1.35x cuBLAS bf16 against
+#: sm90_decode's 1.28x, call 11); at M 8 sm90_decode won 14 of 15 (H100, call 8). None: only MXRT_GEMM_PATH routes
+#: e2m1 weights here
+E2M1_MIN_M: int | None = 8
 
 
 def supports(dg: DeviceGemm) -> str | None:

@@ -34,7 +34,7 @@ def main() -> int:
     shapes = ((1, 1, 1), (2, 1, 2), (2, 1, 4), (2, 1, 8), (2, 2, 1), (4, 2, 4))  # (nc, ns, pw)
     cases = [(nt - 3, nc, ns, pw, 8) for nt in (16, 32, 64) for nc, ns, pw in shapes if wg_valid(nt, nc, 8, ns, pw)]
     if quick:
-        cases = [(13, 1, 1, 1, 2), (61, 2, 1, 2, 4), (30, 4, 2, 4, 8)]
+        cases = [(13, 1, 1, 1, 2), (61, 2, 1, 2, 4), (30, 4, 2, 4, 8), (29, 2, 1, 8, 8)]
     cases = [
         (m, nc, ns, pw, st, fmt)
         for m, nc, ns, pw, st in cases

@@ -178,13 +178,12 @@ def main(argv=None) -> int:
             t_mx, how = core.time_cupy([lambda w=w, qx=qx: mxrt.gemm_mx(qx, w) for w in ws], 7, log=print)
             # the other decode path on the same cell (forced): the wgmma kernel where another path served the call,
             # sm90_decode where the wgmma kernel did
-            t_wg = t_dec = None
+            t_other = None
             other = gemm_decode.NAME if path == gemm_decode_wg.NAME else gemm_decode_wg.NAME
             if not budget.over():
                 os.environ["MXRT_GEMM_PATH"] = other
                 try:
                     t_other, _ = core.time_cupy([lambda w=w, qx=qx: mxrt.gemm_mx(qx, w) for w in ws], 7, log=print)
-                    t_wg, t_dec = (None, t_other) if other == gemm_decode.NAME else (t_other, None)
                 except Exception as e:  # the path declines the cell
                     print(f"    {other}: {type(e).__name__}: {str(e)[:100]}")
                 finally:
@@ -198,8 +197,7 @@ def main(argv=None) -> int:
                        same_copy_tbps=same / 1e12, same_copy_frac=nbytes / t_mx / same, torch_us=t_torch * 1e6,
                        torch_tbps=(2 * n * k + 2 * m * k + 2 * m * n) / t_torch / 1e12, speedup=t_torch / t_mx,
                        calc_diff_vs_bf16=cd, method=how, torch_method=how_t,
-                       decode_wg_us=None if t_wg is None else t_wg * 1e6,
-                       decode_us=None if t_dec is None else t_dec * 1e6)  # fmt: skip
+                       other_path=other, other_us=None if t_other is None else t_other * 1e6)  # fmt: skip
             if args.eager and (n, k) == ISSUE_CELL:
                 mxrt.gemm_mx(qx, qw)
                 cupy.cuda.Device().synchronize()
@@ -224,8 +222,7 @@ def main(argv=None) -> int:
                 f"{row['same_copy_frac']:.0%} same-size copy, {path}) | cuBLAS bf16 "
                 f"{t_torch * 1e6:7.2f} us ({row['torch_tbps']:.2f} TB/s) | {row['speedup']:.2f}x | calc_diff {cd:.1e}"
                 + eager
-                + ("" if t_wg is None else f" | {gemm_decode_wg.NAME} {t_wg * 1e6:.1f} us")
-                + ("" if t_dec is None else f" | {gemm_decode.NAME} {t_dec * 1e6:.1f} us")
+                + ("" if t_other is None else f" | {other} {t_other * 1e6:.1f} us")
             )
             del ws, qw
         del w32, wb
@@ -388,8 +385,7 @@ def markdown(rows) -> str:
     lines = [head, "|---|---|---:|---:|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---:|"]
     short = {"sm90_decode": "dec", "sm90_decode_wg": "wg"}
     for r in rows:
-        other = r.get("decode_wg_us") if r.get("decode_wg_us") is not None else r.get("decode_us")
-        oth = "-" if other is None else f"{other:.1f}"
+        oth = "-" if r.get("other_us") is None else f"{r['other_us']:.1f}"
         lines.append(
             f"| {r['model']} | {r['gemm']} | {r['tp']} | {r['m']} | {r['n']} | {r['k']} | "
             f"{'MXFP8' if r['fmt'] == 'e4m3' else 'MXFP4'} | {short.get(r['path'], r['path'])} | {r['mxrt_us']:.1f} | "

@@ -101,16 +101,24 @@ def _routed(dg: DeviceGemm) -> str | None:
         return None
     if gemm_path_override() == NAME:
         return None
-    wg_here = any(q.name == gemm_decode_wg.NAME for q in gemm_paths(arch.target))
+
+    def wg_above(min_m: int | None) -> bool:  # the wgmma kernel, registered here, takes m > min_m and this call
+        return (
+            min_m is not None
+            and p.m > min_m
+            and any(q.name == gemm_decode_wg.NAME for q in gemm_paths(arch.target))
+            and gemm_decode_wg.supports(dg) is None
+        )
+
     if p.b_fmt == "e2m1":  # MXFP4 weights: a measured token threshold (the table is tuned on MXFP8 weights)
         e2m1_min = gemm_decode_wg.E2M1_MIN_M
-        if e2m1_min is not None and p.m > e2m1_min and wg_here and gemm_decode_wg.supports(dg) is None:
+        if wg_above(e2m1_min):
             return f"m = {p.m} > {e2m1_min} with e2m1 weights: routed to {gemm_decode_wg.NAME}"
         return None
     entry = decode_table.lookup(arch.target, arch.name, p.n, p.k, p.m)
     if entry is None:  # the envelope default: the wgmma kernel above its token count, where it serves the call
         wg_min = gemm_decode_wg.DEFAULT_MIN_M
-        if wg_min is not None and p.m > wg_min and wg_here and gemm_decode_wg.supports(dg) is None:
+        if wg_above(wg_min):
             return f"m = {p.m} > {wg_min}: the envelope default routes it to {gemm_decode_wg.NAME}"
         return None
     if entry.path == NAME:

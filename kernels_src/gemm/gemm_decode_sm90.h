@@ -76,7 +76,7 @@ struct dec_const {
 #define DEC_MMA_TYPE(F) (F == MXRT_FMT_E5M2 ? 1 : 0)
 // e2m1 operands reach the tensor cores as e4m3 bytes of 2^-6 times their values (sm90_e2m1x8_lo6); the promotion
 // multiplies P by 2^6 per such operand (exact: a power of two; fast path: folded into the weight factor, <= 2^75)
-#define DEC_PMUL ((B_FMT == MXRT_FMT_E2M1 ? 64.0f : 1.0f) * (A_FMT == MXRT_FMT_E2M1 ? 64.0f : 1.0f))
+#define DEC_PMUL (SM90_LO6_MUL(B_FMT) * SM90_LO6_MUL(A_FMT))
 
 // D = A (16x32, weights) x B (32x8, tokens), fp32, from zero.
 template <int WT, int XT>

@@ -58,7 +58,7 @@ MXRT_STATIC_ASSERT(ATOMIC == 0 || ATOMIC == 1, "ATOMIC: 0 or 1");
 #define DWG_CODE (DWG_W_TILE + DWG_X_TILE)            // a code stage (a multiple of 1024: the swizzle's alignment)
 #define DWG_W4 (B_FMT == MXRT_FMT_E2M1)                // e2m1 weights: staged packed, widened into the code stage
 #define DWG_STG (DWG_W4 ? DWG_ROWS * 64 : 0)           // a stage's packed e2m1 tile: 64 rows x 64 bytes (4 blocks)
-#define DWG_WMUL (DWG_W4 ? 64.0f : 1.0f)               // e2m1 tiles hold 2^-6 x the weights (sm90_e2m1x8_lo6)
+#define DWG_WMUL SM90_LO6_MUL(B_FMT)                  // e2m1 tiles hold 2^-6 x the weights (sm90_e2m1x8_lo6)
 #define DWG_SCALE ((DWG_ROWS + NT) * 4)               // a scale stage: one word (4 blocks) per weight row and token
 #define DWG_TG (DWG_NTW / 4 + 4)  // floats per t-group of a token-factor buffer (NTW / 4 used, + 4: distinct banks)
 #define DWG_FB (NS * 16 * DWG_TG)  // floats of a stage's token factors: [part][block][t-group][DWG_TG]

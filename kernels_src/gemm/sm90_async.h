@@ -55,14 +55,16 @@ MXRT_DEVICE void sm90_cp16(u32 dst, const void* src, u32 src_bytes) {
 // 8 e2m1 codes (w, element 0 in bits 0..3) -> 8 e4m3 bytes of 2^-6 times their values (lo: elements 0..3, hi:
 // 4..7): code s.e1.e0.m becomes s.000.e1.e0.m.00, exponent field e and mantissa m00 (e4m3 bias 7 against e2m1's 1;
 // the subnormal 0.5 = 0.1 x 2^0 lands on e4m3's subnormal 0.100 x 2^-6), so a byte shift and masks replace the
-// table look-ups (~9 instructions per 8 codes against ~14 for exact values through byte permutes). Users multiply 2^6
-// back into a scale factor (exact: a power of two, products stay normal).
+// table look-ups (~9 instructions per 8 codes against ~14 for exact values through byte permutes). Users multiply
+// SM90_LO6_MUL(fmt) per operand back into a scale factor (exact: a power of two, products stay normal).
 MXRT_DEVICE void sm90_e2m1x8_lo6(u32 w, u32& lo, u32& hi) {
   const u32 ev = ((w << 2) & 0x1C1C1C1Cu) | ((w << 4) & 0x80808080u);  // elements 0, 2, 4, 6 (low nibbles)
   const u32 od = ((w >> 2) & 0x1C1C1C1Cu) | (w & 0x80808080u);         // elements 1, 3, 5, 7 (high nibbles)
   lo = __byte_perm(ev, od, 0x5140u);
   hi = __byte_perm(ev, od, 0x7362u);
 }
+// what an operand of format F read through sm90_e2m1x8_lo6 (e2m1) or as is (fp8) must be multiplied by
+#define SM90_LO6_MUL(F) ((F) == MXRT_FMT_E2M1 ? 64.0f : 1.0f)
 
 // K-major operand tile with 128-byte rows written by TMA with SWIZZLE_128B: 8-row groups 1024 bytes apart (SBO),
 // layout type 1 (128B swizzle) in bits 62-63; a k32 step inside the row advances the start address by 32 bytes.

@@ -270,14 +270,14 @@ def wg_sweep(args, core, copy_bw, l2, quant, mx_bytes) -> int:
         )
         best = None
         for nc, ns, pw in ((2, 1, 2), (2, 1, 4), (2, 1, 8), (1, 1, 8), (2, 2, 8), (4, 2, 4), (4, 1, 4)):
-            for st in (4, 8, 12, 16):
-                if not K.wg_valid(base.nt, nc, st, ns, pw, fmt == "e2m1"):
+            for st, pf in ((st, pf) for st in (4, 8, 12, 16) for pf in (K.WG_PF if fmt == "e2m1" else (0,))):
+                if not K.wg_valid(base.nt, nc, st, ns, pw, fmt == "e2m1", pf or 2):
                     continue
                 for split in sorted({1, split0}):
                     if split > k // 128:
                         continue
-                    tune = dict(nt=base.nt, nc=nc, ns=ns, pw=pw, stages=st, split=split)
-                    label = f"nc={nc} ns={ns} pw={pw} stages={st:2d} split={split:2d}"
+                    tune = dict(nt=base.nt, nc=nc, ns=ns, pw=pw, stages=st, pf=pf, split=split)
+                    label = f"nc={nc} ns={ns} pw={pw} stages={st:2d} pf={pf} split={split:2d}"
                     try:
                         t, _ = core.time_cupy([lambda dg=dg, tune=tune: gemm_decode_wg.run(dg, **tune) for dg in dgs],
                                               7, log=print)  # fmt: skip

@@ -77,8 +77,9 @@ def test_format_pairs(forced, pair, m):
 @pytest.mark.parametrize("nt", K.WG_NT)
 def test_every_configuration(nt, weights):
     """Each token tile with every warpgroup count, token-part count, producer-warp count and ring depth that builds
-    (with e2m1 weights: those that fit the packed tiles too; each producer warp fills and widens its own slots): one
-    problem (tails in m and n, more groups than the ring holds), the reference each time."""
+    (with e2m1 weights: those that fit the staging slots too, and every staging depth of the default shape at 8
+    stages; each producer warp fetches, widens and fills its own slots): one problem (tails in m and n, more groups
+    than the ring holds), the reference each time."""
     w4 = weights == "e2m1"
     m, n, k = (nt - 5, 130, 3072) if w4 else (nt - 3, 200, 2048)
     x, w, qa, qb = operands(m, n, k, "e4m3", weights, seed=nt + w4)
@@ -88,12 +89,14 @@ def test_every_configuration(nt, weights):
         for ns in K.WG_NS:
             for pw in K.WG_PW:
                 for st in K.WG_STAGES:
-                    if not K.wg_valid(nt, nc, st, ns, pw, w4):
-                        continue
-                    dg.out.view(cupy.uint8).fill(0xFF)
-                    gemm_decode_wg.run(dg, nt=nt, nc=nc, stages=st, ns=ns, pw=pw, split=1)
-                    assert not check_result(dg.out, qa, qb, "bfloat16", x=x, w=w), (nc, ns, pw, st)
-                    ran += 1
+                    pfs = K.WG_PF if w4 and (nc, ns, st) == (2, 1, 8) else (0,)
+                    for pf in pfs:
+                        if not K.wg_valid(nt, nc, st, ns, pw, w4, pf or K.wg_pf(nt, nc, st, ns, pw)):
+                            continue
+                        dg.out.view(cupy.uint8).fill(0xFF)
+                        gemm_decode_wg.run(dg, nt=nt, nc=nc, stages=st, ns=ns, pw=pw, pf=pf, split=1)
+                        assert not check_result(dg.out, qa, qb, "bfloat16", x=x, w=w), (nc, ns, pw, st, pf)
+                        ran += 1
     assert ran >= 12
 
 

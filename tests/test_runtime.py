@@ -43,7 +43,7 @@ def test_kernel_header_states_the_launch_contract(path: Path) -> None:
         assert any(line.startswith(key) for line in head), f"{path.name}: header line {key!r} missing"
     spec = next(s for s in kernels.ALL_SPECS if s.file == path.relative_to(KERNELS).as_posix())
     text = path.read_text()
-    for name in spec.required:
+    for name in (*spec.required, *spec.optional):
         assert name in text, f"{path.name}: define {name} of the spec is not mentioned in the source"
         for d in spec.variants:
             spec.check_defines(d)
@@ -123,6 +123,16 @@ def test_dispatch_tables() -> None:
 def test_defines_must_match_the_header() -> None:
     with pytest.raises(UnsupportedArchError, match="missing"):
         quant_kernels.QUANTIZE_MX_ROWWISE.check_defines(kernel_spec.defines(FMT=0))
+
+
+def test_optional_defines_are_accepted_and_others_still_refused() -> None:
+    spec = kernel_spec.KernelSpec("k", "f.hip", ("A",), (), optional=("PF",))
+    spec.check_defines(kernel_spec.defines(A=1))
+    spec.check_defines(kernel_spec.defines(A=1, PF=2))
+    with pytest.raises(UnsupportedArchError, match=r"unknown \['B'\]"):
+        spec.check_defines(kernel_spec.defines(A=1, PF=2, B=0))
+    with pytest.raises(UnsupportedArchError, match=r"missing \['A'\]"):
+        spec.check_defines(kernel_spec.defines(PF=2))
 
 
 def test_gpu_ops_register_and_auto_stays_on_numpy_without_a_device(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -2,16 +2,15 @@
 // computes out[m,n] = sum_kb 2^(sa[m,kb]-127) * 2^(sb[n,kb]-127) * sum_{k in kb} A[m,k] * B[n,k], m <= NT. Swap-AB
 //          on wgmma: a CTA owns 64 weight rows (M side) and NT tokens (N side, NS parts); per MX block one wgmma
 //          m64n(NT/NS)k32 from zero, promoted exactly (fast when a stage's scales lie in [64, 190]; NaN for 0xFF).
-//          PW producer warps stream stages of 4 blocks (TMA codes, cp.async scales) and prepare each (token factors,
-//          fast flag); e2m1 weights come by cp.async and the stage's producer warp widens them to e4m3 (2^-6 times
-//          their values) into the swizzled tile. Consumer warpgroup c: token part c % NS, every (NC/NS)-th stage.
+//          PW producer warps stream 4-block stages (TMA codes, cp.async scales), prepare each (token factors, flag);
+//          e2m1 B: cp.async PF-1 stages ahead, widened to e4m3 (2^-6 x) into the tile. Consumer wg c: part c % NS.
 // args     const __grid_constant__ mxrt_tmap tmx, tmw (A [m,k], fp8 B [n,k]: boxes NT / 64 rows x 128 B, SWIZZLE_128B,
 //          0 fill; tmw unread for e2m1 B) | const u8* sa [m,k/32], sb [n,k/32] E8M0 | const u8* wq (e2m1 B [n,k/2];
 //          unread for fp8) | void* out (split z: fp32 slice z if split_k > 1 and ATOMIC=0) | u32 m, n, k, split_k
 //          (split z takes groups [z*G/split_k, (z+1)*G/split_k) of G = k/128)
 // grid     (ceil(n/64),1,split_k)   block (128*NC+32*PW,1,1)   smem gemm_decode_kernels.wg_smem_bytes
 // defines  A_FMT (e4m3/e5m2), B_FMT (e4m3/e5m2/e2m1), OUT_DTYPE, ATOMIC, NT (16/32/64), NC (1/2/4), NS (1/2), PW
-//          (1/2/4/8), STAGES (2..16, a multiple of NC/NS and PW)                        set by ops/gemm_decode_wg.py
+//          (1/2/4/8), STAGES (2..16, a multiple of NC/NS and PW), PF (e2m1 B only: 2..4)  set by ops/gemm_decode_wg.py
 // requires sm_90a; k % 128 == 0; codes 16-B, scales 4-B aligned; m <= NT; m, n, k < 2^31; split_k <= 65535; ATOMIC
 //          with 16-bit out: out 4-byte aligned, m*n even                               checked by ops/gemm_decode_wg.py
 #include "../common/mx_gemm.h"
@@ -32,6 +31,12 @@ MXRT_STATIC_ASSERT(STAGES >= 2 && STAGES <= 16 && STAGES % DWG_KS == 0,
 MXRT_STATIC_ASSERT((PW == 1 || PW == 2 || PW == 4 || PW == 8) && STAGES % PW == 0,
                    "PW: 1, 2, 4 or 8 producer warps, STAGES a multiple of PW (a slot is always filled by the same "
                    "warp, which prepares a stage before it waits for that slot again)");
+#if B_FMT == MXRT_FMT_E2M1
+#ifndef PF
+#error "PF (the e2m1 staging slots per producer warp) must be defined by the launcher for e2m1 weights"
+#endif
+MXRT_STATIC_ASSERT(PF >= 2 && PF <= 4, "PF: 2..4 staging slots per producer warp (PF - 1 stages fetched ahead)");
+#endif
 MXRT_STATIC_ASSERT(A_FMT == MXRT_FMT_E4M3 || A_FMT == MXRT_FMT_E5M2, "A_FMT: e4m3 or e5m2");
 MXRT_STATIC_ASSERT(B_FMT == MXRT_FMT_E4M3 || B_FMT == MXRT_FMT_E5M2 || B_FMT == MXRT_FMT_E2M1,
                    "B_FMT: e4m3, e5m2 or e2m1 (widened to e4m3 by the producer warps)");
@@ -57,9 +62,16 @@ MXRT_STATIC_ASSERT(ATOMIC == 0 || ATOMIC == 1, "ATOMIC: 0 or 1");
 #define DWG_X_TILE (NT * 128)                         // 2 / 4 / 8 KB
 #define DWG_CODE (DWG_W_TILE + DWG_X_TILE)            // a code stage (a multiple of 1024: the swizzle's alignment)
 #define DWG_W4 (B_FMT == MXRT_FMT_E2M1)                // e2m1 weights: staged packed, widened into the code stage
-#define DWG_STG (DWG_W4 ? DWG_ROWS * 64 : 0)           // a stage's packed e2m1 tile: 64 rows x 64 bytes (4 blocks)
+#define DWG_STG (DWG_ROWS * 64)                       // a stage's packed e2m1 tile: 64 rows x 64 bytes (4 blocks)
 #define DWG_WMUL SM90_LO6_MUL(B_FMT)                  // e2m1 tiles hold 2^-6 x the weights (sm90_e2m1x8_lo6)
 #define DWG_SCALE ((DWG_ROWS + NT) * 4)               // a scale stage: one word (4 blocks) per weight row and token
+// e2m1 weights: PW x PF staging slots (warp w's PF slots: the packed tile, then the scale words of one of its stages)
+#define DWG_SS (DWG_STG + DWG_SCALE)
+#if DWG_W4
+#define DWG_STAGING (PW * PF * DWG_SS)
+#else
+#define DWG_STAGING 0
+#endif
 #define DWG_TG (DWG_NTW / 4 + 4)  // floats per t-group of a token-factor buffer (NTW / 4 used, + 4: distinct banks)
 #define DWG_FB (NS * 16 * DWG_TG)  // floats of a stage's token factors: [part][block][t-group][DWG_TG]
 #define DWG_REGS (DWG_NTW / 2)                        // accumulator registers per thread (m64nNTW)
@@ -139,12 +151,12 @@ extern "C" __global__ void __launch_bounds__(DWG_THREADS, 1)
                            const u8* __restrict__ sa, const u8* __restrict__ sb, const u8* __restrict__ wq,
                            void* __restrict__ out, u32 m, u32 n, u32 k, u32 split_k) {
   extern __shared__ u8 smem_raw[];
-  // [STAGES] code stages (1024-aligned) | [STAGES] packed e2m1 tiles (DWG_W4) | [STAGES] scale words | [STAGES] token
+  // [STAGES] code stages (1024-aligned) | [PW][PF] staging slots (DWG_W4) | [STAGES] scale words | [STAGES] token
   // factors | [STAGES (even)] stage flags | [NC][NTW][64] epilogue partials | [STAGES] full, [STAGES] empty mbarriers
   u8* dsm = smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u);
   u8* codes = dsm;
   u8* stg = dsm + STAGES * DWG_CODE;
-  u32* scales = reinterpret_cast<u32*>(stg + STAGES * DWG_STG);
+  u32* scales = reinterpret_cast<u32*>(stg + DWG_STAGING);
   float* fb_s = reinterpret_cast<float*>(scales + STAGES * (DWG_ROWS + NT));
   u32* flags = reinterpret_cast<u32*>(fb_s + STAGES * DWG_FB);
   float* red = reinterpret_cast<float*>(flags + (STAGES + 1) / 2 * 2);  // the epilogue's own region
@@ -177,9 +189,6 @@ extern "C" __global__ void __launch_bounds__(DWG_THREADS, 1)
     // in [64, 190]: the fast promotion); then its lanes arrive on that stage's full barrier (releasing their stores).
     // One producer warp issuing ~170 instructions per stage bound the kernel at ~2 TB/s (session 12, call 10: the
     // consumers waited on full barriers, the producer never on an empty one); PW warps share that work.
-    // slots per warp; iterations of lag (0 with one slot per warp: the warp prepares the stage it just issued, and the
-    // PW warps' stages overlap each other's waits instead)
-    constexpr u32 SPW = STAGES / PW, LAG = SPW / 2;
     const u32 lane = tid % 32u, w = (tid - 128u * NC) / 32u;
     // this lane's scale rows (weights lane, lane + 32; tokens lane, lane + 32): pointers at the CTA's first group
     const u8* wsp0 = sb + (u64)(row0 + lane) * kbt + 4u * cg0;
@@ -189,86 +198,26 @@ extern "C" __global__ void __launch_bounds__(DWG_THREADS, 1)
     const u8* xsp1 = xsp0 + 32u * (u64)kbt;
     const bool xv0 = lane < NT && lane < m, xv1 = lane + 32u < NT && lane + 32u < m;
     const u32 mine = ngr > w ? (ngr - w + PW - 1u) / PW : 0u;  // this warp's stages
-#if DWG_W4
-    // e2m1 weights: this lane copies and later widens the 16-byte chunk lane % 4 (MX block lane % 4 of the stage) of
-    // rows lane / 4 + 8i, i < 8 (staged at 16 * lane + 512 i: the warp's 16-byte accesses are contiguous); rows past
-    // n are not copied (their stale, always finite widened codes meet 0x7F scales and reach no stored output)
-    const u32 wr = lane / 4u, wc = lane % 4u;
-    const u64 wrow = k / 2u;
-    const u8* wqp = wq + (u64)(row0 + wr) * wrow + 64u * (u64)cg0 + 16u * wc;
-#else
-    (void)wq;
-#endif
-    for (u32 j = 0; j < mine + LAG; ++j) {
-      if (j < mine) {
-        const u32 g = w + j * PW, slot = g % STAGES, gi = cg0 + g;
-        if (g >= STAGES) mbar_wait(empty0 + 8u * slot, ((g / STAGES) - 1u) & 1u);
-        const u32 full = full0 + 8u * slot;
-        if (lane == 0) {
-          const u32 dst = smem_addr(codes + slot * DWG_CODE);
-#if DWG_W4
-          mbar_arrive_tx(full, DWG_X_TILE);  // the tokens only: the weight tile is the producers' own stores
-#else
-          mbar_arrive_tx(full, DWG_CODE);  // rows past n / m arrive as zeros and count in the bytes
-          tma_load_2d(dst, &tmw, full, (i32)(gi * 128u), (i32)row0);
-#endif
-          tma_load_2d(dst + DWG_W_TILE, &tmx, full, (i32)(gi * 128u), 0);
-        }
-#if DWG_W4
-        {
-          const u32 sdst = smem_addr(stg + slot * DWG_STG) + 16u * lane;
-          const u8* src = wqp + 64u * (u64)g;
-#pragma unroll
-          for (u32 i = 0; i < 8; ++i, src += 8u * wrow) {
-            if (row0 + wr + 8u * i < n) sm90_cp16(sdst + 512u * i, src, 16u);
-          }
-        }
-#endif
-        // the 4 scale bytes of the group per weight row and token (k % 128 == 0: one aligned word); rows past n
-        // and tokens past m are not copied (read as 0x7F bytes below and by the consumers)
-        const u32 sdst = smem_addr(scales + slot * (DWG_ROWS + NT)) + 4u * lane, go = 4u * g;
-        if (wv0) dwg_cp4(sdst, wsp0 + go);
-        if (wv1) dwg_cp4(sdst + 128u, wsp1 + go);
-        if (xv0) dwg_cp4(sdst + 4u * DWG_ROWS, xsp0 + go);
-        if (xv1) dwg_cp4(sdst + 4u * DWG_ROWS + 128u, xsp1 + go);
-      }
-      asm volatile("cp.async.commit_group;" ::: "memory");
-      if (j < LAG) continue;
-      const u32 h = w + (j - LAG) * PW, hs = h % STAGES;
-      asm volatile("cp.async.wait_group %0;" ::"n"(LAG) : "memory");  // this lane's copies of stage h landed
-      __syncwarp();  // ... and every lane's
-#if DWG_W4
-      {
-        // widen this lane's 8 staged chunks (32 e2m1 codes each) into the stage's e4m3 tile: row r's block wc is the
-        // 16-byte chunks 2wc, 2wc + 1 of its 128 bytes, at chunk c ^ (r & 7) as TMA's 128-byte swizzle would put them
-        // (r & 7 == wr: the rows are wr + 8i)
-        const u8* sg = stg + hs * DWG_STG + 16u * lane;
-        u8* wt = codes + hs * DWG_CODE + 128u * wr;
-        const u32 c0 = ((2u * wc) ^ wr) << 4, c1 = ((2u * wc + 1u) ^ wr) << 4;
-#pragma unroll
-        for (u32 i = 0; i < 8; ++i) {
-          const uint4 v = *reinterpret_cast<const uint4*>(sg + 512u * i);
-          uint4 lo, hi;
-          sm90_e2m1x8_lo6(v.x, lo.x, lo.y);
-          sm90_e2m1x8_lo6(v.y, lo.z, lo.w);
-          sm90_e2m1x8_lo6(v.z, hi.x, hi.y);
-          sm90_e2m1x8_lo6(v.w, hi.z, hi.w);
-          *reinterpret_cast<uint4*>(wt + 1024u * i + c0) = lo;
-          *reinterpret_cast<uint4*>(wt + 1024u * i + c1) = hi;
-        }
-        // the wgmmas read the tile through the async proxy: order these generic stores before the arrive below
-        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-      }
-#endif
-      const u32* sw = scales + hs * (DWG_ROWS + NT);
+    // a stage's preparation, once its scale words are at src (the code slot's own words; for e2m1 weights the warp's
+    // staging slot, copied here into the code slot for the consumers): the token factors, the stage flag, the arrive
+    auto prepare = [&](u32 hs, const u32* src) {
       float* fb = fb_s + hs * DWG_FB;
-      u32 ok = dwg_fast4(wv0 ? sw[lane] : 0x7F7F7F7Fu) & dwg_fast4(wv1 ? sw[lane + 32u] : 0x7F7F7F7Fu);
+      const u32 wd0 = wv0 ? src[lane] : 0x7F7F7F7Fu, wd1 = wv1 ? src[lane + 32u] : 0x7F7F7F7Fu;
+#if DWG_W4
+      u32* sw = scales + hs * (DWG_ROWS + NT);
+      sw[lane] = wd0;
+      sw[lane + 32u] = wd1;
+#endif
+      u32 ok = dwg_fast4(wd0) & dwg_fast4(wd1);
 #pragma unroll
       for (u32 i = 0; i < (NT + 31u) / 32u; ++i) {
         const u32 tok = lane + 32u * i;
         if (tok < NT) {
           // token tok of part tok / NTW: column 8j + 2q + e of that part, block u at [(4u + q) * DWG_TG + 2j + e]
-          const u32 wd = (i == 0 ? xv0 : xv1) ? sw[DWG_ROWS + tok] : 0x7F7F7F7Fu, tt = tok % DWG_NTW;
+          const u32 wd = (i == 0 ? xv0 : xv1) ? src[DWG_ROWS + tok] : 0x7F7F7F7Fu, tt = tok % DWG_NTW;
+#if DWG_W4
+          sw[DWG_ROWS + tok] = wd;
+#endif
           ok &= dwg_fast4(wd);
           const u32 o = (tok / DWG_NTW) * (16u * DWG_TG) + ((tt % 8u) / 2u) * DWG_TG + 2u * (tt / 8u) + (tt % 2u);
           fb[o] = dwg_factor<0>(wd);
@@ -280,7 +229,105 @@ extern "C" __global__ void __launch_bounds__(DWG_THREADS, 1)
       const bool fast = __all_sync(0xFFFFFFFFu, ok == 0x80808080u);
       if (lane == 0) flags[hs] = fast ? 1u : 0u;
       mbar_arrive(full0 + 8u * hs);  // each lane after its own stores (the consumers' wait acquires them)
+    };
+#if DWG_W4
+    // e2m1 weights: the warp fetches its stages PF - 1 of its iterations ahead (packed tile and scale words by
+    // cp.async into its own staging slots: no barrier, one commit group per iteration), so its period is the
+    // widening, not a memory latency (with one slot per warp and no lookahead the consumers waited on full stages 40%
+    // of samples, session 13). Lane l copies and later widens the 16-byte chunk l % 4 (MX block l % 4 of the stage)
+    // of rows l / 4 + 8i, i < 8 (staged at 16 l + 512 i: the warp's 16-byte accesses are contiguous); rows past n
+    // are not copied (their stale, always finite widened codes meet 0x7F scales and reach no stored output).
+    constexpr u32 AHEAD = PF - 1u;
+    const u32 wr = lane / 4u, wc = lane % 4u;
+    const u64 wrow = k / 2u;
+    const u8* wqp = wq + (u64)(row0 + wr) * wrow + 64u * (u64)cg0 + 16u * wc;
+    u8* const mystg = stg + w * (PF * DWG_SS);
+    auto fetch = [&](u32 jf) {  // this warp's stage of iteration jf into its staging slot jf % PF
+      const u32 g = w + jf * PW, base = smem_addr(mystg + (jf % PF) * DWG_SS);
+      const u8* src = wqp + 64u * (u64)g;
+#pragma unroll
+      for (u32 i = 0; i < 8; ++i, src += 8u * wrow) {
+        if (row0 + wr + 8u * i < n) sm90_cp16(base + 16u * lane + 512u * i, src, 16u);
+      }
+      // the 4 scale bytes of the group per weight row and token (k % 128 == 0: one aligned word); rows past n and
+      // tokens past m are not copied (prepare reads them as 0x7F bytes)
+      const u32 sdst = base + DWG_STG + 4u * lane, go = 4u * g;
+      if (wv0) dwg_cp4(sdst, wsp0 + go);
+      if (wv1) dwg_cp4(sdst + 128u, wsp1 + go);
+      if (xv0) dwg_cp4(sdst + 4u * DWG_ROWS, xsp0 + go);
+      if (xv1) dwg_cp4(sdst + 4u * DWG_ROWS + 128u, xsp1 + go);
+    };
+#pragma unroll
+    for (u32 jf = 0; jf < AHEAD; ++jf) {
+      if (jf < mine) fetch(jf);
+      asm volatile("cp.async.commit_group;" ::: "memory");
     }
+    for (u32 j = 0; j < mine; ++j) {
+      if (j + AHEAD < mine) fetch(j + AHEAD);
+      asm volatile("cp.async.commit_group;" ::: "memory");
+      const u32 g = w + j * PW, slot = g % STAGES;
+      asm volatile("cp.async.wait_group %0;" ::"n"(AHEAD) : "memory");  // this lane's copies of stage g landed
+      __syncwarp();
+      if (g >= STAGES) mbar_wait(empty0 + 8u * slot, ((g / STAGES) - 1u) & 1u);
+      const u32 full = full0 + 8u * slot;
+      if (lane == 0) {
+        mbar_arrive_tx(full, DWG_X_TILE);  // the tokens only: the weight tile is the producers' own stores
+        tma_load_2d(smem_addr(codes + slot * DWG_CODE) + DWG_W_TILE, &tmx, full, (i32)((cg0 + g) * 128u), 0);
+      }
+      // widen this lane's 8 staged chunks (32 e2m1 codes each) into the stage's e4m3 tile: row r's block wc is the
+      // 16-byte chunks 2wc, 2wc + 1 of its 128 bytes, at chunk c ^ (r & 7) as TMA's 128-byte swizzle would put them
+      // (r & 7 == wr: the rows are wr + 8i)
+      const u8* sg = mystg + (j % PF) * DWG_SS;
+      u8* wt = codes + slot * DWG_CODE + 128u * wr;
+      const u32 c0 = ((2u * wc) ^ wr) << 4, c1 = ((2u * wc + 1u) ^ wr) << 4;
+#pragma unroll
+      for (u32 i = 0; i < 8; ++i) {
+        const uint4 v = *reinterpret_cast<const uint4*>(sg + 16u * lane + 512u * i);
+        uint4 lo, hi;
+        sm90_e2m1x8_lo6(v.x, lo.x, lo.y);
+        sm90_e2m1x8_lo6(v.y, lo.z, lo.w);
+        sm90_e2m1x8_lo6(v.z, hi.x, hi.y);
+        sm90_e2m1x8_lo6(v.w, hi.z, hi.w);
+        *reinterpret_cast<uint4*>(wt + 1024u * i + c0) = lo;
+        *reinterpret_cast<uint4*>(wt + 1024u * i + c1) = hi;
+      }
+      // the wgmmas read the tile through the async proxy: order these generic stores before the arrive
+      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+      prepare(slot, reinterpret_cast<const u32*>(sg + DWG_STG));
+    }
+#else
+    (void)wq;
+    (void)stg;
+    // slots per warp; iterations of lag (0 with one slot per warp: the warp prepares the stage it just issued, and the
+    // PW warps' stages overlap each other's waits instead)
+    constexpr u32 SPW = STAGES / PW, LAG = SPW / 2;
+    for (u32 j = 0; j < mine + LAG; ++j) {
+      if (j < mine) {
+        const u32 g = w + j * PW, slot = g % STAGES, gi = cg0 + g;
+        if (g >= STAGES) mbar_wait(empty0 + 8u * slot, ((g / STAGES) - 1u) & 1u);
+        const u32 full = full0 + 8u * slot;
+        if (lane == 0) {
+          const u32 dst = smem_addr(codes + slot * DWG_CODE);
+          mbar_arrive_tx(full, DWG_CODE);  // rows past n / m arrive as zeros and count in the bytes
+          tma_load_2d(dst, &tmw, full, (i32)(gi * 128u), (i32)row0);
+          tma_load_2d(dst + DWG_W_TILE, &tmx, full, (i32)(gi * 128u), 0);
+        }
+        // the 4 scale bytes of the group per weight row and token (k % 128 == 0: one aligned word); rows past n
+        // and tokens past m are not copied (read as 0x7F bytes below and by the consumers)
+        const u32 sdst = smem_addr(scales + slot * (DWG_ROWS + NT)) + 4u * lane, go = 4u * g;
+        if (wv0) dwg_cp4(sdst, wsp0 + go);
+        if (wv1) dwg_cp4(sdst + 128u, wsp1 + go);
+        if (xv0) dwg_cp4(sdst + 4u * DWG_ROWS, xsp0 + go);
+        if (xv1) dwg_cp4(sdst + 4u * DWG_ROWS + 128u, xsp1 + go);
+      }
+      asm volatile("cp.async.commit_group;" ::: "memory");
+      if (j < LAG) continue;
+      const u32 hs = (w + (j - LAG) * PW) % STAGES;
+      asm volatile("cp.async.wait_group %0;" ::"n"(LAG) : "memory");  // this lane's copies of stage h landed
+      __syncwarp();  // ... and every lane's
+      prepare(hs, scales + hs * (DWG_ROWS + NT));
+    }
+#endif
   } else {
 #if DWG_SETMAXNREG
   asm volatile("setmaxnreg.inc.sync.aligned.u32 224;" ::: "memory");

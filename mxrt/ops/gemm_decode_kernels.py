@@ -171,22 +171,25 @@ WG_NS = (1, 2)
 WG_PW = (1, 2, 4, 8)
 #: ring depths (define STAGES; a multiple of NC / NS and of PW)
 WG_STAGES = (2, 4, 6, 8, 10, 12, 16)
+#: e2m1 staging slots per producer warp (define PF): a warp fetches its stages PF - 1 of its iterations ahead
+WG_PF = (2, 3, 4)
 #: weight rows per CTA (the wgmma M)
 WG_ROWS = 64
 
 
-def wg_smem_bytes(nt: int, nc: int, stages: int, ns: int = 1, w4: bool = False) -> int:
+def wg_smem_bytes(nt: int, nc: int, stages: int, ns: int = 1, w4: bool = False, pw: int = 1, pf: int = 2) -> int:
     """Dynamic shared memory of a wgmma decode build: per stage the code tiles (64 weight rows + nt tokens of 128
-    bytes; with e2m1 weights (``w4``) also the packed tile the producers widen, 64 rows of 64 bytes), the scale words,
-    the token factors and the flag; the epilogue's partials, the mbarriers, and 1024 bytes of alignment slack."""
+    bytes), the scale words, the token factors and the flag; with e2m1 weights (``w4``) ``pf`` staging slots per
+    producer warp (a packed tile of 64 rows x 64 bytes and the stage's scale words); the epilogue's partials, the
+    mbarriers, and 1024 bytes of alignment slack."""
     ntw = nt // ns
-    codes = stages * (WG_ROWS * 128 + nt * 128 + (WG_ROWS * 64 if w4 else 0))
+    codes = stages * (WG_ROWS * 128 + nt * 128) + (pw * pf * (WG_ROWS * 64 + (WG_ROWS + nt) * 4) if w4 else 0)
     scales = stages * (WG_ROWS + nt) * 4
     factors = stages * ns * 16 * (ntw // 4 + 4) * 4 + (stages + 1) // 2 * 2 * 4
     return codes + scales + factors + nc * ntw * 64 * 4 + 16 * stages + 1024
 
 
-def wg_valid(nt: int, nc: int, stages: int, ns: int = 1, pw: int = 1, w4: bool = False) -> bool:
+def wg_valid(nt: int, nc: int, stages: int, ns: int = 1, pw: int = 1, w4: bool = False, pf: int = 2) -> bool:
     """The kernel's static assertions, the shared-memory limit, and registers: four consumer warpgroups (up to 640
     threads, at most 96 registers each) only with a wgmma N of 16 (N 32 spilled 12 bytes offline); eight producer
     warps (512 threads with two consumer warpgroups: at most 128 registers) only up to a wgmma N of 32 or with one
@@ -203,15 +206,26 @@ def wg_valid(nt: int, nc: int, stages: int, ns: int = 1, pw: int = 1, w4: bool =
         and pw in WG_PW
         and stages % pw == 0
         and (pw < 8 or nc == 1 or (nc == 2 and nt // ns <= 32))
-        and wg_smem_bytes(nt, nc, stages, ns, w4) <= DECODE_SMEM_MAX
+        and (not w4 or pf in WG_PF)
+        and wg_smem_bytes(nt, nc, stages, ns, w4, pw, pf) <= DECODE_SMEM_MAX
     )
 
 
+def wg_pf(nt: int, nc: int, stages: int, ns: int = 1, pw: int = 1) -> int:
+    """The e2m1 staging depth of a build: 3 slots per producer warp (two stages fetched ahead) where they fit, else 2
+    (``wg_valid`` decides whether the build exists at all)."""
+    return 3 if wg_valid(nt, nc, stages, ns, pw, True, 3) else 2
+
+
 def wg_variant(
-    a_fmt: int, b_fmt: int, atomic: int, nt: int, nc: int, out: int, stages: int, ns: int = 1, pw: int = 1
+    a_fmt: int, b_fmt: int, atomic: int, nt: int, nc: int, out: int, stages: int, ns: int = 1, pw: int = 1, pf: int = 0
 ) -> Defines:
-    """The defines of one build of the wgmma decode kernel."""
-    return defines(A_FMT=a_fmt, ATOMIC=atomic, B_FMT=b_fmt, NC=nc, NS=ns, NT=nt, OUT_DTYPE=out, PW=pw, STAGES=stages)
+    """The defines of one build of the wgmma decode kernel; e2m1 weights also take ``PF`` (``pf``, or by default
+    :func:`wg_pf`)."""
+    d = dict(A_FMT=a_fmt, ATOMIC=atomic, B_FMT=b_fmt, NC=nc, NS=ns, NT=nt, OUT_DTYPE=out, PW=pw, STAGES=stages)
+    if b_fmt == FMT_CODES["e2m1"]:
+        d["PF"] = pf or wg_pf(nt, nc, stages, ns, pw)
+    return defines(**d)
 
 
 _E5M2 = FMT_CODES["e5m2"]
@@ -229,6 +243,7 @@ GEMM_MX_DECODE_SM90_WG = KernelSpec(
     symbol="gemm_mx_decode_sm90_wg",
     file="gemm/gemm_mx_decode_sm90_wg.hip",
     required=("A_FMT", "ATOMIC", "B_FMT", "NC", "NS", "NT", "OUT_DTYPE", "PW", "STAGES"),
+    optional=("PF",),  # e2m1 weights only
     # every fp8 format pair at NT 64 (two warpgroups) and NT 32 (four, token halves), bf16; every NT x NC x NS x PW
     # that builds at two ring depths (bf16); the fp32 slices of split-K and the fp16 atomic mode per NT and shape
     variants=tuple(
@@ -268,6 +283,14 @@ GEMM_MX_DECODE_SM90_WG = KernelSpec(
         and (st == 8 or not wg_valid(nt, nc, 8, ns, pw, True))
         and (pw == (8 if nt <= 32 else 4) or (od, at) == (_BF16, 0))
         and ((nc, ns) == (2, 1) or (od, at) == (_BF16, 0))
+    )
+    # and the other staging depths of the default shape (bf16)
+    + tuple(
+        wg_variant(_E4M3, _E2M1, 0, nt, 2, _BF16, 8, 1, pw, pf)
+        for nt in WG_NT
+        for pw in ((8, 4) if nt <= 32 else (4,))
+        for pf in WG_PF
+        if wg_valid(nt, 2, 8, 1, pw, True, pf) and pf != wg_pf(nt, 2, 8, 1, pw)
     ),
     targets=("sm_90a",),
     expect_mma=(("sm_90a", ("wgmma.mma_async.sync.aligned.m64n",)),),

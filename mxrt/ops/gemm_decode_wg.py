@@ -11,8 +11,9 @@ flag) before its mbarrier completes; NC consumer warpgroups take the stages in
 turn and are summed in warpgroup order (deterministic); ``split_k`` splits K across CTAs on top, with the shared
 deterministic / atomic modes (:mod:`mxrt.ops.gemm_splitk`).
 
-e2m1 weights (MXFP4) take the same kernel: the producer warp of a stage copies its packed tile by cp.async and,
-half a ring later, widens it into the tile the wgmmas read (TMA's 128-byte swizzle) as e4m3 bytes holding 2^-6 times
+e2m1 weights (MXFP4) take the same kernel: the producer warp of a stage copies its packed tile and scale words by
+cp.async into its own staging slots, ``PF - 1`` of its stages ahead (no memory latency in its period), and widens
+the tile into the one the wgmmas read (TMA's 128-byte swizzle) as e4m3 bytes holding 2^-6 times
 the e2m1 values (code ``s.e.m`` -> ``s.000.e.m00``: shifts and masks, ~9 instructions per 8 codes); the promotion
 multiplies 2^6 back into the weight factor (exact), so the results equal the fp8 route's. The weight bytes read halve;
 the widening makes the producer warps the limit (session 13), so MXFP4 runs here above :data:`E2M1_MIN_M` tokens.
@@ -98,6 +99,8 @@ class WgConfig:
     stages: int
     ns: int = 1
     pw: int = 1
+    #: e2m1 weights: staging slots per producer warp (0: the build's default, ``wg_pf``)
+    pf: int = 0
 
     @property
     def threads(self) -> int:
@@ -154,15 +157,17 @@ def _launch_entry(dg: DeviceGemm, out_code: int, atomic: bool, tune: dict) -> tu
     hit = _LAUNCHES.get(key)
     if hit is None:
         c, _ = _plan(dg)
-        c = WgConfig(*(tune.get(f, getattr(c, f)) for f in ("nt", "nc", "stages", "ns", "pw")))
+        c = WgConfig(*(tune.get(f, getattr(c, f)) for f in ("nt", "nc", "stages", "ns", "pw", "pf")))
         w4 = p.b_fmt == "e2m1"
         if w4 and c.nt <= 32 and "pw" not in tune and K.wg_valid(c.nt, c.nc, c.stages, c.ns, E2M1_PW, w4):
             c = dataclasses.replace(c, pw=E2M1_PW)
-        if not K.wg_valid(c.nt, c.nc, c.stages, c.ns, c.pw, w4) or c.nt < p.m:
+        if w4 and not c.pf:
+            c = dataclasses.replace(c, pf=K.wg_pf(c.nt, c.nc, c.stages, c.ns, c.pw))
+        if not K.wg_valid(c.nt, c.nc, c.stages, c.ns, c.pw, w4, c.pf or 2) or c.nt < p.m:
             raise ValueError(f"{NAME}: no build {c} for m={p.m}" + (" with e2m1 weights" if w4 else ""))
         fa, fb = codes.FMT_CODES[p.a_fmt], codes.FMT_CODES[p.b_fmt]
-        d = K.wg_variant(fa, fb, int(atomic), c.nt, c.nc, out_code, c.stages, c.ns, c.pw)
-        smem = K.wg_smem_bytes(c.nt, c.nc, c.stages, c.ns, w4)
+        d = K.wg_variant(fa, fb, int(atomic), c.nt, c.nc, out_code, c.stages, c.ns, c.pw, c.pf)
+        smem = K.wg_smem_bytes(c.nt, c.nc, c.stages, c.ns, w4, c.pw, c.pf or 2)
         cfg = LaunchConfig((-(-p.n // K.WG_ROWS), 1, p.split_k), (c.threads, 1, 1), smem)
         if len(_LAUNCHES) >= 4096:
             _LAUNCHES.clear()
@@ -184,8 +189,8 @@ def _launch(dg: DeviceGemm, dst: Any, out_code: int, atomic: bool, tune: dict) -
 
 def run(dg: DeviceGemm, **tune: int) -> None:
     """Launch on the current stream (split-K reduce / zeroing included). ``tune`` overrides the defines ``nt``,
-    ``nc``, ``stages``, ``ns``, ``pw`` (benchmarks/bench_decode.py) and ``split``, the K split of the call; no host
-    synchronisation."""
+    ``nc``, ``stages``, ``ns``, ``pw``, ``pf`` (benchmarks/bench_decode.py) and ``split``, the K split of the call;
+    no host synchronisation."""
     p = dg.p
     if p.is_empty:
         dg.out.fill(0)

@@ -44,6 +44,8 @@ class KernelSpec:
     #: target -> matrix-instruction prefixes each build for that target must contain (the compile check fails
     #: the build otherwise); e.g. ``{"gfx950": ("v_mfma_scale_f32_16x16x128_f8f6f4",)}``.
     expect_mma: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    #: defines some builds take (the kernel checks when it needs them), e.g. one that only one format uses
+    optional: tuple[str, ...] = ()
 
     def expected_mma(self, target: str) -> tuple[str, ...]:
         return dict(self.expect_mma).get(target, ())
@@ -51,7 +53,7 @@ class KernelSpec:
     def check_defines(self, d: Defines) -> None:
         names = {k for k, _ in d}
         missing = [r for r in self.required if r not in names]
-        extra = sorted(names - set(self.required))
+        extra = sorted(names - set(self.required) - set(self.optional))
         if missing or extra:
             raise UnsupportedArchError(
                 f"{self.symbol}: defines {dict(d)} do not match the kernel header: missing {missing}, unknown {extra}"

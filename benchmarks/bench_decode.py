@@ -68,6 +68,7 @@ def main(argv=None) -> int:
     ap.add_argument("--json", default="")
     ap.add_argument("--plot", default="")
     ap.add_argument("--budget-s", type=float, default=400)
+    ap.add_argument("--no-sk", action="store_true", help="sm90_decode_wg on its older grid (no stream-K): A/B runs")
     args = ap.parse_args(argv)
 
     import cupy
@@ -81,6 +82,8 @@ def main(argv=None) -> int:
     from mxrt.ops.gemm_paths import select_gemm_path
     from mxrt.problems import gemm_problem
 
+    if args.no_sk:
+        gemm_decode_wg.SK_MIN_UNITS = None
     t_start = time.monotonic()
     l2 = core.l2_bytes()
     bw = core.copy_bandwidth(l2)

@@ -307,3 +307,14 @@ def test_e2m1_weights_route_by_token_count(user_table: Path):
     assert select_gemm_path(dg(8, "e2m1")).name == "sm90_decode"
     assert select_gemm_path(dg(32, "e4m3")).name == "sm90_decode"  # the entry
     assert select_gemm_path(dg(64, "e4m3")).name == gemm_decode_wg.NAME  # no entry: the envelope default
+
+
+def test_stream_k_grid_choice():
+    """The wgmma decode path's grid: stream-K only where the older grid leaves more than a quarter of the SMs idle
+    and each CTA keeps enough units."""
+    from mxrt.ops import gemm_decode_wg
+
+    assert gemm_decode_wg.sk_ctas(10240, 8192, 132) == 132  # 160 slabs: 1.21 waves
+    assert gemm_decode_wg.sk_ctas(7168, 8192, 132) == 0  # 112 slabs: 85% of the SMs
+    assert gemm_decode_wg.sk_ctas(4608, 7168, 132) == 0  # 72 slabs, 30 units per CTA
+    assert gemm_decode_wg.sk_ctas(1280, 8192, 132) == 0  # 20 slabs: the K split of the older grid

@@ -134,6 +134,50 @@ def test_split_k(forced, case, split, deterministic):
     assert not check_result(got, qa, qb, out_dtype, x=x, w=w, splits_rounded=rounded)
 
 
+SK_CASES = [(16, 300, 1536, "bfloat16"), (37, 1000, 2048, "float16"), (64, 129, 4096, "bfloat16")]
+
+
+@pytest.mark.parametrize("weights", ["e4m3", "e2m1"])
+@pytest.mark.parametrize("case", SK_CASES, ids=str)
+def test_stream_k(case, weights):
+    """The stream-K grid (a split_k=1 call): CTA counts that put 1, a few or many units on a CTA, slabs split across
+    two or more CTAs and held whole, tails in m and n; each against the reference, bitwise again on a rerun (the slab
+    counters reset themselves) and close to the older grid (another summation order)."""
+    m, n, k, out_dtype = case
+    x, w, qa, qb = operands(m, n, k, "e4m3", weights, seed=m + n)
+    dg = gemm_op.device_gemm(gemm_problem(to_device(qa), to_device(qb), out_dtype=out_dtype))
+    units = -(-n // K.WG_ROWS) * (k // 128)
+    dg.out.view(cupy.uint8).fill(0xFF)
+    gemm_decode_wg.run(dg, ctas=0)  # the older grid
+    older = dg.out.copy()
+    for ctas in sorted({1, 2, 3, 7, units // 4, units // 2 + 1, units, gemm_decode_wg.sk_ctas(n, k, 132)}):
+        dg.out.view(cupy.uint8).fill(0xFF)
+        gemm_decode_wg.run(dg, ctas=ctas)
+        first = dg.out.copy()
+        assert not check_result(first, qa, qb, out_dtype, x=x, w=w), ctas
+        dg.out.view(cupy.uint8).fill(0xFF)
+        gemm_decode_wg.run(dg, ctas=ctas)
+        assert cupy.array_equal(dg.out.view(cupy.uint16), first.view(cupy.uint16)), ctas
+        o, f = (cupy.asnumpy(v).view(np.uint16) for v in (older, first))
+        assert np.count_nonzero(o != f) <= o.size // 4, ctas  # mostly bitwise: only rounding-boundary outputs move
+    # captured in a CUDA graph: each replay finds the slab counters the previous one left at zero
+    stream = cupy.cuda.Stream()
+    with mxrt.runtime.debug(), stream:
+        gemm_decode_wg.run(dg, ctas=7)
+        stream.synchronize()
+        stream.begin_capture()
+        gemm_decode_wg.run(dg, ctas=7)
+        graph = stream.end_capture()
+    want = dg.out.copy()
+    for _ in range(3):
+        dg.out.view(cupy.uint8).fill(0xFF)
+        cupy.cuda.Device().synchronize()
+        graph.launch(stream=stream)
+        stream.synchronize()
+        assert cupy.array_equal(dg.out.view(cupy.uint16), want.view(cupy.uint16))
+    assert not check_result(want, qa, qb, out_dtype, x=x, w=w)
+
+
 @pytest.mark.parametrize("m", [11, 29, 40, 64])
 @pytest.mark.parametrize("out_dtype", ["bfloat16", "float16"])
 @pytest.mark.parametrize("pair", [("e4m3", "e4m3"), ("e5m2", "e4m3"), ("e4m3", "e2m1")], ids="x".join)

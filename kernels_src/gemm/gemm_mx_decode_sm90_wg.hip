@@ -6,18 +6,18 @@
 //          e2m1 B: cp.async PF-1 stages ahead, widened to e4m3 (2^-6 x) into the tile. Consumer wg c: part c % NS.
 // args     const __grid_constant__ mxrt_tmap tmx, tmw (A [m,k], fp8 B [n,k]: boxes NT / 64 rows x 128 B, SWIZZLE_128B,
 //          0 fill; tmw unread for e2m1 B) | const u8* sa [m,k/32], sb [n,k/32] E8M0 | const u8* wq (e2m1 B [n,k/2];
-//          unread for fp8) | void* out (split z: fp32 slice z if split_k > 1 and ATOMIC=0) | u32 m, n, k, split_k
-//          (split z takes groups [z*G/split_k, (z+1)*G/split_k) of G = k/128)
-// grid     (ceil(n/64),1,split_k)   block (128*NC+32*PW,1,1)   smem gemm_decode_kernels.wg_smem_bytes
+//          unread for fp8) | void* out (SK 0: fp32 slice z if split_k > 1 and ATOMIC=0) | u32 m, n, k, split_k (z:
+//          groups [z*G/split_k, (z+1)*G/split_k), G = k/128) | float* skw [C][2][NT*64], u32* skc [slabs] (SK 1)
+// grid     SK 0 (ceil(n/64),1,split_k), SK 1 (C,1,1)  block (128*NC+32*PW,1,1)  smem gemm_decode_kernels.wg_smem_bytes
 // defines  A_FMT (e4m3/e5m2), B_FMT (e4m3/e5m2/e2m1), OUT_DTYPE, ATOMIC, NT (16/32/64), NC (1/2/4), NS (1/2), PW
-//          (1/2/4/8), STAGES (2..16, a multiple of NC/NS and PW), PF (e2m1 B only: 2..4)  set by ops/gemm_decode_wg.py
+//          (1/2/4/8), STAGES (2..16, a multiple of NC/NS and PW), SK (1 stream-K), PF (e2m1 B: 2..4) ops/gemm_decode_wg
 // requires sm_90a; k % 128 == 0; codes 16-B, scales 4-B aligned; m <= NT; m, n, k < 2^31; split_k <= 65535; ATOMIC
-//          with 16-bit out: out 4-byte aligned, m*n even                               checked by ops/gemm_decode_wg.py
+//          with 16-bit out: out 4-byte aligned, m*n even; SK 1: skc zero (left zero), slabs*G < 2^31 ops/gemm_decode_wg
 #include "../common/mx_gemm.h"
 
 #if !defined(A_FMT) || !defined(B_FMT) || !defined(OUT_DTYPE) || !defined(ATOMIC) || !defined(NT) || !defined(NC) || \
-    !defined(NS) || !defined(PW) || !defined(STAGES)
-#error "A_FMT, B_FMT, OUT_DTYPE, ATOMIC, NT, NC, NS, PW and STAGES must be defined by the launcher"
+    !defined(NS) || !defined(PW) || !defined(STAGES) || !defined(SK)
+#error "A_FMT, B_FMT, OUT_DTYPE, ATOMIC, NT, NC, NS, PW, STAGES and SK must be defined by the launcher"
 #endif
 MXRT_STATIC_ASSERT(NT == 16 || NT == 32 || NT == 64, "NT: 16, 32 or 64 tokens (the wgmma N)");
 MXRT_STATIC_ASSERT(NC == 1 || NC == 2 || NC == 4, "NC: 1, 2 or 4 consumer warpgroups");
@@ -43,6 +43,8 @@ MXRT_STATIC_ASSERT(B_FMT == MXRT_FMT_E4M3 || B_FMT == MXRT_FMT_E5M2 || B_FMT == 
 MXRT_STATIC_ASSERT(OUT_DTYPE == MXRT_OUT_F32 || OUT_DTYPE == MXRT_OUT_BF16 || OUT_DTYPE == MXRT_OUT_F16,
                    "OUT_DTYPE: MXRT_OUT_F32, _BF16 or _F16");
 MXRT_STATIC_ASSERT(ATOMIC == 0 || ATOMIC == 1, "ATOMIC: 0 or 1");
+MXRT_STATIC_ASSERT(SK == 0 || (SK == 1 && ATOMIC == 0 && OUT_DTYPE != MXRT_OUT_F32),
+                   "SK: 0 (grid x = slabs, z = split_k), or 1 (stream-K, 16-bit out, no atomics)");
 // DWG_DIAG (development timing only, benchmarks/dev_decode_wg_diag.py; not in the spec): 1 the consumers only wait
 // for each stage and release it (the producer and memory pipeline alone); 2 also the wgmmas, no promotion
 #ifndef DWG_DIAG
@@ -137,6 +139,24 @@ template <u32 U>
 MXRT_DEVICE float dwg_factor(u32 w) {
   return mxrt_f32_from_bits(U == 3u ? (w >> 1) & 0x7F800000u : (w << (23u - 8u * U)) & 0x7F800000u);
 }
+// token j's partials of weight row i in red, its part's warpgroups added in stage order
+MXRT_DEVICE float dwg_red_sum(const float* red, u32 i, u32 j) {
+  const u32 jp = j / DWG_NTW, jj = j % DWG_NTW;
+  float v = red[(jp * DWG_NTW + jj) * 64u + i];
+#pragma unroll
+  for (u32 w = 1; w < DWG_KS; ++w) v += red[((w * NS + jp) * DWG_NTW + jj) * 64u + i];
+  return v;
+}
+// one output element (plain store)
+MXRT_DEVICE void dwg_store(void* out, u64 idx, float v) {
+#if OUT_DTYPE == MXRT_OUT_F32
+  ((float*)out)[idx] = v;
+#else
+  ((u16*)out)[idx] = (u16)mxrt_f32_to_16_bits<OUT_DTYPE>(v);
+#endif
+}
+// the consumer warpgroups' named barrier (an immediate id: racecheck follows it)
+MXRT_DEVICE void dwg_consumers_sync() { asm volatile("bar.sync 1, %0;" ::"n"(128 * NC) : "memory"); }
 template <u32 U>
 struct dwg_u {
   static constexpr u32 value = U;
@@ -149,7 +169,8 @@ struct dwg_b {
 extern "C" __global__ void __launch_bounds__(DWG_THREADS, 1)
     gemm_mx_decode_sm90_wg(const __grid_constant__ mxrt_tmap tmx, const __grid_constant__ mxrt_tmap tmw,
                            const u8* __restrict__ sa, const u8* __restrict__ sb, const u8* __restrict__ wq,
-                           void* __restrict__ out, u32 m, u32 n, u32 k, u32 split_k) {
+                           void* __restrict__ out, u32 m, u32 n, u32 k, u32 split_k, float* __restrict__ skw,
+                           u32* __restrict__ skc) {
   extern __shared__ u8 smem_raw[];
   // [STAGES] code stages (1024-aligned) | [PW][PF] staging slots (DWG_W4) | [STAGES] scale words | [STAGES] token
   // factors | [STAGES (even)] stage flags | [NC][NTW][64] epilogue partials | [STAGES] full, [STAGES] empty mbarriers
@@ -160,13 +181,29 @@ extern "C" __global__ void __launch_bounds__(DWG_THREADS, 1)
   float* fb_s = reinterpret_cast<float*>(scales + STAGES * (DWG_ROWS + NT));
   u32* flags = reinterpret_cast<u32*>(fb_s + STAGES * DWG_FB);
   float* red = reinterpret_cast<float*>(flags + (STAGES + 1) / 2 * 2);  // the epilogue's own region
-  const u32 bars = smem_addr(red + NC * DWG_NTW * 64);  // 8-byte aligned: every region above is a multiple of 8 B
+  // 8-byte aligned: every region above is a multiple of 8 B (SK: four words after the partials, sk_last)
+  const u32 bars = smem_addr(red + NC * DWG_NTW * 64 + (SK ? 4 : 0));
   const u32 full0 = bars, empty0 = bars + 8u * STAGES;
 
   const u32 tid = MXRT_TID_X;
-  const u32 kbt = k / 32u, groups = k / 128u, z = MXRT_BID_Z;
+  const u32 kbt = k / 32u, groups = k / 128u;
+#if SK
+  // stream-K: CTA b takes the work units [b U / C, (b + 1) U / C) of U = slabs x groups (slab-major; C = the grid)
+  // as its stages: stage g is group (u0 + g) % groups of slab (u0 + g) / groups
+  (void)split_k;
+  const u64 units = (u64)((n + DWG_ROWS - 1u) / DWG_ROWS) * groups;
+  const u32 u0 = (u32)((u64)MXRT_BID_X * units / gridDim.x), ngr = (u32)((u64)(MXRT_BID_X + 1u) * units / gridDim.x) - u0;
+  auto slab_row = [&](u32 g) -> u32 { return (u0 + g) / groups * DWG_ROWS; };
+  auto group_of = [&](u32 g) -> u32 { return (u0 + g) % groups; };
+#else
+  (void)skw;
+  (void)skc;
+  const u32 z = MXRT_BID_Z;
   const u32 cg0 = (u32)((u64)z * groups / split_k), ngr = (u32)((u64)(z + 1u) * groups / split_k) - cg0;
   const u32 row0 = MXRT_BID_X * DWG_ROWS;
+  auto slab_row = [&](u32) -> u32 { return row0; };
+  auto group_of = [&](u32 g) -> u32 { return cg0 + g; };
+#endif
   if (tid == 0) {
     for (u32 s = 0; s < STAGES; ++s) {
       mbar_init(full0 + 8u * s, 1u + 32u);  // the TMA lane's arrive.expect_tx + each producer lane once it prepared
@@ -190,18 +227,25 @@ extern "C" __global__ void __launch_bounds__(DWG_THREADS, 1)
     // One producer warp issuing ~170 instructions per stage bound the kernel at ~2 TB/s (session 12, call 10: the
     // consumers waited on full barriers, the producer never on an empty one); PW warps share that work.
     const u32 lane = tid % 32u, w = (tid - 128u * NC) / 32u;
-    // this lane's scale rows (weights lane, lane + 32; tokens lane, lane + 32): pointers at the CTA's first group
-    const u8* wsp0 = sb + (u64)(row0 + lane) * kbt + 4u * cg0;
-    const u8* wsp1 = wsp0 + 32u * (u64)kbt;
-    const bool wv0 = row0 + lane < n, wv1 = row0 + lane + 32u < n;
-    const u8* xsp0 = sa + (u64)lane * kbt + 4u * cg0;
-    const u8* xsp1 = xsp0 + 32u * (u64)kbt;
     const bool xv0 = lane < NT && lane < m, xv1 = lane + 32u < NT && lane + 32u < m;
     const u32 mine = ngr > w ? (ngr - w + PW - 1u) / PW : 0u;  // this warp's stages
+    // the 4 scale bytes of stage g's group per weight row and token (k % 128 == 0: one aligned word) to the words at
+    // sdst (weights lane, lane + 32, tokens lane, lane + 32); rows past n and tokens past m are not copied (prepare
+    // reads them as 0x7F bytes, and the consumers too)
+    auto fetch_scales = [&](u32 sdst, u32 g) {
+      const u32 rs = slab_row(g), go = 4u * group_of(g);
+      const u8* wsp = sb + (u64)(rs + lane) * kbt + go;
+      const u8* xsp = sa + (u64)lane * kbt + go;
+      if (rs + lane < n) dwg_cp4(sdst, wsp);
+      if (rs + lane + 32u < n) dwg_cp4(sdst + 128u, wsp + 32u * (u64)kbt);
+      if (xv0) dwg_cp4(sdst + 4u * DWG_ROWS, xsp);
+      if (xv1) dwg_cp4(sdst + 4u * DWG_ROWS + 128u, xsp + 32u * (u64)kbt);
+    };
     // a stage's preparation, once its scale words are at src (the code slot's own words; for e2m1 weights the warp's
     // staging slot, copied here into the code slot for the consumers): the token factors, the stage flag, the arrive
-    auto prepare = [&](u32 hs, const u32* src) {
+    auto prepare = [&](u32 hs, const u32* src, u32 rs) {
       float* fb = fb_s + hs * DWG_FB;
+      const bool wv0 = rs + lane < n, wv1 = rs + lane + 32u < n;
       const u32 wd0 = wv0 ? src[lane] : 0x7F7F7F7Fu, wd1 = wv1 ? src[lane + 32u] : 0x7F7F7F7Fu;
 #if DWG_W4
       u32* sw = scales + hs * (DWG_ROWS + NT);
@@ -240,22 +284,15 @@ extern "C" __global__ void __launch_bounds__(DWG_THREADS, 1)
     constexpr u32 AHEAD = PF - 1u;
     const u32 wr = lane / 4u, wc = lane % 4u;
     const u64 wrow = k / 2u;
-    const u8* wqp = wq + (u64)(row0 + wr) * wrow + 64u * (u64)cg0 + 16u * wc;
     u8* const mystg = stg + w * (PF * DWG_SS);
     auto fetch = [&](u32 jf) {  // this warp's stage of iteration jf into its staging slot jf % PF
-      const u32 g = w + jf * PW, base = smem_addr(mystg + (jf % PF) * DWG_SS);
-      const u8* src = wqp + 64u * (u64)g;
+      const u32 g = w + jf * PW, base = smem_addr(mystg + (jf % PF) * DWG_SS), rs = slab_row(g);
+      const u8* src = wq + (u64)(rs + wr) * wrow + 64u * (u64)group_of(g) + 16u * wc;
 #pragma unroll
       for (u32 i = 0; i < 8; ++i, src += 8u * wrow) {
-        if (row0 + wr + 8u * i < n) sm90_cp16(base + 16u * lane + 512u * i, src, 16u);
+        if (rs + wr + 8u * i < n) sm90_cp16(base + 16u * lane + 512u * i, src, 16u);
       }
-      // the 4 scale bytes of the group per weight row and token (k % 128 == 0: one aligned word); rows past n and
-      // tokens past m are not copied (prepare reads them as 0x7F bytes)
-      const u32 sdst = base + DWG_STG + 4u * lane, go = 4u * g;
-      if (wv0) dwg_cp4(sdst, wsp0 + go);
-      if (wv1) dwg_cp4(sdst + 128u, wsp1 + go);
-      if (xv0) dwg_cp4(sdst + 4u * DWG_ROWS, xsp0 + go);
-      if (xv1) dwg_cp4(sdst + 4u * DWG_ROWS + 128u, xsp1 + go);
+      fetch_scales(base + DWG_STG + 4u * lane, g);
     };
 #pragma unroll
     for (u32 jf = 0; jf < AHEAD; ++jf) {
@@ -272,7 +309,7 @@ extern "C" __global__ void __launch_bounds__(DWG_THREADS, 1)
       const u32 full = full0 + 8u * slot;
       if (lane == 0) {
         mbar_arrive_tx(full, DWG_X_TILE);  // the tokens only: the weight tile is the producers' own stores
-        tma_load_2d(smem_addr(codes + slot * DWG_CODE) + DWG_W_TILE, &tmx, full, (i32)((cg0 + g) * 128u), 0);
+        tma_load_2d(smem_addr(codes + slot * DWG_CODE) + DWG_W_TILE, &tmx, full, (i32)(group_of(g) * 128u), 0);
       }
       // widen this lane's 8 staged chunks (32 e2m1 codes each) into the stage's e4m3 tile: row r's block wc is the
       // 16-byte chunks 2wc, 2wc + 1 of its 128 bytes, at chunk c ^ (r & 7) as TMA's 128-byte swizzle would put them
@@ -293,7 +330,7 @@ extern "C" __global__ void __launch_bounds__(DWG_THREADS, 1)
       }
       // the wgmmas read the tile through the async proxy: order these generic stores before the arrive
       asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-      prepare(slot, reinterpret_cast<const u32*>(sg + DWG_STG));
+      prepare(slot, reinterpret_cast<const u32*>(sg + DWG_STG), slab_row(g));
     }
 #else
     (void)wq;
@@ -303,29 +340,23 @@ extern "C" __global__ void __launch_bounds__(DWG_THREADS, 1)
     constexpr u32 SPW = STAGES / PW, LAG = SPW / 2;
     for (u32 j = 0; j < mine + LAG; ++j) {
       if (j < mine) {
-        const u32 g = w + j * PW, slot = g % STAGES, gi = cg0 + g;
+        const u32 g = w + j * PW, slot = g % STAGES, gi = group_of(g);
         if (g >= STAGES) mbar_wait(empty0 + 8u * slot, ((g / STAGES) - 1u) & 1u);
         const u32 full = full0 + 8u * slot;
         if (lane == 0) {
           const u32 dst = smem_addr(codes + slot * DWG_CODE);
           mbar_arrive_tx(full, DWG_CODE);  // rows past n / m arrive as zeros and count in the bytes
-          tma_load_2d(dst, &tmw, full, (i32)(gi * 128u), (i32)row0);
+          tma_load_2d(dst, &tmw, full, (i32)(gi * 128u), (i32)slab_row(g));
           tma_load_2d(dst + DWG_W_TILE, &tmx, full, (i32)(gi * 128u), 0);
         }
-        // the 4 scale bytes of the group per weight row and token (k % 128 == 0: one aligned word); rows past n
-        // and tokens past m are not copied (read as 0x7F bytes below and by the consumers)
-        const u32 sdst = smem_addr(scales + slot * (DWG_ROWS + NT)) + 4u * lane, go = 4u * g;
-        if (wv0) dwg_cp4(sdst, wsp0 + go);
-        if (wv1) dwg_cp4(sdst + 128u, wsp1 + go);
-        if (xv0) dwg_cp4(sdst + 4u * DWG_ROWS, xsp0 + go);
-        if (xv1) dwg_cp4(sdst + 4u * DWG_ROWS + 128u, xsp1 + go);
+        fetch_scales(smem_addr(scales + slot * (DWG_ROWS + NT)) + 4u * lane, g);
       }
       asm volatile("cp.async.commit_group;" ::: "memory");
       if (j < LAG) continue;
-      const u32 hs = (w + (j - LAG) * PW) % STAGES;
+      const u32 h = w + (j - LAG) * PW, hs = h % STAGES;
       asm volatile("cp.async.wait_group %0;" ::"n"(LAG) : "memory");  // this lane's copies of stage h landed
       __syncwarp();  // ... and every lane's
-      prepare(hs, scales + hs * (DWG_ROWS + NT));
+      prepare(hs, scales + hs * (DWG_ROWS + NT), slab_row(h));
     }
 #endif
   } else {
@@ -335,7 +366,6 @@ extern "C" __global__ void __launch_bounds__(DWG_THREADS, 1)
   // ---------------- consumer warpgroup c: token part c % NS, stages c / NS, c / NS + NC / NS, ... -------------
   const u32 c = tid / 128u, t = tid % 128u, lane = t % 32u, q = lane % 4u, part = c % NS;
   const u32 r0 = 16u * (t / 32u) + lane / 4u, r1 = r0 + 8u;  // this thread's rows (m64 fragment)
-  const bool in0 = row0 + r0 < n, in1 = row0 + r1 < n;
   float acc[DWG_REGS];
 #pragma unroll
   for (int i = 0; i < DWG_REGS; ++i) acc[i] = 0.0f;
@@ -346,7 +376,8 @@ extern "C" __global__ void __launch_bounds__(DWG_THREADS, 1)
   float p2[DWG_REGS], p3[DWG_REGS];
 #endif
   const u32 codes_s = smem_addr(codes);
-  for (u32 i = c / NS; i < ngr; i += DWG_KS) {
+  // stage i (this warpgroup's), of weight rows whose first n-tails are in0 / in1
+  auto consume = [&](u32 i, bool in0, bool in1) {
     const u32 slot = i % STAGES;
     mbar_wait(full0 + 8u * slot, (i / STAGES) & 1u);
     const bool fast = flags[slot] != 0u;  // CTA-uniform: one promotion branch per stage
@@ -481,17 +512,93 @@ extern "C" __global__ void __launch_bounds__(DWG_THREADS, 1)
     }
 #endif
     mbar_arrive(empty0 + 8u * slot);  // the stage's tiles, scale words and factors are read: it may be refilled
-  }
-  // ---------------- epilogue: the partials -> shared memory -> summed in stage order, stored ----------------
-  // red [NC][NTW tokens][64 rows]: warpgroup c's partials of token part c % NS
+  };
+  // the partials -> red [NC][NTW tokens][64 rows]: warpgroup c's partials of token part c % NS
+  auto partials_to_red = [&]() {
 #pragma unroll
-  for (u32 j = 0; j < DWG_NTW / 8u; ++j) {
+    for (u32 j = 0; j < DWG_NTW / 8u; ++j) {
 #pragma unroll
-    for (u32 e = 0; e < 4; ++e) {
-      const u32 col = 8u * j + 2u * q + (e & 1u), row = e < 2 ? r0 : r1;
-      red[(c * DWG_NTW + col) * 64u + row] = acc[4 * j + e];
+      for (u32 e = 0; e < 4; ++e) {
+        const u32 col = 8u * j + 2u * q + (e & 1u), row = e < 2 ? r0 : r1;
+        red[(c * DWG_NTW + col) * 64u + row] = acc[4 * j + e];
+      }
     }
+  };
+#if SK
+  // ---------------- stream-K: one segment (the CTA's stages [a, b) of one slab) after the other ----------------
+  // After a segment every consumer thread adds the warpgroups' partials in warpgroup order (red); a slab the CTA
+  // holds whole is stored; a part of a slab goes to the CTA's fp32 slot in skw (slot 0: its first segment, 1: its
+  // last), and the CTA whose part completes the slab (skc[slab], counted with atomics, reset by that CTA) adds the
+  // parts in CTA order and stores: deterministic for a given grid. The producers stream on meanwhile.
+  const u32 tokens = m < NT ? m : NT;
+  u32* sk_last = reinterpret_cast<u32*>(red + NC * DWG_NTW * 64);
+  for (u32 a = 0; a < ngr;) {
+    const u32 slab = (u0 + a) / groups, b = min(ngr, (slab + 1u) * groups - u0), rs = slab * DWG_ROWS;
+    for (u32 i = a + (c / NS + DWG_KS - a % DWG_KS) % DWG_KS; i < b; i += DWG_KS) consume(i, rs + r0 < n, rs + r1 < n);
+    partials_to_red();
+#pragma unroll
+    for (int i = 0; i < DWG_REGS; ++i) acc[i] = 0.0f;
+    dwg_consumers_sync();
+    const bool whole = b - a == groups;
+    float* part = skw + ((u64)MXRT_BID_X * 2u + (a == 0u ? 0u : 1u)) * (NT * 64u);
+    for (u32 e = tid; e < DWG_ROWS * tokens; e += 128u * NC) {
+      const u32 i = e % DWG_ROWS, j = e / DWG_ROWS;
+      if (rs + i >= n) continue;
+      const float v = dwg_red_sum(red, i, j);
+      if (whole) {
+        dwg_store(out, (u64)j * n + rs + i, v);
+      } else {
+        part[j * 64u + i] = v;
+      }
+    }
+    if (!whole) {
+      // every consumer thread's part stores, then one thread's release of the count (cumulative through the
+      // barrier); the thread that sees the slab complete acquires, and the barrier passes that on to the others
+      dwg_consumers_sync();
+      if (tid == 0) {
+        // the CTAs holding the slab: those of its first and its last unit (CTA b holds [b U / C, (b + 1) U / C))
+        const u64 cn = gridDim.x, u_first = (u64)slab * groups, u_last = u_first + groups - 1u;
+        const u32 cf = (u32)(((u_first + 1u) * cn - 1u) / units), cl = (u32)(((u_last + 1u) * cn - 1u) / units);
+        u32 before;
+        asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;" : "=r"(before) : "l"(skc + slab) : "memory");
+        const bool last = before == cl - cf;
+        if (last) skc[slab] = 0u;  // every other part has counted: the counter is ready for the next launch
+        sk_last[0] = last ? cf + 1u : 0u;
+        sk_last[1] = cl;
+        // the first part's slot: 1 unless the slab is the first CTA's first segment (each later CTA's part is its
+        // first segment, slot 0)
+        sk_last[2] = (u32)((u64)cf * units / cn) / groups == slab ? 0u : 1u;
+      }
+      dwg_consumers_sync();
+      const u32 cf1 = sk_last[0], cl = sk_last[1], slot_first = sk_last[2];
+      if (cf1 != 0u) {
+        constexpr u32 EPT = DWG_ROWS * NT / (128u * NC);  // outputs per thread
+        float v[EPT];
+#pragma unroll
+        for (u32 r = 0; r < EPT; ++r) v[r] = 0.0f;
+        for (u32 cc = cf1 - 1u; cc <= cl; ++cc) {
+          const float* pp = skw + ((u64)cc * 2u + (cc == cf1 - 1u ? slot_first : 0u)) * (NT * 64u);
+#pragma unroll
+          for (u32 r = 0; r < EPT; ++r) {
+            const u32 e = tid + r * 128u * NC;
+            if (e < DWG_ROWS * tokens) v[r] += __ldcg(pp + e);  // e = j * 64 + i: the parts' layout
+          }
+        }
+#pragma unroll
+        for (u32 r = 0; r < EPT; ++r) {
+          const u32 e = tid + r * 128u * NC, i = e % DWG_ROWS, j = e / DWG_ROWS;
+          if (e < DWG_ROWS * tokens && rs + i < n) dwg_store(out, (u64)j * n + rs + i, v[r]);
+        }
+      }
+    }
+    dwg_consumers_sync();  // red and sk_last free for the next segment
+    a = b;
   }
+  }  // consumers
+#else
+  for (u32 i = c / NS; i < ngr; i += DWG_KS) consume(i, row0 + r0 < n, row0 + r1 < n);
+  // ---------------- epilogue: the partials -> shared memory -> summed in stage order, stored ----------------
+  partials_to_red();
   }  // consumers
   // every partial stored; the producer warp, done with its stages, takes part in the barrier only (with it reading
   // the partials too, racecheck reported its reads as unordered after the consumers' stores)
@@ -504,11 +611,7 @@ extern "C" __global__ void __launch_bounds__(DWG_THREADS, 1)
     const u32 i = e % DWG_ROWS, j = e / DWG_ROWS;  // consecutive threads: consecutive n (coalesced)
     const u32 col = row0 + i;
     if (col >= n) continue;
-    // token j: part j / NTW, its K parts' warpgroups in stage order
-    const u32 jp = j / DWG_NTW, jj = j % DWG_NTW;
-    float v = red[(jp * DWG_NTW + jj) * 64u + i];
-#pragma unroll
-    for (u32 w = 1; w < DWG_KS; ++w) v += red[((w * NS + jp) * DWG_NTW + jj) * 64u + i];
+    const float v = dwg_red_sum(red, i, j);
     const u64 idx = (u64)j * n + col;
 #if ATOMIC
 #if OUT_DTYPE == MXRT_OUT_F32
@@ -517,14 +620,11 @@ extern "C" __global__ void __launch_bounds__(DWG_THREADS, 1)
     mxrt_atomic_add_16<OUT_DTYPE>((u16*)out + idx, v);
 #endif
 #else
-#if OUT_DTYPE == MXRT_OUT_F32
-    ((float*)out)[(u64)z * mn + idx] = v;
-#else
-    ((u16*)out)[idx] = (u16)mxrt_f32_to_16_bits<OUT_DTYPE>(v);
-#endif
+    dwg_store(out, OUT_DTYPE == MXRT_OUT_F32 ? (u64)z * mn + idx : idx, v);  // fp32: split z's slice
 #endif
   }
   (void)mn;
+#endif  // SK
 }
 
 #endif  // MXRT_CUDA

@@ -177,16 +177,18 @@ WG_PF = (2, 3, 4)
 WG_ROWS = 64
 
 
-def wg_smem_bytes(nt: int, nc: int, stages: int, ns: int = 1, w4: bool = False, pw: int = 1, pf: int = 2) -> int:
+def wg_smem_bytes(
+    nt: int, nc: int, stages: int, ns: int = 1, w4: bool = False, pw: int = 1, pf: int = 2, sk: bool = False
+) -> int:
     """Dynamic shared memory of a wgmma decode build: per stage the code tiles (64 weight rows + nt tokens of 128
     bytes), the scale words, the token factors and the flag; with e2m1 weights (``w4``) ``pf`` staging slots per
-    producer warp (a packed tile of 64 rows x 64 bytes and the stage's scale words); the epilogue's partials, the
-    mbarriers, and 1024 bytes of alignment slack."""
+    producer warp (a packed tile of 64 rows x 64 bytes and the stage's scale words); the epilogue's partials (and
+    with stream-K, ``sk``, four words after them), the mbarriers, and 1024 bytes of alignment slack."""
     ntw = nt // ns
     codes = stages * (WG_ROWS * 128 + nt * 128) + (pw * pf * (WG_ROWS * 64 + (WG_ROWS + nt) * 4) if w4 else 0)
     scales = stages * (WG_ROWS + nt) * 4
     factors = stages * ns * 16 * (ntw // 4 + 4) * 4 + (stages + 1) // 2 * 2 * 4
-    return codes + scales + factors + nc * ntw * 64 * 4 + 16 * stages + 1024
+    return codes + scales + factors + nc * ntw * 64 * 4 + (16 if sk else 0) + 16 * stages + 1024
 
 
 def wg_valid(nt: int, nc: int, stages: int, ns: int = 1, pw: int = 1, w4: bool = False, pf: int = 2) -> bool:
@@ -218,11 +220,21 @@ def wg_pf(nt: int, nc: int, stages: int, ns: int = 1, pw: int = 1) -> int:
 
 
 def wg_variant(
-    a_fmt: int, b_fmt: int, atomic: int, nt: int, nc: int, out: int, stages: int, ns: int = 1, pw: int = 1, pf: int = 0
+    a_fmt: int,
+    b_fmt: int,
+    atomic: int,
+    nt: int,
+    nc: int,
+    out: int,
+    stages: int,
+    ns: int = 1,
+    pw: int = 1,
+    pf: int = 0,
+    sk: int = 0,
 ) -> Defines:
-    """The defines of one build of the wgmma decode kernel; e2m1 weights also take ``PF`` (``pf``, or by default
-    :func:`wg_pf`)."""
-    d = dict(A_FMT=a_fmt, ATOMIC=atomic, B_FMT=b_fmt, NC=nc, NS=ns, NT=nt, OUT_DTYPE=out, PW=pw, STAGES=stages)
+    """The defines of one build of the wgmma decode kernel (``sk``: the stream-K grid); e2m1 weights also take ``PF``
+    (``pf``, or by default :func:`wg_pf`)."""
+    d = dict(A_FMT=a_fmt, ATOMIC=atomic, B_FMT=b_fmt, NC=nc, NS=ns, NT=nt, OUT_DTYPE=out, PW=pw, SK=sk, STAGES=stages)
     if b_fmt == FMT_CODES["e2m1"]:
         d["PF"] = pf or wg_pf(nt, nc, stages, ns, pw)
     return defines(**d)
@@ -230,6 +242,11 @@ def wg_variant(
 
 _E5M2 = FMT_CODES["e5m2"]
 _E2M1 = FMT_CODES["e2m1"]
+
+
+def wg_default_pw(nt: int, w4: bool) -> int:
+    """The envelope default's producer warps: 8 for e2m1 weights with a token tile of at most 32, else 4."""
+    return 8 if w4 and nt <= 32 else 4
 
 
 def _wg_deep(nt: int, nc: int, ns: int) -> int:
@@ -242,7 +259,7 @@ _WG_SHAPES = ((2, 1), (4, 2))
 GEMM_MX_DECODE_SM90_WG = KernelSpec(
     symbol="gemm_mx_decode_sm90_wg",
     file="gemm/gemm_mx_decode_sm90_wg.hip",
-    required=("A_FMT", "ATOMIC", "B_FMT", "NC", "NS", "NT", "OUT_DTYPE", "PW", "STAGES"),
+    required=("A_FMT", "ATOMIC", "B_FMT", "NC", "NS", "NT", "OUT_DTYPE", "PW", "SK", "STAGES"),
     optional=("PF",),  # e2m1 weights only
     # every fp8 format pair at NT 64 (two warpgroups) and NT 32 (four, token halves), bf16; every NT x NC x NS x PW
     # that builds at two ring depths (bf16); the fp32 slices of split-K and the fp16 atomic mode per NT and shape
@@ -291,6 +308,13 @@ GEMM_MX_DECODE_SM90_WG = KernelSpec(
         for pw in ((8, 4) if nt <= 32 else (4,))
         for pf in WG_PF
         if wg_valid(nt, 2, 8, 1, pw, True, pf) and pf != wg_pf(nt, 2, 8, 1, pw)
+    )
+    # the stream-K grid (a split_k = 1 call): the envelope default of every format pair and token tile, bf16 / fp16
+    + tuple(
+        wg_variant(fa, fb, 0, nt, 2, od, 8, 1, wg_default_pw(nt, fb == _E2M1), 0, 1)
+        for fa, fb in ((_E4M3, _E4M3), (_E4M3, _E5M2), (_E5M2, _E4M3), (_E5M2, _E5M2), (_E4M3, _E2M1))
+        for nt in WG_NT
+        for od in (_BF16, _F16)
     ),
     targets=("sm_90a",),
     expect_mma=(("sm_90a", ("wgmma.mma_async.sync.aligned.m64n",)),),

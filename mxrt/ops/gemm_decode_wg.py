@@ -114,6 +114,28 @@ DEFAULT_NC, DEFAULT_NS, DEFAULT_STAGES, DEFAULT_PW = 2, 1, 8, 4
 E2M1_PW = 8
 
 
+#: stream-K (``SK`` builds): a ``split_k=1`` call whose slabs leave more than a quarter of the SMs idle in the older
+#: grid's last wave (one CTA per 64-row slab) runs on one CTA per SM sharing the units (slab, group of 4 MX blocks)
+#: evenly, when each CTA gets at least SK_MIN_UNITS of them. Measured (H100, session 14 call 3, both formats, M 16 /
+#: 64): 1.06-1.38x on 10240 x 8192 (160 slabs: 1.21 waves); on 4608 rows (72 slabs, 30 units per CTA) 0.95-1.08x;
+#: where the older grid fills the SMs (7168 / 8192 rows: 0.81-0.97x) or K is short (K <= 3584: 0.51-0.84x) the
+#: segment flushes and the fix-ups cost more than the idle SMs. None: never.
+SK_MIN_UNITS: int | None = 48
+SK_MAX_FILL = 0.75
+
+
+def sk_ctas(n: int, k: int, sms: int) -> int:
+    """The stream-K grid of a ``split_k=1`` call, or 0 for the older grid (see :data:`SK_MIN_UNITS`)."""
+    if SK_MIN_UNITS is None:
+        return 0
+    slabs, groups = -(-n // K.WG_ROWS), max(1, k // 128)
+    units = slabs * groups
+    fill = slabs / (-(-slabs // sms) * sms)  # the older grid's busy share of its waves' SM slots
+    if units >= 2**31 or 2 * slabs < sms or fill >= SK_MAX_FILL or units < SK_MIN_UNITS * sms:
+        return 0
+    return sms
+
+
 @functools.lru_cache(maxsize=4096)
 def plan(m: int, n: int, k: int, split_k: int, sms: int = 132) -> tuple[WgConfig, int]:
     """The build and the split of one problem: the smallest token tile that holds ``m``; with ``split_k == 1``
@@ -151,9 +173,9 @@ def _kernel(d: Any, arch: Any, smem: int) -> Any:
     return kernel
 
 
-def _launch_entry(dg: DeviceGemm, out_code: int, atomic: bool, tune: dict) -> tuple[Any, LaunchConfig, int]:
+def _launch_entry(dg: DeviceGemm, out_code: int, atomic: bool, tune: dict, ctas: int) -> tuple[Any, LaunchConfig, int]:
     p = dg.p
-    key = (p.m, p.n, p.k, p.split_k, p.a_fmt, p.b_fmt, out_code, atomic, tuple(sorted(tune.items())), dg.arch)
+    key = (p.m, p.n, p.k, p.split_k, p.a_fmt, p.b_fmt, out_code, atomic, tuple(sorted(tune.items())), ctas, dg.arch)
     hit = _LAUNCHES.get(key)
     if hit is None:
         c, _ = _plan(dg)
@@ -166,24 +188,58 @@ def _launch_entry(dg: DeviceGemm, out_code: int, atomic: bool, tune: dict) -> tu
         if not K.wg_valid(c.nt, c.nc, c.stages, c.ns, c.pw, w4, c.pf or 2) or c.nt < p.m:
             raise ValueError(f"{NAME}: no build {c} for m={p.m}" + (" with e2m1 weights" if w4 else ""))
         fa, fb = codes.FMT_CODES[p.a_fmt], codes.FMT_CODES[p.b_fmt]
-        d = K.wg_variant(fa, fb, int(atomic), c.nt, c.nc, out_code, c.stages, c.ns, c.pw, c.pf)
-        smem = K.wg_smem_bytes(c.nt, c.nc, c.stages, c.ns, w4, c.pw, c.pf or 2)
-        cfg = LaunchConfig((-(-p.n // K.WG_ROWS), 1, p.split_k), (c.threads, 1, 1), smem)
+        d = K.wg_variant(fa, fb, int(atomic), c.nt, c.nc, out_code, c.stages, c.ns, c.pw, c.pf, int(ctas > 0))
+        smem = K.wg_smem_bytes(c.nt, c.nc, c.stages, c.ns, w4, c.pw, c.pf or 2, ctas > 0)
+        grid = (ctas, 1, 1) if ctas else (-(-p.n // K.WG_ROWS), 1, p.split_k)
+        cfg = LaunchConfig(grid, (c.threads, 1, 1), smem)
         if len(_LAUNCHES) >= 4096:
             _LAUNCHES.clear()
         hit = _LAUNCHES[key] = (_kernel(d, dg.arch, smem), cfg, (c.nt, K.WG_ROWS))
     return hit
 
 
-def _launch(dg: DeviceGemm, dst: Any, out_code: int, atomic: bool, tune: dict) -> None:
+_SK_BUFFERS: dict = {}
+
+
+def _sk_buffers(dev: int, stream: int, ctas: int, nt: int, n: int) -> tuple[int, int]:
+    """Device addresses of the stream-K parts (``ctas`` x 2 x ``nt`` x 64 floats, never read before written) and slab
+    counters (one u32 per 64-row slab, zeroed once; every launch leaves them 0), kept per device and stream: launches
+    on one stream are ordered, so they may share them (calls on two streams at once take different ones)."""
+    import cupy
+
+    key = (dev, stream)
+    parts, counts = _SK_BUFFERS.get(key, (None, None))
+    if parts is None or parts.size < ctas * 2 * nt * 64:
+        parts = cupy.empty(max(ctas * 2 * nt * 64, 132 * 2 * 64 * 64), dtype=cupy.float32)
+    if counts is None or counts.size < -(-n // K.WG_ROWS):
+        counts = cupy.zeros(max(-(-n // K.WG_ROWS), 1024), dtype=cupy.uint32)
+    _SK_BUFFERS[key] = (parts, counts)
+    return parts.data.ptr, counts.data.ptr
+
+
+def _sk(dg: DeviceGemm, tune: dict) -> int:
+    """The stream-K grid of this launch (0: the older grid): only for a ``split_k=1`` call; ``tune['ctas']``
+    overrides it (0: the older grid; benchmarks and tests)."""
+    if dg.p.split_k != 1:
+        return 0
+    return tune.get("ctas", sk_ctas(dg.p.n, dg.p.k, dg.arch.num_cus))
+
+
+def _launch(dg: DeviceGemm, dst: Any, out_code: int, atomic: bool, tune: dict, ctas: int) -> None:
     p = dg.p
-    kernel, cfg, (nt, rows) = _launch_entry(dg, out_code, atomic, tune)
+    kernel, cfg, (nt, rows) = _launch_entry(dg, out_code, atomic, tune, ctas)
     dev = dg.a_codes.data.device_id
     tmx = tensor_map_arg(dg.a_codes.data.ptr, p.m, p.k, nt, dev)
     # e2m1 weights are copied by cp.async from b_codes (wq); their tensor-map slot takes the tokens' map, unread
     tmw = tmx if p.b_fmt == "e2m1" else tensor_map_arg(dg.b_codes.data.ptr, p.n, p.k, rows, dev)
-    u32 = np.uint32
-    args = (tmx, tmw, dg.a_scales, dg.b_scales, dg.b_codes, dst, u32(p.m), u32(p.n), u32(p.k), u32(p.split_k))
+    skw = skc = 0
+    if ctas:
+        import cupy
+
+        skw, skc = _sk_buffers(dev, cupy.cuda.get_current_stream().ptr, ctas, nt, p.n)
+    u32, u64 = np.uint32, np.uint64
+    args = (tmx, tmw, dg.a_scales, dg.b_scales, dg.b_codes, dst, u32(p.m), u32(p.n), u32(p.k), u32(p.split_k),
+            u64(skw), u64(skc))  # fmt: skip
     launch(p.op, kernel, cfg, args)
 
 
@@ -195,10 +251,16 @@ def run(dg: DeviceGemm, **tune: int) -> None:
     if p.is_empty:
         dg.out.fill(0)
         return
-    split = tune.pop("split", 0) or _plan(dg)[1]
-    if split != p.split_k:  # the path's own split of a split_k=1 call (plan)
-        dg = dataclasses.replace(dg, p=dataclasses.replace(p, split_k=split))
-    run_split_k(dg, lambda dst, out_code, atomic: _launch(dg, dst, out_code, atomic, tune))
+    ctas = tune.pop("ctas", None)
+    split = tune.pop("split", 0)
+    if ctas is None and not split:
+        ctas = _sk(dg, tune)
+    ctas = ctas or 0
+    if not ctas:
+        split = split or _plan(dg)[1]
+        if split != p.split_k:  # the path's own split of a split_k=1 call (plan)
+            dg = dataclasses.replace(dg, p=dataclasses.replace(p, split_k=split))
+    run_split_k(dg, lambda dst, out_code, atomic: _launch(dg, dst, out_code, atomic, tune, ctas))
 
 
 def prepare_run(dg: DeviceGemm) -> PreparedGemm | None:
@@ -206,27 +268,46 @@ def prepare_run(dg: DeviceGemm) -> PreparedGemm | None:
     p = dg.p
     if p.is_empty:
         return None
-    split = _plan(dg)[1]
+    ctas = _sk(dg, {})
+    split = 1 if ctas else _plan(dg)[1]
     if split != p.split_k:
         dg = dataclasses.replace(dg, p=dataclasses.replace(p, split_k=split))
         p = dg.p
     dev = dg.a_codes.data.device_id
 
     def prepare_gemm(out_code: int, atomic: bool) -> tuple[Any, Any] | None:
-        kernel, cfg, (nt, rows) = _launch_entry(dg, out_code, atomic, {})
-        u32 = np.uint32
+        kernel, cfg, (nt, rows) = _launch_entry(dg, out_code, atomic, {}, ctas)
+        u32, u64 = np.uint32, np.uint64
         map_x = TensorMapMemo(p.m, p.k, nt, dev)
         map_w = None if p.b_fmt == "e2m1" else TensorMapMemo(p.n, p.k, rows, dev)
         tmx = tensor_map_arg(dg.a_codes.data.ptr, p.m, p.k, nt, dev)
-        sample = (tmx, tmx, dg.a_scales, dg.b_scales, dg.b_codes, dg.out, u32(0), u32(0), u32(0), u32(0))
+        sample = (
+            tmx,
+            tmx,
+            dg.a_scales,
+            dg.b_scales,
+            dg.b_codes,
+            dg.out,
+            u32(0),
+            u32(0),
+            u32(0),
+            u32(0),
+            u64(0),
+            u64(0),
+        )
         pl = prepare(p.op, kernel, cfg, sample)
         if pl is None:
             return None
         m, n, k, s = p.m, p.n, p.k, p.split_k
+        skw = skc = 0
+        if ctas:  # prepared launches run on the stream they were prepared for (the legacy default stream)
+            import cupy
+
+            skw, skc = _sk_buffers(dev, cupy.cuda.get_current_stream().ptr, ctas, nt, p.n)
 
         def g(a_ptr: int, b_ptr: int, sa_ptr: int, sb_ptr: int, dst_ptr: int) -> None:
             tx = map_x(a_ptr)
-            pl(tx, tx if map_w is None else map_w(b_ptr), sa_ptr, sb_ptr, b_ptr, dst_ptr, m, n, k, s)
+            pl(tx, tx if map_w is None else map_w(b_ptr), sa_ptr, sb_ptr, b_ptr, dst_ptr, m, n, k, s, skw, skc)
 
         return g, pl
 

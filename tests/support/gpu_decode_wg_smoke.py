@@ -53,11 +53,13 @@ def main() -> int:
         want = mxrt.reference.gemm_mx((qa.data, qa.scales, "e4m3", k), (qb.data, sb, fmt, k), out_dtype="float64")
         a = (cupy.asarray(qa.data), cupy.asarray(qa.scales), "e4m3", k)
         b = (cupy.asarray(qb.data), cupy.asarray(sb), fmt, k)
-        modes = ((1, True, "bfloat16"), (3, True, "bfloat16"), (11, True, "float16"), (2, False, "float16"))
-        for split, det, out in modes:
+        # split_k 1: the stream-K grid (its default CTA count, and 5 CTAs: every slab split between two or three)
+        modes = ((1, True, "bfloat16", {}), (1, True, "float16", {"ctas": 5}), (3, True, "bfloat16", {}),
+                 (11, True, "float16", {}), (2, False, "float16", {}))  # fmt: skip
+        for split, det, out, more in modes:
             dg = gemm_op.device_gemm(gemm_problem(a, b, out_dtype=out, split_k=split, deterministic=det))
             dg.out.view(cupy.uint8).fill(0xFF)  # poisoned
-            gemm_decode_wg.run(dg, nt=nt, nc=nc, ns=ns, pw=pw, stages=st)
+            gemm_decode_wg.run(dg, nt=nt, nc=nc, ns=ns, pw=pw, stages=st, **more)
             got = dg.out.get().view(ml_dtypes.bfloat16 if out == "bfloat16" else np.float16).astype(np.float64)
             nan = np.isnan(want)
             ok = np.array_equal(np.isnan(got), nan) and mxrt.reference.calc_diff(got[~nan], want[~nan]) <= 1e-5 * (
@@ -67,7 +69,7 @@ def main() -> int:
                 print(f"mismatch {fmt} m={m} nc={nc} ns={ns} pw={pw} stages={st} split={split} det={det} {out}")
                 bad += 1
     cupy.cuda.Device().synchronize()
-    print(f"decode_wg smoke: {len(cases) * 4} runs, {bad} mismatches")
+    print(f"decode_wg smoke: {len(cases) * 5} runs, {bad} mismatches")
     return 1 if bad else 0
 
 

@@ -68,7 +68,8 @@ def main(argv=None) -> int:
     ap.add_argument("--json", default="")
     ap.add_argument("--plot", default="")
     ap.add_argument("--budget-s", type=float, default=400)
-    ap.add_argument("--no-sk", action="store_true", help="sm90_decode_wg on its older grid (no stream-K): A/B runs")
+    sk_help = "sm90_decode_wg's stream-K grid: where it is measured faster (auto), never, or on every call"
+    ap.add_argument("--sk", choices=("auto", "off", "on"), default="auto", help=sk_help)
     args = ap.parse_args(argv)
 
     import cupy
@@ -82,8 +83,10 @@ def main(argv=None) -> int:
     from mxrt.ops.gemm_paths import select_gemm_path
     from mxrt.problems import gemm_problem
 
-    if args.no_sk:
+    if args.sk == "off":
         gemm_decode_wg.SK_MIN_UNITS = None
+    elif args.sk == "on":  # one CTA per SM (at least 4 units each) on every split_k=1 call
+        gemm_decode_wg.sk_ctas = lambda n, k, sms: max(1, min(sms, -(-n // K.WG_ROWS) * max(1, k // 128) // 4))
     t_start = time.monotonic()
     l2 = core.l2_bytes()
     bw = core.copy_bandwidth(l2)

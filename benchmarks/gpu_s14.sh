@@ -2,7 +2,7 @@
 # Device calls of session 14 (issue 12): the e2m1 staging ring of sm90_decode_wg (PF slots per producer warp).
 # Steps (any order): prebuild, tests (the wgmma decode GPU tests), ab (bench_decode.py MXFP4 rows new / old / new on
 # one machine; old = the kernel files in $AB_OLD, an untracked copy of the previous kernels_src, or with AB_OLD_ARGS
-# those bench arguments instead, e.g. --no-sk), smoke (memcheck /
+# those bench arguments instead, e.g. --sk off; AB_NEW_ARGS: the new runs' extra arguments), smoke (memcheck /
 # racecheck / synccheck of tests/support/gpu_decode_wg_smoke.py), sweep (bench_decode.py --wg-sweep SWEEP), bench
 # (bench_decode.py, BENCH_ARGS), suites (more pytest files: SUITES). Logs under $OUT.
 #   bash benchmarks/gpu_s14.sh "prebuild tests ab"
@@ -32,6 +32,7 @@ if has ab; then
     src=$PWD/kernels_src; more=""
     [[ $side == old && -z ${AB_OLD_ARGS:-} ]] && src=${AB_OLD:-$PWD/ab_old/kernels_src}
     [[ $side == old ]] && more=${AB_OLD_ARGS:-}
+    [[ $side != old ]] && more=${AB_NEW_ARGS:-}
     MXRT_KERNELS_SRC=$src timeout ${T_AB:-150} python3 benchmarks/bench_decode.py $AB_ARGS $more --budget-s 120 \
       --json "$OUT/ab_$side.json" > "$OUT/ab_$side.txt" 2>&1
     echo "rc=$?"; grep -E "^wall|budget" "$OUT/ab_$side.txt" | tail -2

@@ -310,11 +310,14 @@ def test_e2m1_weights_route_by_token_count(user_table: Path):
 
 
 def test_stream_k_grid_choice():
-    """The wgmma decode path's grid: stream-K only where the older grid leaves more than a quarter of the SMs idle
-    and each CTA keeps enough units."""
+    """The wgmma decode path's grid: stream-K only where the older grid leaves SMs idle (a quarter of them in its
+    only wave, or a tail wave under 90% full) and each CTA keeps enough units: the cells measured faster."""
     from mxrt.ops import gemm_decode_wg
 
     assert gemm_decode_wg.sk_ctas(10240, 8192, 132) == 132  # 160 slabs: 1.21 waves
-    assert gemm_decode_wg.sk_ctas(7168, 8192, 132) == 0  # 112 slabs: 85% of the SMs
-    assert gemm_decode_wg.sk_ctas(4608, 7168, 132) == 0  # 72 slabs, 30 units per CTA
+    assert gemm_decode_wg.sk_ctas(36864, 7168, 132) == 132  # 576 slabs: 4.36 waves
+    assert gemm_decode_wg.sk_ctas(4608, 7168, 132) == 132  # 72 slabs, 30 units per CTA
+    assert gemm_decode_wg.sk_ctas(7168, 8192, 132) == 0  # 112 slabs: 85% of the SMs in one wave
+    assert gemm_decode_wg.sk_ctas(57344, 8192, 132) == 0  # 896 slabs: a 79% tail after 6 full waves: 97% overall
+    assert gemm_decode_wg.sk_ctas(4608, 2048, 132) == 0  # short K: 8.7 units per CTA
     assert gemm_decode_wg.sk_ctas(1280, 8192, 132) == 0  # 20 slabs: the K split of the older grid

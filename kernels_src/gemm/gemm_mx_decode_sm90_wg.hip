@@ -7,7 +7,7 @@
 // args     const __grid_constant__ mxrt_tmap tmx, tmw (A [m,k], fp8 B [n,k]: boxes NT / 64 rows x 128 B, SWIZZLE_128B,
 //          0 fill; tmw unread for e2m1 B) | const u8* sa [m,k/32], sb [n,k/32] E8M0 | const u8* wq (e2m1 B [n,k/2];
 //          unread for fp8) | void* out (SK 0: fp32 slice z if split_k > 1 and ATOMIC=0) | u32 m, n, k, split_k (z:
-//          groups [z*G/split_k, (z+1)*G/split_k), G = k/128) | float* skw [C][2][NT*64], u32* skc [slabs] (SK 1)
+//          groups [z*G/split_k, (z+1)*G/split_k), G = k/128) | float* skw [C][NC][128][NTW/2], u32* skc [slabs] (SK)
 // grid     SK 0 (ceil(n/64),1,split_k), SK 1 (C,1,1)  block (128*NC+32*PW,1,1)  smem gemm_decode_kernels.wg_smem_bytes
 // defines  A_FMT (e4m3/e5m2), B_FMT (e4m3/e5m2/e2m1), OUT_DTYPE, ATOMIC, NT (16/32/64), NC (1/2/4), NS (1/2), PW
 //          (1/2/4/8), STAGES (2..16, a multiple of NC/NS and PW), SK (1 stream-K), PF (e2m1 B: 2..4) ops/gemm_decode_wg
@@ -155,8 +155,20 @@ MXRT_DEVICE void dwg_store(void* out, u64 idx, float v) {
   ((u16*)out)[idx] = (u16)mxrt_f32_to_16_bits<OUT_DTYPE>(v);
 #endif
 }
-// the consumer warpgroups' named barrier (an immediate id: racecheck follows it)
+// the consumer warpgroups' named barrier, and one warpgroup's (immediate ids: racecheck follows them)
 MXRT_DEVICE void dwg_consumers_sync() { asm volatile("bar.sync 1, %0;" ::"n"(128 * NC) : "memory"); }
+MXRT_DEVICE void dwg_warpgroup_sync(u32 c) {
+  switch (c) {
+    case 0: asm volatile("bar.sync 2, 128;" ::: "memory"); break;
+    case 1: asm volatile("bar.sync 3, 128;" ::: "memory"); break;
+    case 2: asm volatile("bar.sync 4, 128;" ::: "memory"); break;
+    default: asm volatile("bar.sync 5, 128;" ::: "memory"); break;
+  }
+}
+// a stage's first weight row and its group of 4 MX blocks
+struct DwgAt {
+  u32 rs, gi;
+};
 template <u32 U>
 struct dwg_u {
   static constexpr u32 value = U;
@@ -181,28 +193,37 @@ extern "C" __global__ void __launch_bounds__(DWG_THREADS, 1)
   float* fb_s = reinterpret_cast<float*>(scales + STAGES * (DWG_ROWS + NT));
   u32* flags = reinterpret_cast<u32*>(fb_s + STAGES * DWG_FB);
   float* red = reinterpret_cast<float*>(flags + (STAGES + 1) / 2 * 2);  // the epilogue's own region
-  // 8-byte aligned: every region above is a multiple of 8 B (SK: four words after the partials, sk_last)
-  const u32 bars = smem_addr(red + NC * DWG_NTW * 64 + (SK ? 4 : 0));
+  const u32 bars = smem_addr(red + NC * DWG_NTW * 64);  // 8-byte aligned: every region above is a multiple of 8 B
   const u32 full0 = bars, empty0 = bars + 8u * STAGES;
 
   const u32 tid = MXRT_TID_X;
   const u32 kbt = k / 32u, groups = k / 128u;
 #if SK
-  // stream-K: CTA b takes the work units [b U / C, (b + 1) U / C) of U = slabs x groups (slab-major; C = the grid)
-  // as its stages: stage g is group (u0 + g) % groups of slab (u0 + g) / groups
+  // stream-K: the CTA of rank r = C - 1 - blockIdx.x takes the work units [r U / C, (r + 1) U / C) of U = slabs x
+  // groups (slab-major; C = the grid) as its stages: stage g is group (u0 + g) % groups of slab (u0 + g) / groups.
+  // Ranks run against the block index so that a slab's fix-up waits only on CTAs launched before its own (below).
   (void)split_k;
   const u64 units = (u64)((n + DWG_ROWS - 1u) / DWG_ROWS) * groups;
-  const u32 u0 = (u32)((u64)MXRT_BID_X * units / gridDim.x), ngr = (u32)((u64)(MXRT_BID_X + 1u) * units / gridDim.x) - u0;
-  auto slab_row = [&](u32 g) -> u32 { return (u0 + g) / groups * DWG_ROWS; };
-  auto group_of = [&](u32 g) -> u32 { return (u0 + g) % groups; };
+  const u32 rank = gridDim.x - 1u - MXRT_BID_X;
+  const u32 u0 = (u32)((u64)rank * units / gridDim.x), ngr = (u32)((u64)(rank + 1u) * units / gridDim.x) - u0;
+  // stage g's first weight row and group; step: the same warp's next stage (PW on), without a division per stage (the
+  // producers' per-stage divisions cost MXFP8 at M 64 ~10%, session 14 call 4)
+  auto at = [&](u32 g) -> DwgAt { return DwgAt{(u0 + g) / groups * DWG_ROWS, (u0 + g) % groups}; };
+  auto step = [&](DwgAt& a) {
+    a.gi += PW;
+    while (a.gi >= groups) {
+      a.gi -= groups;
+      a.rs += DWG_ROWS;
+    }
+  };
 #else
   (void)skw;
   (void)skc;
   const u32 z = MXRT_BID_Z;
   const u32 cg0 = (u32)((u64)z * groups / split_k), ngr = (u32)((u64)(z + 1u) * groups / split_k) - cg0;
   const u32 row0 = MXRT_BID_X * DWG_ROWS;
-  auto slab_row = [&](u32) -> u32 { return row0; };
-  auto group_of = [&](u32 g) -> u32 { return cg0 + g; };
+  auto at = [&](u32 g) -> DwgAt { return DwgAt{row0, cg0 + g}; };
+  auto step = [&](DwgAt& a) { a.gi += PW; };
 #endif
   if (tid == 0) {
     for (u32 s = 0; s < STAGES; ++s) {
@@ -232,8 +253,8 @@ extern "C" __global__ void __launch_bounds__(DWG_THREADS, 1)
     // the 4 scale bytes of stage g's group per weight row and token (k % 128 == 0: one aligned word) to the words at
     // sdst (weights lane, lane + 32, tokens lane, lane + 32); rows past n and tokens past m are not copied (prepare
     // reads them as 0x7F bytes, and the consumers too)
-    auto fetch_scales = [&](u32 sdst, u32 g) {
-      const u32 rs = slab_row(g), go = 4u * group_of(g);
+    auto fetch_scales = [&](u32 sdst, DwgAt at_g) {
+      const u32 rs = at_g.rs, go = 4u * at_g.gi;
       const u8* wsp = sb + (u64)(rs + lane) * kbt + go;
       const u8* xsp = sa + (u64)lane * kbt + go;
       if (rs + lane < n) dwg_cp4(sdst, wsp);
@@ -285,22 +306,25 @@ extern "C" __global__ void __launch_bounds__(DWG_THREADS, 1)
     const u32 wr = lane / 4u, wc = lane % 4u;
     const u64 wrow = k / 2u;
     u8* const mystg = stg + w * (PF * DWG_SS);
-    auto fetch = [&](u32 jf) {  // this warp's stage of iteration jf into its staging slot jf % PF
-      const u32 g = w + jf * PW, base = smem_addr(mystg + (jf % PF) * DWG_SS), rs = slab_row(g);
-      const u8* src = wq + (u64)(rs + wr) * wrow + 64u * (u64)group_of(g) + 16u * wc;
+    auto fetch = [&](u32 jf, DwgAt at_g) {  // this warp's stage of iteration jf (at at_g) into staging slot jf % PF
+      const u32 base = smem_addr(mystg + (jf % PF) * DWG_SS), rs = at_g.rs;
+      const u8* src = wq + (u64)(rs + wr) * wrow + 64u * (u64)at_g.gi + 16u * wc;
 #pragma unroll
       for (u32 i = 0; i < 8; ++i, src += 8u * wrow) {
         if (rs + wr + 8u * i < n) sm90_cp16(base + 16u * lane + 512u * i, src, 16u);
       }
-      fetch_scales(base + DWG_STG + 4u * lane, g);
+      fetch_scales(base + DWG_STG + 4u * lane, at_g);
     };
+    DwgAt fetched = at(w), done = fetched;  // the next stage to fetch, the next to widen
 #pragma unroll
     for (u32 jf = 0; jf < AHEAD; ++jf) {
-      if (jf < mine) fetch(jf);
+      if (jf < mine) fetch(jf, fetched);
+      step(fetched);
       asm volatile("cp.async.commit_group;" ::: "memory");
     }
     for (u32 j = 0; j < mine; ++j) {
-      if (j + AHEAD < mine) fetch(j + AHEAD);
+      if (j + AHEAD < mine) fetch(j + AHEAD, fetched);
+      step(fetched);
       asm volatile("cp.async.commit_group;" ::: "memory");
       const u32 g = w + j * PW, slot = g % STAGES;
       asm volatile("cp.async.wait_group %0;" ::"n"(AHEAD) : "memory");  // this lane's copies of stage g landed
@@ -309,7 +333,7 @@ extern "C" __global__ void __launch_bounds__(DWG_THREADS, 1)
       const u32 full = full0 + 8u * slot;
       if (lane == 0) {
         mbar_arrive_tx(full, DWG_X_TILE);  // the tokens only: the weight tile is the producers' own stores
-        tma_load_2d(smem_addr(codes + slot * DWG_CODE) + DWG_W_TILE, &tmx, full, (i32)(group_of(g) * 128u), 0);
+        tma_load_2d(smem_addr(codes + slot * DWG_CODE) + DWG_W_TILE, &tmx, full, (i32)(done.gi * 128u), 0);
       }
       // widen this lane's 8 staged chunks (32 e2m1 codes each) into the stage's e4m3 tile: row r's block wc is the
       // 16-byte chunks 2wc, 2wc + 1 of its 128 bytes, at chunk c ^ (r & 7) as TMA's 128-byte swizzle would put them
@@ -330,7 +354,8 @@ extern "C" __global__ void __launch_bounds__(DWG_THREADS, 1)
       }
       // the wgmmas read the tile through the async proxy: order these generic stores before the arrive
       asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-      prepare(slot, reinterpret_cast<const u32*>(sg + DWG_STG), slab_row(g));
+      prepare(slot, reinterpret_cast<const u32*>(sg + DWG_STG), done.rs);
+      step(done);
     }
 #else
     (void)wq;
@@ -338,25 +363,28 @@ extern "C" __global__ void __launch_bounds__(DWG_THREADS, 1)
     // slots per warp; iterations of lag (0 with one slot per warp: the warp prepares the stage it just issued, and the
     // PW warps' stages overlap each other's waits instead)
     constexpr u32 SPW = STAGES / PW, LAG = SPW / 2;
+    DwgAt issued = at(w), prepared = issued;  // the next stage to issue, the next to prepare
     for (u32 j = 0; j < mine + LAG; ++j) {
       if (j < mine) {
-        const u32 g = w + j * PW, slot = g % STAGES, gi = group_of(g);
+        const u32 g = w + j * PW, slot = g % STAGES, gi = issued.gi;
         if (g >= STAGES) mbar_wait(empty0 + 8u * slot, ((g / STAGES) - 1u) & 1u);
         const u32 full = full0 + 8u * slot;
         if (lane == 0) {
           const u32 dst = smem_addr(codes + slot * DWG_CODE);
           mbar_arrive_tx(full, DWG_CODE);  // rows past n / m arrive as zeros and count in the bytes
-          tma_load_2d(dst, &tmw, full, (i32)(gi * 128u), (i32)slab_row(g));
+          tma_load_2d(dst, &tmw, full, (i32)(gi * 128u), (i32)issued.rs);
           tma_load_2d(dst + DWG_W_TILE, &tmx, full, (i32)(gi * 128u), 0);
         }
-        fetch_scales(smem_addr(scales + slot * (DWG_ROWS + NT)) + 4u * lane, g);
+        fetch_scales(smem_addr(scales + slot * (DWG_ROWS + NT)) + 4u * lane, issued);
+        step(issued);
       }
       asm volatile("cp.async.commit_group;" ::: "memory");
       if (j < LAG) continue;
       const u32 h = w + (j - LAG) * PW, hs = h % STAGES;
       asm volatile("cp.async.wait_group %0;" ::"n"(LAG) : "memory");  // this lane's copies of stage h landed
       __syncwarp();  // ... and every lane's
-      prepare(hs, scales + hs * (DWG_ROWS + NT), slab_row(h));
+      prepare(hs, scales + hs * (DWG_ROWS + NT), prepared.rs);
+      step(prepared);
     }
 #endif
   } else {
@@ -526,72 +554,72 @@ extern "C" __global__ void __launch_bounds__(DWG_THREADS, 1)
   };
 #if SK
   // ---------------- stream-K: one segment (the CTA's stages [a, b) of one slab) after the other ----------------
-  // After a segment every consumer thread adds the warpgroups' partials in warpgroup order (red); a slab the CTA
-  // holds whole is stored; a part of a slab goes to the CTA's fp32 slot in skw (slot 0: its first segment, 1: its
-  // last), and the CTA whose part completes the slab (skc[slab], counted with atomics, reset by that CTA) adds the
-  // parts in CTA order and stores: deterministic for a given grid. The producers stream on meanwhile.
+  // A slab held whole: the warpgroups' partials are added in warpgroup order (red) and stored. A slab shared by the
+  // ranks r_first..r_last: rank r > r_first holds the slab's last units as its first segment, done early; it stores
+  // its warpgroups' accumulators as they are (fragment order, its slot of skw) and each warpgroup counts itself on
+  // skc[slab] (release). Rank r_first holds the slab's first units as its last segment, done at its end, and owns
+  // the slab: each warpgroup waits (acquire) until the other ranks' warpgroups have counted (they are CTAs of lower
+  // block index, launched before it), the first warpgroup of each token part adds their parts in rank and warpgroup
+  // order to its accumulator, and the slab is stored as a whole one; the owner resets skc[slab] for the next launch.
+  // Deterministic for a given grid. The producers stream on meanwhile.
   const u32 tokens = m < NT ? m : NT;
-  u32* sk_last = reinterpret_cast<u32*>(red + NC * DWG_NTW * 64);
   for (u32 a = 0; a < ngr;) {
     const u32 slab = (u0 + a) / groups, b = min(ngr, (slab + 1u) * groups - u0), rs = slab * DWG_ROWS;
     for (u32 i = a + (c / NS + DWG_KS - a % DWG_KS) % DWG_KS; i < b; i += DWG_KS) consume(i, rs + r0 < n, rs + r1 < n);
+    const u32 u_first = slab * groups;
+    if (u0 + a > u_first) {  // a later rank's part of a shared slab: store, count, move on
+      f32x4* slot = reinterpret_cast<f32x4*>(skw + (((u64)rank * NC + c) * 128u + t) * DWG_REGS);
+#pragma unroll
+      for (u32 r = 0; r < DWG_REGS / 4u; ++r) {
+        slot[r] = f32x4{acc[4 * r], acc[4 * r + 1], acc[4 * r + 2], acc[4 * r + 3]};
+        acc[4 * r] = acc[4 * r + 1] = acc[4 * r + 2] = acc[4 * r + 3] = 0.0f;
+      }
+      dwg_warpgroup_sync(c);  // the warpgroup's stores, then its release (cumulative through the barrier)
+      if (t == 0) asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(skc + slab) : "memory");
+      a = b;
+      continue;
+    }
+    if (b - a < groups) {  // the owner of a shared slab: the other ranks' parts into the first warpgroup of each part
+      const u64 cn = gridDim.x, u_last = (u64)u_first + groups - 1u;
+      const u32 r_last = (u32)(((u_last + 1u) * cn - 1u) / units), want = NC * (r_last - rank);
+      if (t == 0) {
+        u32 seen;
+        do {
+          asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(seen) : "l"(skc + slab) : "memory");
+        } while (seen < want);
+      }
+      dwg_warpgroup_sync(c);
+      if (c < NS) {
+        float ext[DWG_REGS];
+#pragma unroll
+        for (int i = 0; i < DWG_REGS; ++i) ext[i] = 0.0f;
+        for (u32 rr = rank + 1u; rr <= r_last; ++rr) {
+          for (u32 wgi = c; wgi < NC; wgi += NS) {
+            const float4* slot = reinterpret_cast<const float4*>(skw + (((u64)rr * NC + wgi) * 128u + t) * DWG_REGS);
+#pragma unroll
+            for (u32 r = 0; r < DWG_REGS / 4u; ++r) {
+              const float4 v = __ldcg(slot + r);  // L2: written by another CTA in this launch
+              ext[4 * r] += v.x;
+              ext[4 * r + 1] += v.y;
+              ext[4 * r + 2] += v.z;
+              ext[4 * r + 3] += v.w;
+            }
+          }
+        }
+#pragma unroll
+        for (int i = 0; i < DWG_REGS; ++i) acc[i] = ext[i] + acc[i];
+      }
+    }
     partials_to_red();
 #pragma unroll
     for (int i = 0; i < DWG_REGS; ++i) acc[i] = 0.0f;
     dwg_consumers_sync();
-    const bool whole = b - a == groups;
-    float* part = skw + ((u64)MXRT_BID_X * 2u + (a == 0u ? 0u : 1u)) * (NT * 64u);
+    if (b - a < groups && tid == 0) skc[slab] = 0u;  // every waiter has passed: ready for the next launch
     for (u32 e = tid; e < DWG_ROWS * tokens; e += 128u * NC) {
       const u32 i = e % DWG_ROWS, j = e / DWG_ROWS;
-      if (rs + i >= n) continue;
-      const float v = dwg_red_sum(red, i, j);
-      if (whole) {
-        dwg_store(out, (u64)j * n + rs + i, v);
-      } else {
-        part[j * 64u + i] = v;
-      }
+      if (rs + i < n) dwg_store(out, (u64)j * n + rs + i, dwg_red_sum(red, i, j));
     }
-    if (!whole) {
-      // every consumer thread's part stores, then one thread's release of the count (cumulative through the
-      // barrier); the thread that sees the slab complete acquires, and the barrier passes that on to the others
-      dwg_consumers_sync();
-      if (tid == 0) {
-        // the CTAs holding the slab: those of its first and its last unit (CTA b holds [b U / C, (b + 1) U / C))
-        const u64 cn = gridDim.x, u_first = (u64)slab * groups, u_last = u_first + groups - 1u;
-        const u32 cf = (u32)(((u_first + 1u) * cn - 1u) / units), cl = (u32)(((u_last + 1u) * cn - 1u) / units);
-        u32 before;
-        asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;" : "=r"(before) : "l"(skc + slab) : "memory");
-        const bool last = before == cl - cf;
-        if (last) skc[slab] = 0u;  // every other part has counted: the counter is ready for the next launch
-        sk_last[0] = last ? cf + 1u : 0u;
-        sk_last[1] = cl;
-        // the first part's slot: 1 unless the slab is the first CTA's first segment (each later CTA's part is its
-        // first segment, slot 0)
-        sk_last[2] = (u32)((u64)cf * units / cn) / groups == slab ? 0u : 1u;
-      }
-      dwg_consumers_sync();
-      const u32 cf1 = sk_last[0], cl = sk_last[1], slot_first = sk_last[2];
-      if (cf1 != 0u) {
-        constexpr u32 EPT = DWG_ROWS * NT / (128u * NC);  // outputs per thread
-        float v[EPT];
-#pragma unroll
-        for (u32 r = 0; r < EPT; ++r) v[r] = 0.0f;
-        for (u32 cc = cf1 - 1u; cc <= cl; ++cc) {
-          const float* pp = skw + ((u64)cc * 2u + (cc == cf1 - 1u ? slot_first : 0u)) * (NT * 64u);
-#pragma unroll
-          for (u32 r = 0; r < EPT; ++r) {
-            const u32 e = tid + r * 128u * NC;
-            if (e < DWG_ROWS * tokens) v[r] += __ldcg(pp + e);  // e = j * 64 + i: the parts' layout
-          }
-        }
-#pragma unroll
-        for (u32 r = 0; r < EPT; ++r) {
-          const u32 e = tid + r * 128u * NC, i = e % DWG_ROWS, j = e / DWG_ROWS;
-          if (e < DWG_ROWS * tokens && rs + i < n) dwg_store(out, (u64)j * n + rs + i, v[r]);
-        }
-      }
-    }
-    dwg_consumers_sync();  // red and sk_last free for the next segment
+    dwg_consumers_sync();  // red free for the next segment
     a = b;
   }
   }  // consumers

@@ -182,13 +182,13 @@ def wg_smem_bytes(
 ) -> int:
     """Dynamic shared memory of a wgmma decode build: per stage the code tiles (64 weight rows + nt tokens of 128
     bytes), the scale words, the token factors and the flag; with e2m1 weights (``w4``) ``pf`` staging slots per
-    producer warp (a packed tile of 64 rows x 64 bytes and the stage's scale words); the epilogue's partials (and
-    with stream-K, ``sk``, four words after them), the mbarriers, and 1024 bytes of alignment slack."""
+    producer warp (a packed tile of 64 rows x 64 bytes and the stage's scale words); the epilogue's partials, the
+    mbarriers, and 1024 bytes of alignment slack (``sk``, the stream-K grid, needs nothing more)."""
     ntw = nt // ns
     codes = stages * (WG_ROWS * 128 + nt * 128) + (pw * pf * (WG_ROWS * 64 + (WG_ROWS + nt) * 4) if w4 else 0)
     scales = stages * (WG_ROWS + nt) * 4
     factors = stages * ns * 16 * (ntw // 4 + 4) * 4 + (stages + 1) // 2 * 2 * 4
-    return codes + scales + factors + nc * ntw * 64 * 4 + (16 if sk else 0) + 16 * stages + 1024
+    return codes + scales + factors + nc * ntw * 64 * 4 + 16 * stages + 1024
 
 
 def wg_valid(nt: int, nc: int, stages: int, ns: int = 1, pw: int = 1, w4: bool = False, pf: int = 2) -> bool:

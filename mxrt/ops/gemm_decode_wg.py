@@ -114,14 +114,16 @@ DEFAULT_NC, DEFAULT_NS, DEFAULT_STAGES, DEFAULT_PW = 2, 1, 8, 4
 E2M1_PW = 8
 
 
-#: stream-K (``SK`` builds): a ``split_k=1`` call whose slabs leave more than a quarter of the SMs idle in the older
-#: grid's last wave (one CTA per 64-row slab) runs on one CTA per SM sharing the units (slab, group of 4 MX blocks)
-#: evenly, when each CTA gets at least SK_MIN_UNITS of them. Measured (H100, session 14 call 3, both formats, M 16 /
-#: 64): 1.06-1.38x on 10240 x 8192 (160 slabs: 1.21 waves); on 4608 rows (72 slabs, 30 units per CTA) 0.95-1.08x;
-#: where the older grid fills the SMs (7168 / 8192 rows: 0.81-0.97x) or K is short (K <= 3584: 0.51-0.84x) the
-#: segment flushes and the fix-ups cost more than the idle SMs. None: never.
-SK_MIN_UNITS: int | None = 48
-SK_MAX_FILL = 0.75
+#: stream-K (``SK`` builds): a ``split_k=1`` call runs on one CTA per SM sharing the units (slab of 64 weight rows x
+#: group of 4 MX blocks) evenly where the older grid (one CTA per slab) leaves SMs idle: more than a quarter of them
+#: in its only wave, or a tail wave under 90% full after full ones, and each CTA keeps >= SK_MIN_UNITS units. Measured
+#: (H100, session 14 call 5, old / new, MXFP8 and MXFP4 at M 16 / 64): 10240 x 8192 (1.21 waves) 1.07-1.43x, 36864 x
+#: 7168 (4.4 waves) 1.01-1.22x, 4608 x 7168 (72 slabs) 1.01-1.15x. Elsewhere it loses: grids the older one already
+#: fills (7168 / 8192 rows: 0.86-1.05x; 57344 x 8192: 0.98-1.14x), short K (<= 3584: 0.53-0.90x) and the narrow cells
+#: that the older grid splits (M 64: 0.45-0.69x), where the fix-ups of slabs shared by many CTAs cost more than the
+#: idle SMs. None: never.
+SK_MIN_UNITS: int | None = 24
+SK_MAX_FILL, SK_MAX_TAIL_FILL = 0.75, 0.9
 
 
 def sk_ctas(n: int, k: int, sms: int) -> int:
@@ -131,7 +133,8 @@ def sk_ctas(n: int, k: int, sms: int) -> int:
     slabs, groups = -(-n // K.WG_ROWS), max(1, k // 128)
     units = slabs * groups
     fill = slabs / (-(-slabs // sms) * sms)  # the older grid's busy share of its waves' SM slots
-    if units >= 2**31 or 2 * slabs < sms or fill >= SK_MAX_FILL or units < SK_MIN_UNITS * sms:
+    idle = fill < SK_MAX_FILL or (slabs > sms and fill < SK_MAX_TAIL_FILL)
+    if units >= 2**31 or 2 * slabs < sms or not idle or units < SK_MIN_UNITS * sms:
         return 0
     return sms
 
@@ -194,23 +197,26 @@ def _launch_entry(dg: DeviceGemm, out_code: int, atomic: bool, tune: dict, ctas:
         cfg = LaunchConfig(grid, (c.threads, 1, 1), smem)
         if len(_LAUNCHES) >= 4096:
             _LAUNCHES.clear()
-        hit = _LAUNCHES[key] = (_kernel(d, dg.arch, smem), cfg, (c.nt, K.WG_ROWS))
+        # the stream-K part of one CTA: its warpgroups' accumulators (128 threads x NT / NS / 2 each)
+        floats = c.nc * 128 * (c.nt // c.ns // 2)
+        hit = _LAUNCHES[key] = (_kernel(d, dg.arch, smem), cfg, (c.nt, K.WG_ROWS, floats))
     return hit
 
 
 _SK_BUFFERS: dict = {}
 
 
-def _sk_buffers(dev: int, stream: int, ctas: int, nt: int, n: int) -> tuple[int, int]:
-    """Device addresses of the stream-K parts (``ctas`` x 2 x ``nt`` x 64 floats, never read before written) and slab
-    counters (one u32 per 64-row slab, zeroed once; every launch leaves them 0), kept per device and stream: launches
-    on one stream are ordered, so they may share them (calls on two streams at once take different ones)."""
+def _sk_buffers(dev: int, stream: int, floats: int, n: int) -> tuple[int, int]:
+    """Device addresses of the stream-K parts (``floats``: C x NC x 128 threads x NT / NS / 2 accumulators, never read
+    before written) and slab counters (one u32 per 64-row slab, zeroed once; every launch leaves them 0), kept per
+    device and stream: launches on one stream are ordered, so they may share them (calls on two streams at once take
+    different ones)."""
     import cupy
 
     key = (dev, stream)
     parts, counts = _SK_BUFFERS.get(key, (None, None))
-    if parts is None or parts.size < ctas * 2 * nt * 64:
-        parts = cupy.empty(max(ctas * 2 * nt * 64, 132 * 2 * 64 * 64), dtype=cupy.float32)
+    if parts is None or parts.size < floats:
+        parts = cupy.empty(max(floats, 132 * 2 * 64 * 64), dtype=cupy.float32)
     if counts is None or counts.size < -(-n // K.WG_ROWS):
         counts = cupy.zeros(max(-(-n // K.WG_ROWS), 1024), dtype=cupy.uint32)
     _SK_BUFFERS[key] = (parts, counts)
@@ -227,7 +233,7 @@ def _sk(dg: DeviceGemm, tune: dict) -> int:
 
 def _launch(dg: DeviceGemm, dst: Any, out_code: int, atomic: bool, tune: dict, ctas: int) -> None:
     p = dg.p
-    kernel, cfg, (nt, rows) = _launch_entry(dg, out_code, atomic, tune, ctas)
+    kernel, cfg, (nt, rows, floats) = _launch_entry(dg, out_code, atomic, tune, ctas)
     dev = dg.a_codes.data.device_id
     tmx = tensor_map_arg(dg.a_codes.data.ptr, p.m, p.k, nt, dev)
     # e2m1 weights are copied by cp.async from b_codes (wq); their tensor-map slot takes the tokens' map, unread
@@ -236,7 +242,7 @@ def _launch(dg: DeviceGemm, dst: Any, out_code: int, atomic: bool, tune: dict, c
     if ctas:
         import cupy
 
-        skw, skc = _sk_buffers(dev, cupy.cuda.get_current_stream().ptr, ctas, nt, p.n)
+        skw, skc = _sk_buffers(dev, cupy.cuda.get_current_stream().ptr, ctas * floats, p.n)
     u32, u64 = np.uint32, np.uint64
     args = (tmx, tmw, dg.a_scales, dg.b_scales, dg.b_codes, dst, u32(p.m), u32(p.n), u32(p.k), u32(p.split_k),
             u64(skw), u64(skc))  # fmt: skip
@@ -276,7 +282,7 @@ def prepare_run(dg: DeviceGemm) -> PreparedGemm | None:
     dev = dg.a_codes.data.device_id
 
     def prepare_gemm(out_code: int, atomic: bool) -> tuple[Any, Any] | None:
-        kernel, cfg, (nt, rows) = _launch_entry(dg, out_code, atomic, {}, ctas)
+        kernel, cfg, (nt, rows, floats) = _launch_entry(dg, out_code, atomic, {}, ctas)
         u32, u64 = np.uint32, np.uint64
         map_x = TensorMapMemo(p.m, p.k, nt, dev)
         map_w = None if p.b_fmt == "e2m1" else TensorMapMemo(p.n, p.k, rows, dev)
@@ -303,7 +309,7 @@ def prepare_run(dg: DeviceGemm) -> PreparedGemm | None:
         if ctas:  # prepared launches run on the stream they were prepared for (the legacy default stream)
             import cupy
 
-            skw, skc = _sk_buffers(dev, cupy.cuda.get_current_stream().ptr, ctas, nt, p.n)
+            skw, skc = _sk_buffers(dev, cupy.cuda.get_current_stream().ptr, ctas * floats, p.n)
 
         def g(a_ptr: int, b_ptr: int, sa_ptr: int, sb_ptr: int, dst_ptr: int) -> None:
             tx = map_x(a_ptr)

@@ -3,7 +3,7 @@
 # gemm_mx_decode_sm90_wg.hip). Steps (any order): prebuild, review (session 11's unrun review changes: interop and
 # the grouped torch route), tests (the new path's GPU tests, then sm90_decode's), smoke (memcheck / racecheck /
 # synccheck of tests/support/gpu_decode_wg_smoke.py), sweep (bench_decode.py --wg-sweep SWEEP), bench (bench_decode.py
-# table, BENCH_ARGS appended). Logs under $OUT.
+# table, BENCH_ARGS appended), ab (session 14: a same-machine A/B, see the step). Logs under $OUT.
 #   bash benchmarks/gpu_s12_decode_wg.sh "prebuild tests sweep"
 set -u
 cd "$(dirname "$0")/.."
@@ -25,9 +25,24 @@ if has review; then
     -p no:cacheprovider 2>&1 | tee "$OUT/pytest_review.txt" | tail -8
 fi
 if has tests; then
-  step "pytest sm90_decode_wg"
-  timeout ${T_WG:-240} python3 -m pytest -q -m gpu tests/test_gpu_gemm_decode_wg.py -x -p no:cacheprovider 2>&1 \
-    | tee "$OUT/pytest_wg.txt" | tail -25
+  step "pytest sm90_decode_wg ${T_K:-}"
+  timeout ${T_WG:-240} python3 -m pytest -q -m gpu tests/test_gpu_gemm_decode_wg.py ${T_K:+-k "$T_K"} -x \
+    -p no:cacheprovider 2>&1 | tee "$OUT/pytest_wg.txt" | tail -25
+fi
+if has ab; then
+  # same-machine A/B: new / old / new; old = the kernel files in AB_OLD (an untracked copy of an older kernels_src) or,
+  # with AB_OLD_ARGS, these bench arguments instead (e.g. --sk off); AB_NEW_ARGS: the new runs' extra arguments
+  AB_ARGS=${AB_ARGS:---m 16,32,64 --tp 1,8 --fmts e2m1}
+  for side in new old new2; do
+    step "ab $side: bench_decode $AB_ARGS"
+    src=$PWD/kernels_src; more=${AB_NEW_ARGS:-}
+    [[ $side == old && -z ${AB_OLD_ARGS:-} ]] && src=${AB_OLD:-$PWD/ab_old/kernels_src}
+    [[ $side == old ]] && more=${AB_OLD_ARGS:-}
+    MXRT_KERNELS_SRC=$src timeout ${T_AB:-150} python3 benchmarks/bench_decode.py $AB_ARGS $more --budget-s 120 \
+      --json "$OUT/ab_$side.json" > "$OUT/ab_$side.txt" 2>&1
+    echo "rc=$?"; grep -E "^wall|budget" "$OUT/ab_$side.txt" | tail -2
+  done
+  python3 benchmarks/ab_compare.py "$OUT/ab_new.json" "$OUT/ab_old.json" "$OUT/ab_new2.json" 2>&1 | tee "$OUT/ab.txt"
 fi
 if has tests_decode; then
   step "pytest sm90_decode + decode table"
@@ -45,9 +60,9 @@ if has smoke; then
   done
 fi
 if has sweep; then
-  step "bench_decode --wg-sweep ${SWEEP:-}"
-  timeout ${T_SWEEP:-300} python3 benchmarks/bench_decode.py --wg-sweep "${SWEEP:-32x7168x4096,64x7168x4096}" 2>&1 \
-    | tee "$OUT/sweep.txt" | grep -v "^    " | tail -80
+  step "bench_decode --wg-sweep ${SWEEP:-} ${SWEEP_FMTS:+--fmts $SWEEP_FMTS}"
+  timeout ${T_SWEEP:-300} python3 benchmarks/bench_decode.py --wg-sweep "${SWEEP:-32x7168x4096,64x7168x4096}" \
+    ${SWEEP_FMTS:+--fmts $SWEEP_FMTS} 2>&1 | tee "$OUT/sweep.txt" | grep -v "^    " | tail -80
 fi
 if has bench; then
   step "bench_decode ${BENCH_ARGS:-}"

@@ -461,6 +461,41 @@ def test_launch_plans_and_the_driver_launch(monkeypatch):
     assert (mxrt.gemm_mx(da, db, split_k=2) == sk).all()
 
 
+def test_prepared_stream_k_plan(monkeypatch):
+    """The wgmma decode path's plan on a stream-K grid (7 CTAs forced on a small cell): the prepared launches give the
+    bits of CuPy's own launch on fresh buffers, and a planned call first seen on a stream under capture records the
+    older grid (its counters cannot be zeroed inside a graph) and is still right."""
+    from mxrt.api import gemm as api_gemm
+    from mxrt.ops import gemm_decode_wg
+
+    monkeypatch.setenv("MXRT_GEMM_PATH", gemm_decode_wg.NAME)
+    monkeypatch.setattr(gemm_decode_wg, "sk_ctas", lambda n, k, sms: 7)
+    api_gemm.clear_plans()
+    for seed in (1, 2):
+        _, _, qa, qb = operands(24, 1000, 2048, "e4m3", "e4m3", seed=seed)
+        da, db = to_device(qa), to_device(qb)
+        first = mxrt.gemm_mx(da, db)
+        assert (mxrt.gemm_mx(da, db) == first).all()
+        assert not check_result(first, qa, qb, "bfloat16")
+    assert any(p.runner is not None for p in api_gemm._PLANS.values())
+    monkeypatch.setenv("MXRT_LAUNCH", "cupy")
+    assert (mxrt.gemm_mx(da, db) == first).all()
+    monkeypatch.delenv("MXRT_LAUNCH")
+    out = cupy.empty_like(first)
+    fresh = cupy.cuda.Stream()
+    mxrt.gemm_mx(da, db, out=out)  # the plan of this out buffer, made on the default stream
+    cupy.cuda.Device().synchronize()
+    with fresh:
+        fresh.begin_capture()
+        mxrt.gemm_mx(da, db, out=out)
+        graph = fresh.end_capture()
+    out.view(cupy.uint8).fill(0xFF)
+    cupy.cuda.Device().synchronize()
+    graph.launch(stream=fresh)
+    fresh.synchronize()
+    assert not check_result(out, qa, qb, "bfloat16")
+
+
 @pytest.mark.parametrize(
     ("m", "n", "k", "kw"),
     [(1, 256, 512, {}), (1, 7168, 4096, {}), (3, 300, 512, {"split_k": 3}), (100, 256, 256, {}),

@@ -176,6 +176,24 @@ def test_stream_k(case, weights):
         stream.synchronize()
         assert cupy.array_equal(dg.out.view(cupy.uint16), want.view(cupy.uint16))
     assert not check_result(want, qa, qb, out_dtype, x=x, w=w)
+    # first use on a stream under capture: the older grid is captured (no counters allocated inside the graph), and
+    # the next eager call on that stream allocates them and runs stream-K
+    fresh = cupy.cuda.Stream()
+    with mxrt.runtime.debug(), fresh:
+        fresh.begin_capture()
+        gemm_decode_wg.run(dg, ctas=7)
+        graph = fresh.end_capture()
+    assert (cupy.cuda.Device().id, fresh.ptr) not in gemm_decode_wg._SK_BUFFERS
+    dg.out.view(cupy.uint8).fill(0xFF)
+    cupy.cuda.Device().synchronize()
+    graph.launch(stream=fresh)
+    fresh.synchronize()
+    assert not check_result(dg.out, qa, qb, out_dtype, x=x, w=w)
+    with fresh:
+        dg.out.view(cupy.uint8).fill(0xFF)
+        gemm_decode_wg.run(dg, ctas=7)
+        fresh.synchronize()
+    assert cupy.array_equal(dg.out.view(cupy.uint16), want.view(cupy.uint16))
 
 
 @pytest.mark.parametrize("m", [11, 29, 40, 64])

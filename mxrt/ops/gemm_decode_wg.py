@@ -204,22 +204,31 @@ def _launch_entry(dg: DeviceGemm, out_code: int, atomic: bool, tune: dict, ctas:
 
 
 _SK_BUFFERS: dict = {}
+_SK_STREAMS_MAX = 16
 
 
-def _sk_buffers(dev: int, stream: int, floats: int, n: int) -> tuple[int, int]:
+def _sk_buffers(dev: int, floats: int, n: int) -> tuple[int, int] | None:
     """Device addresses of the stream-K parts (``floats``: C x NC x 128 threads x NT / NS / 2 accumulators, never read
-    before written) and slab counters (one u32 per 64-row slab, zeroed once; every launch leaves them 0), kept per
-    device and stream: launches on one stream are ordered, so they may share them (calls on two streams at once take
-    different ones)."""
+    before written) and slab counters (one u32 per 64-row slab, zeroed when allocated; every launch leaves them 0)
+    for the current stream, or None where they would have to be allocated while the stream is being captured (the
+    zeroing would only run when the graph does): the caller then launches the older grid. Kept per device and stream
+    (launches on one stream are ordered, so they may share them; CuPy's pool reuses a stream's freed blocks on that
+    stream only, so evicting the oldest of more than 16 streams is safe)."""
     import cupy
 
-    key = (dev, stream)
+    stream = cupy.cuda.get_current_stream()
+    key = (dev, stream.ptr)
     parts, counts = _SK_BUFFERS.get(key, (None, None))
-    if parts is None or parts.size < floats:
+    slabs = -(-n // K.WG_ROWS)
+    if parts is None or parts.size < floats or counts.size < slabs:
+        if stream.is_capturing():
+            return None
         parts = cupy.empty(max(floats, 132 * 2 * 64 * 64), dtype=cupy.float32)
-    if counts is None or counts.size < -(-n // K.WG_ROWS):
-        counts = cupy.zeros(max(-(-n // K.WG_ROWS), 1024), dtype=cupy.uint32)
-    _SK_BUFFERS[key] = (parts, counts)
+        counts = cupy.zeros(max(slabs, 1024), dtype=cupy.uint32)
+        _SK_BUFFERS.pop(key, None)
+        if len(_SK_BUFFERS) >= _SK_STREAMS_MAX:
+            _SK_BUFFERS.pop(next(iter(_SK_BUFFERS)))
+        _SK_BUFFERS[key] = (parts, counts)
     return parts.data.ptr, counts.data.ptr
 
 
@@ -240,9 +249,11 @@ def _launch(dg: DeviceGemm, dst: Any, out_code: int, atomic: bool, tune: dict, c
     tmw = tmx if p.b_fmt == "e2m1" else tensor_map_arg(dg.b_codes.data.ptr, p.n, p.k, rows, dev)
     skw = skc = 0
     if ctas:
-        import cupy
-
-        skw, skc = _sk_buffers(dev, cupy.cuda.get_current_stream().ptr, ctas * floats, p.n)
+        bufs = _sk_buffers(dev, ctas * floats, p.n)
+        if bufs is None:  # first use on a stream under capture: the older grid (the same split_k = 1 call)
+            _launch(dg, dst, out_code, atomic, tune, 0)
+            return
+        skw, skc = bufs
     u32, u64 = np.uint32, np.uint64
     args = (tmx, tmw, dg.a_scales, dg.b_scales, dg.b_codes, dst, u32(p.m), u32(p.n), u32(p.k), u32(p.split_k),
             u64(skw), u64(skc))  # fmt: skip
@@ -302,18 +313,20 @@ def prepare_run(dg: DeviceGemm) -> PreparedGemm | None:
             u64(0),
         )
         pl = prepare(p.op, kernel, cfg, sample)
-        if pl is None:
+        # stream-K: also the older grid's launch, for a first call on a stream under capture (_sk_buffers)
+        pl0 = prepare(p.op, *_launch_entry(dg, out_code, atomic, {}, 0)[:2], sample) if ctas else None
+        if pl is None or (ctas and pl0 is None):
             return None
         m, n, k, s = p.m, p.n, p.k, p.split_k
-        skw = skc = 0
-        if ctas:  # prepared launches run on the stream they were prepared for (the legacy default stream)
-            import cupy
-
-            skw, skc = _sk_buffers(dev, cupy.cuda.get_current_stream().ptr, ctas * floats, p.n)
 
         def g(a_ptr: int, b_ptr: int, sa_ptr: int, sb_ptr: int, dst_ptr: int) -> None:
             tx = map_x(a_ptr)
-            pl(tx, tx if map_w is None else map_w(b_ptr), sa_ptr, sb_ptr, b_ptr, dst_ptr, m, n, k, s, skw, skc)
+            tw = tx if map_w is None else map_w(b_ptr)
+            bufs = _sk_buffers(dev, ctas * floats, n) if ctas else (0, 0)
+            if bufs is None:
+                pl0(tx, tw, sa_ptr, sb_ptr, b_ptr, dst_ptr, m, n, k, s, 0, 0)
+            else:
+                pl(tx, tw, sa_ptr, sb_ptr, b_ptr, dst_ptr, m, n, k, s, *bufs)
 
         return g, pl
 

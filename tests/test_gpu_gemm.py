@@ -482,13 +482,15 @@ def test_prepared_stream_k_plan(monkeypatch):
     assert (mxrt.gemm_mx(da, db) == first).all()
     monkeypatch.delenv("MXRT_LAUNCH")
     out = cupy.empty_like(first)
-    fresh = cupy.cuda.Stream()
+    fresh = cupy.cuda.Stream(non_blocking=True)
     mxrt.gemm_mx(da, db, out=out)  # the plan of this out buffer, made on the default stream
     cupy.cuda.Device().synchronize()
-    with fresh:
+    with mxrt.runtime.debug(), fresh:  # no synchronisation after launches while capturing
         fresh.begin_capture()
-        mxrt.gemm_mx(da, db, out=out)
-        graph = fresh.end_capture()
+        try:
+            mxrt.gemm_mx(da, db, out=out)
+        finally:
+            graph = fresh.end_capture()
     out.view(cupy.uint8).fill(0xFF)
     cupy.cuda.Device().synchronize()
     graph.launch(stream=fresh)

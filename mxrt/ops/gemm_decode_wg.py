@@ -249,6 +249,9 @@ def _launch(dg: DeviceGemm, dst: Any, out_code: int, atomic: bool, tune: dict, c
     tmw = tmx if p.b_fmt == "e2m1" else tensor_map_arg(dg.b_codes.data.ptr, p.n, p.k, rows, dev)
     skw = skc = 0
     if ctas:
+        # the older grid's build too, while no capture is running (a module cannot be loaded during one): the
+        # fallback below needs it
+        _launch_entry(dg, out_code, atomic, tune, 0)
         bufs = _sk_buffers(dev, ctas * floats, p.n)
         if bufs is None:  # first use on a stream under capture: the older grid (the same split_k = 1 call)
             _launch(dg, dst, out_code, atomic, tune, 0)

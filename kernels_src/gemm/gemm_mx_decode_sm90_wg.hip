@@ -206,8 +206,8 @@ extern "C" __global__ void __launch_bounds__(DWG_THREADS, 1)
   const u64 units = (u64)((n + DWG_ROWS - 1u) / DWG_ROWS) * groups;
   const u32 rank = gridDim.x - 1u - MXRT_BID_X;
   const u32 u0 = (u32)((u64)rank * units / gridDim.x), ngr = (u32)((u64)(rank + 1u) * units / gridDim.x) - u0;
-  // stage g's first weight row and group; step: the same warp's next stage (PW on), without a division per stage (the
-  // producers' per-stage divisions cost MXFP8 at M 64 ~10%, session 14 call 4)
+  // stage g's first weight row and group; step: the same warp's next stage (PW on), without a division per stage (a
+  // suspect for stream-K's loss on filled grids that call 5 cleared: kept as the cheaper form)
   auto at = [&](u32 g) -> DwgAt { return DwgAt{(u0 + g) / groups * DWG_ROWS, (u0 + g) % groups}; };
   auto step = [&](DwgAt& a) {
     a.gi += PW;

@@ -9,7 +9,10 @@ element) is the only per-element work. PW producer warps stream stages of 4 MX b
 128-byte swizzle, cp.async scale words) and prepare each stage (token factors in fragment layout, the stage's fast
 flag) before its mbarrier completes; NC consumer warpgroups take the stages in
 turn and are summed in warpgroup order (deterministic); ``split_k`` splits K across CTAs on top, with the shared
-deterministic / atomic modes (:mod:`mxrt.ops.gemm_splitk`).
+deterministic / atomic modes (:mod:`mxrt.ops.gemm_splitk`). A ``split_k=1`` call whose one-CTA-per-slab grid would
+leave SMs idle runs on a stream-K grid instead (``SK`` builds, :func:`sk_ctas`): one CTA per SM, equal runs of
+(slab, group) units, slabs shared by two CTAs finished by the one launched last of them (deterministic, counters that
+reset themselves; :func:`_sk_buffers`).
 
 e2m1 weights (MXFP4) take the same kernel: the producer warp of a stage copies its packed tile and scale words by
 cp.async into its own staging slots, ``PF - 1`` of its stages ahead (no memory latency in its period), and widens

@@ -268,8 +268,8 @@ def _launch(dg: DeviceGemm, dst: Any, out_code: int, atomic: bool, tune: dict, c
 
 def run(dg: DeviceGemm, **tune: int) -> None:
     """Launch on the current stream (split-K reduce / zeroing included). ``tune`` overrides the defines ``nt``,
-    ``nc``, ``stages``, ``ns``, ``pw``, ``pf`` (benchmarks/bench_decode.py) and ``split``, the K split of the call;
-    no host synchronisation."""
+    ``nc``, ``stages``, ``ns``, ``pw``, ``pf`` (benchmarks/bench_decode.py), ``split``, the K split of the call
+    (the older grid), and ``ctas``, the stream-K grid (0: the older grid); no host synchronisation."""
     p = dg.p
     if p.is_empty:
         dg.out.fill(0)

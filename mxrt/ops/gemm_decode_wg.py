@@ -110,11 +110,9 @@ class WgConfig:
         return 128 * self.nc + 32 * self.pw
 
 
-#: the envelope default build: two consumer warpgroups taking the stages in turn, 8 stages, 4 producer warps
-DEFAULT_NC, DEFAULT_NS, DEFAULT_STAGES, DEFAULT_PW = 2, 1, 8, 4
-#: e2m1 weights with a token tile of at most 32: 8 producer warps (one slot each; the widening binds the producers:
-#: 7-13% faster than 4 on an H200 at M 16 / 32, session 13 call 10; MXFP8 gained nothing there)
-E2M1_PW = 8
+#: the envelope default build: two consumer warpgroups taking the stages in turn, 8 stages, 4 producer warps (e2m1
+#: weights with a token tile of at most 32: 8, ``gemm_decode_kernels.wg_default_pw``)
+DEFAULT_NC, DEFAULT_NS, DEFAULT_STAGES, DEFAULT_PW = 2, 1, 8, K.WG_DEFAULT_PW
 
 
 #: stream-K (``SK`` builds): a ``split_k=1`` call runs on one CTA per SM sharing the units (slab of 64 weight rows x
@@ -187,15 +185,16 @@ def _launch_entry(dg: DeviceGemm, out_code: int, atomic: bool, tune: dict, ctas:
         c, _ = _plan(dg)
         c = WgConfig(*(tune.get(f, getattr(c, f)) for f in ("nt", "nc", "stages", "ns", "pw", "pf")))
         w4 = p.b_fmt == "e2m1"
-        if w4 and c.nt <= 32 and "pw" not in tune and K.wg_valid(c.nt, c.nc, c.stages, c.ns, E2M1_PW, w4):
-            c = dataclasses.replace(c, pw=E2M1_PW)
+        pw4 = K.wg_default_pw(c.nt, w4)
+        if w4 and "pw" not in tune and K.wg_valid(c.nt, c.nc, c.stages, c.ns, pw4, w4):
+            c = dataclasses.replace(c, pw=pw4)
         if w4 and not c.pf:
             c = dataclasses.replace(c, pf=K.wg_pf(c.nt, c.nc, c.stages, c.ns, c.pw))
-        if not K.wg_valid(c.nt, c.nc, c.stages, c.ns, c.pw, w4, c.pf or 2) or c.nt < p.m:
+        if not K.wg_valid(c.nt, c.nc, c.stages, c.ns, c.pw, w4, c.pf) or c.nt < p.m:
             raise ValueError(f"{NAME}: no build {c} for m={p.m}" + (" with e2m1 weights" if w4 else ""))
         fa, fb = codes.FMT_CODES[p.a_fmt], codes.FMT_CODES[p.b_fmt]
         d = K.wg_variant(fa, fb, int(atomic), c.nt, c.nc, out_code, c.stages, c.ns, c.pw, c.pf, int(ctas > 0))
-        smem = K.wg_smem_bytes(c.nt, c.nc, c.stages, c.ns, w4, c.pw, c.pf or 2, ctas > 0)
+        smem = K.wg_smem_bytes(c.nt, c.nc, c.stages, c.ns, w4, c.pw, c.pf)
         grid = (ctas, 1, 1) if ctas else (-(-p.n // K.WG_ROWS), 1, p.split_k)
         cfg = LaunchConfig(grid, (c.threads, 1, 1), smem)
         if len(_LAUNCHES) >= 4096:
@@ -203,6 +202,8 @@ def _launch_entry(dg: DeviceGemm, out_code: int, atomic: bool, tune: dict, ctas:
         # the stream-K part of one CTA: its warpgroups' accumulators (128 threads x NT / NS / 2 each)
         floats = c.nc * 128 * (c.nt // c.ns // 2)
         hit = _LAUNCHES[key] = (_kernel(d, dg.arch, smem), cfg, (c.nt, K.WG_ROWS, floats))
+        if ctas:  # the older grid's build too, for _launch's fallback under a capture (no module loads inside one)
+            _launch_entry(dg, out_code, atomic, tune, 0)
     return hit
 
 
@@ -235,12 +236,9 @@ def _sk_buffers(dev: int, floats: int, n: int) -> tuple[int, int] | None:
     return parts.data.ptr, counts.data.ptr
 
 
-def _sk(dg: DeviceGemm, tune: dict) -> int:
-    """The stream-K grid of this launch (0: the older grid): only for a ``split_k=1`` call; ``tune['ctas']``
-    overrides it (0: the older grid; benchmarks and tests)."""
-    if dg.p.split_k != 1:
-        return 0
-    return tune.get("ctas", sk_ctas(dg.p.n, dg.p.k, dg.arch.num_cus))
+def _sk(dg: DeviceGemm) -> int:
+    """The stream-K grid of a call (0: the older grid): only for ``split_k=1`` (:func:`run`'s ``ctas`` overrides)."""
+    return sk_ctas(dg.p.n, dg.p.k, dg.arch.num_cus) if dg.p.split_k == 1 else 0
 
 
 def _launch(dg: DeviceGemm, dst: Any, out_code: int, atomic: bool, tune: dict, ctas: int) -> None:
@@ -252,9 +250,6 @@ def _launch(dg: DeviceGemm, dst: Any, out_code: int, atomic: bool, tune: dict, c
     tmw = tmx if p.b_fmt == "e2m1" else tensor_map_arg(dg.b_codes.data.ptr, p.n, p.k, rows, dev)
     skw = skc = 0
     if ctas:
-        # the older grid's build too, while no capture is running (a module cannot be loaded during one): the
-        # fallback below needs it
-        _launch_entry(dg, out_code, atomic, tune, 0)
         bufs = _sk_buffers(dev, ctas * floats, p.n)
         if bufs is None:  # first use on a stream under capture: the older grid (the same split_k = 1 call)
             _launch(dg, dst, out_code, atomic, tune, 0)
@@ -277,7 +272,7 @@ def run(dg: DeviceGemm, **tune: int) -> None:
     ctas = tune.pop("ctas", None)
     split = tune.pop("split", 0)
     if ctas is None and not split:
-        ctas = _sk(dg, tune)
+        ctas = _sk(dg)
     ctas = ctas or 0
     if not ctas:
         split = split or _plan(dg)[1]
@@ -291,7 +286,7 @@ def prepare_run(dg: DeviceGemm) -> PreparedGemm | None:
     p = dg.p
     if p.is_empty:
         return None
-    ctas = _sk(dg, {})
+    ctas = _sk(dg)
     split = 1 if ctas else _plan(dg)[1]
     if split != p.split_k:
         dg = dataclasses.replace(dg, p=dataclasses.replace(p, split_k=split))

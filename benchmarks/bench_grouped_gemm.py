@@ -1,11 +1,11 @@
 """Grouped MX GEMM timing on a GPU: mxrt's grouped kernels (forward, dgrad, variable-K wgrad; the kernel ``auto``
-picks on sm_90a: the grouped engine gemm_mx_grouped_sm90_ws for fwd / dgrad, the older gemm_mx_grouped_sm90 for the
-bfloat16 wgrad, generic for the float32 wgrad) against ``torch._grouped_mm`` in bfloat16, on the MoE shapes of
-Primus-Turbo PR #330 (run from the repository root).
+picks on sm_90a: the torch route for bfloat16 out with torch present, the grouped engine gemm_mx_grouped_sm90_ws for
+fwd / dgrad, the sm90_bf16 wgrad route for the float32 wgrad) against ``torch._grouped_mm`` in bfloat16, on the MoE
+shapes of Primus-Turbo PR #330 (run from the repository root).
 
     python benchmarks/bench_grouped_gemm.py [--json FILE] [--budget-s 200] [--reps 3] [--shapes deepseek,gpt-oss]
         [--passes fwd,dgrad,wgrad] [--kernel auto|torch|generic|sm90|sm90_ws|sm90_wgmma]
-        [--wgrad-out bfloat16|float32] [--timing events|graph] [--with-quant]
+        [--wgrad-out bfloat16|float32] [--wgrad-bn 128|256] [--timing events|graph] [--with-quant]
 
 ``--kernel`` sets MXRT_GROUPED_GEMM_KERNEL (``generic``: the portable kernel, for A/B against the native one; on
 sm_90a ``torch``: the torch route alone (exact dequantisation + ``torch._grouped_mm``, auto's choice for bfloat16
@@ -13,7 +13,7 @@ out), ``sm90_ws`` / ``sm90_wgmma``: the grouped engine / the older Hopper kernel
 ``--passes fwd,dgrad``, as the wgrad runs on the older kernel only). ``--timing``: ``events`` (default: eager calls on
 both sides, as the torch route cannot be captured) or ``graph`` (CUDA-graph replays; the route steps aside).
 ``--wgrad-out``: the wgrad's out dtype (default bfloat16, what ``torch._grouped_mm`` writes; float32 runs on the
-generic kernel on sm_90a, as the fp8 wgmma partials miss the fp32 1e-5 bar).
+``sm90_bf16`` wgrad route on sm_90a: exact bf16 operands, fp32 accumulation; ``--wgrad-bn`` its tile width).
 
 Second peer (kernel-only rows): ``torch._scaled_grouped_mm``, PyTorch's fp8 grouped GEMM (CUTLASS, sm_90 / sm_100),
 with e4m3 operands and rowwise float32 scales (its contract, aten/src/ATen/native/cuda/GroupedBlas.cpp: ``mat_a``
@@ -311,6 +311,7 @@ def main(argv: list[str]) -> int:
         "--kernel", default="auto", help="MXRT_GROUPED_GEMM_KERNEL: auto, generic, sm90, sm90_ws, sm90_wgmma, ..."
     )
     ap.add_argument("--wgrad-out", default="bfloat16", choices=("bfloat16", "float32"))
+    ap.add_argument("--wgrad-bn", type=int, default=0, help="the sm90_bf16 wgrad route's tile width (128 / 256)")
     ap.add_argument("--no-fp8", action="store_true", help="skip the torch._scaled_grouped_mm fp8 rowwise peer")
     ap.add_argument(
         "--with-quant", action="store_true",
@@ -322,6 +323,10 @@ def main(argv: list[str]) -> int:
     )  # fmt: skip
     args = ap.parse_args(argv)
     os.environ["MXRT_GROUPED_GEMM_KERNEL"] = args.kernel
+    if args.wgrad_bn:
+        from mxrt.ops import grouped_wgrad_bf16
+
+        grouped_wgrad_bf16.BN = args.wgrad_bn
     only = tuple(x.strip() for x in args.passes.split(","))
     shapes = [s for key in args.shapes.split(",") for s in SHAPES[key.strip()]]
     shapes.sort(key=lambda s: s[2] * s[3] * s[4] * s[5])  # small first, so the budget cuts the largest

@@ -129,3 +129,25 @@ def test_problems_past_the_amd_limits_fall_back():
     assert "float32 scales" in grouped_gemm_amd.unsupported("gfx942", dataclasses.replace(p, scale_f32=True))
     assert "no AMD grouped" in grouped_gemm_amd.unsupported("sm_90a", p)
     assert grouped_gemm_amd.unsupported("gfx950", p) is None
+
+
+def test_bf16_wgrad_route_envelope():
+    """The sm90_bf16 wgrad route (mxrt/ops/grouped_wgrad_bf16.py): the wgrad layout on sm_90a only, group ranges of
+    whole k16 steps (Mc and align multiples of 16), 1..GROUPED_MAX_GROUPS groups, sizes below 2^31."""
+    from types import SimpleNamespace as NS
+
+    from mxrt import codes
+    from mxrt.ops import grouped_wgrad_bf16 as R
+
+    def p(**kw):
+        base = dict(kind="wgrad", k=256, align=32, num_groups=4, m=64, n=96, op="grouped_gemm_mx_wgrad")
+        return NS(**{**base, **kw})
+
+    assert R.unsupported("sm_90a", p()) is None
+    assert "sm_90a" in R.unsupported("gfx950", p())
+    assert "variable-K wgrad" in R.unsupported("sm_90a", p(kind="lens"))
+    assert "multiples of 16" in R.unsupported("sm_90a", p(k=264))
+    assert "multiples of 16" in R.unsupported("sm_90a", p(align=8))
+    assert "groups" in R.unsupported("sm_90a", p(num_groups=codes.GROUPED_MAX_GROUPS + 1))
+    assert "2^31" in R.unsupported("sm_90a", p(m=2**31))
+    assert R.smem_bytes(5, 128) == 5 * 32768 + 80 + 1024 and R.smem_bytes(4, 256) == 4 * 49152 + 64 + 1024

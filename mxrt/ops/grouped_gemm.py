@@ -7,7 +7,9 @@ older Hopper grouped kernel for the wgrad and what the engine declines (:mod:`mx
 sm90_wgmma tile); tensor maps by value on both. :func:`choose_kernel` picks one per problem and target
 (``MXRT_GROUPED_GEMM_KERNEL`` forces one). Before any of them, on sm_90a with torch present, the torch route
 (:mod:`mxrt.ops.grouped_gemm_torch`: exact dequantisation + ``torch._grouped_mm``, a gated generic fallback) takes
-the bf16-out forward / dgrad / wgrad when no CUDA graph is being captured (:func:`torch_route_reason`).
+the bf16-out forward / dgrad / wgrad when no CUDA graph is being captured (:func:`torch_route_reason`), and the bf16
+wgrad route (:mod:`mxrt.ops.grouped_wgrad_bf16`: exact dequantisation + a bf16 wgmma kernel, the same gated
+fallback) every other wgrad it takes (float32 out, accumulate, no torch, a capture).
 
 The group description stays on the device and is never read back: the kernel turns ``group_lens`` into row (or,
 for wgrad, padded column) offsets and row tiles itself, and the launch grid comes from host-known bounds
@@ -45,6 +47,7 @@ from . import (
     grouped_gemm_sm90,
     grouped_gemm_sm90_ws,
     grouped_gemm_torch,
+    grouped_wgrad_bf16,
 )
 
 _U32 = 2**32
@@ -304,6 +307,22 @@ def grouped_gemm_gpu(p: GroupedGemmProblem) -> Any:
             raise UnsupportedArchError(f"{p.op}: {ENV_GROUPED_GEMM_KERNEL}={force} cannot run this problem: {why}")
     elif force == grouped_gemm_torch.NAME:  # nothing to compute: the plain path writes the empty result
         force = "generic"
+    if p.kind == "wgrad" and force in (None, grouped_wgrad_bf16.NAME) and math.prod(p.out_shape):
+        why = grouped_wgrad_bf16.unsupported(arch.target, p)
+        if why is None:
+            out = p.out if p.out is not None else alloc.empty(p.out_shape, DEVICE_OUT_DTYPES[dtype_name(p.out_dtype)])
+            if dtype_name(out.dtype) == "bfloat16":
+                out = out.view("uint16")
+            gate = grouped_wgrad_bf16.run(p, groups, out, arch)
+            launch_plain(p, _generic_plan(p), groups, out, arch, gate)  # returns at once unless the gate is raised
+            return download(out, p.out_dtype) if host else out
+        if force is not None:
+            raise UnsupportedArchError(f"{p.op}: {ENV_GROUPED_GEMM_KERNEL}={force} cannot run this problem: {why}")
+    elif force == grouped_wgrad_bf16.NAME:
+        raise UnsupportedArchError(
+            f"{p.op}: {ENV_GROUPED_GEMM_KERNEL}={force} cannot run this problem: the {p.kind!r} layout (the route "
+            "serves the variable-K wgrad)"
+        )
     plan = grouped_plan(p, arch.target, arch.num_cus, None if force == grouped_gemm_torch.NAME else force)
     if p.kind == "indices" and dtype_name(groups.dtype) != "int32":
         groups = groups.astype("int32")  # a device op, no synchronisation

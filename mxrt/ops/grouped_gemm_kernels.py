@@ -207,9 +207,28 @@ GROUPED_OFFSETS = KernelSpec(
     targets=("sm_90a",),
 )
 
+#: the variable-K wgrad on exact bf16 operands (kernels_src/gemm/gemm_wgrad_bf16_sm90.hip,
+#: mxrt/ops/grouped_wgrad_bf16.py): output tiles 128 x BN, the ring depth per BN (128: 5 stages of 32 KB, 256: 4
+#: of 48 KB); float32 and bfloat16 out (the wgrad's out dtypes), plain and accumulating, at both widths
+WGRAD_BF16_STAGES = {128: 5, 256: 4}
+GEMM_WGRAD_BF16_SM90 = KernelSpec(
+    symbol="gemm_wgrad_bf16_sm90",
+    file="gemm/gemm_wgrad_bf16_sm90.hip",
+    required=("ACCUM", "BN", "OUT_DTYPE", "STAGES"),
+    variants=tuple(
+        defines(ACCUM=acc, BN=bn, OUT_DTYPE=od, STAGES=st)
+        for bn, st in WGRAD_BF16_STAGES.items()
+        for od in (F32, BF16)
+        for acc in (0, 1)
+    ),
+    targets=("sm_90a",),
+    expect_mma=(("sm_90a", ("wgmma.mma_async.sync.aligned.m64n",)),),
+)
+
 SPECS = (
     GEMM_MX_GROUPED_GENERIC,
     GROUPED_OFFSETS,
+    GEMM_WGRAD_BF16_SM90,
     GEMM_MX_GROUPED_GFX950,
     GEMM_MX_GROUPED_GFX942,
     GEMM_MX_GROUPED_SM90,

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Session 15 (issue 11): the bf16 wgrad route sm90_bf16 (mxrt/ops/grouped_wgrad_bf16.py, kernels_src/gemm/
+# gemm_wgrad_bf16_sm90.hip). Steps (any order): prebuild, tests (its GPU file, then the auto wgrad tests of the grouped
+# suite), smoke (memcheck / racecheck / synccheck of tests/support/gpu_wgrad_bf16_smoke.py), bench (bench_grouped_gemm
+# --passes wgrad: float32 out on auto, then bfloat16 out on this route against the torch route). Logs under $OUT.
+#   bash benchmarks/gpu_s15_wgrad.sh "prebuild tests bench"
+set -u
+cd "$(dirname "$0")/.."
+export PYTHONPATH=$PWD:$PWD/tests PYTHONUNBUFFERED=1
+OUT=${OUT:-./gpu_out}
+mkdir -p "$OUT"
+steps=" ${1:-prebuild tests} "
+step() { echo; echo "=== $* ($(date +%T))"; }
+has() { [[ $steps == *" $1 "* ]]; }
+step device; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+if has prebuild; then
+  step prebuild
+  timeout 300 python3 benchmarks/prebuild.py gemm_wgrad_bf16_sm90 grouped_offsets dequantize_mx \
+    gemm_mx_grouped_generic quantize_mx_grouped quantize_mx_grouped_rowcol ${PREBUILD_MORE:-} --jobs 16 2>&1 | tail -2
+fi
+if has tests; then
+  step "pytest grouped wgrad bf16 route ${T_K:-}"
+  timeout ${T_TESTS:-300} python3 -m pytest -q -m gpu tests/test_gpu_grouped_wgrad_bf16.py ${T_K:+-k "$T_K"} -x \
+    -p no:cacheprovider 2>&1 | tee "$OUT/pytest_wgrad.txt" | tail -25
+  step "pytest grouped suite, wgrad (auto)"
+  timeout ${T_AUTO:-200} python3 -m pytest -q -m gpu tests/test_gpu_grouped_gemm.py tests/test_gpu_grouped_torch.py \
+    -k wgrad -p no:cacheprovider 2>&1 | tee "$OUT/pytest_auto.txt" | tail -8
+fi
+if has smoke; then
+  step "wgrad bf16 smoke + compute-sanitizer"
+  timeout 60 python3 tests/support/gpu_wgrad_bf16_smoke.py 2>&1 | tail -3
+  for tool in memcheck racecheck synccheck; do
+    extra=""; [[ $tool == memcheck ]] && extra="--leak-check no"
+    timeout ${T_SAN:-150} compute-sanitizer --tool $tool $extra python3 tests/support/gpu_wgrad_bf16_smoke.py \
+      > "$OUT/san_$tool.txt" 2>&1
+    echo "$tool rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|mismatches' "$OUT/san_$tool.txt" | tail -2 | tr '\n' ' ')"
+  done
+fi
+if has bench; then
+  for bn in ${WGRAD_BN:-0}; do
+    step "bench wgrad float32 (auto: this route), tile width ${bn/#0/default}"
+    timeout ${T_BENCH:-200} python3 benchmarks/bench_grouped_gemm.py --passes wgrad --wgrad-out float32 --no-fp8 \
+      --wgrad-bn $bn --budget-s ${BUDGET:-100} --json "$OUT/bench_wgrad_f32_$bn.json" 2>&1 \
+      | tee "$OUT/bench_wgrad_f32_$bn.txt" | tail -30
+  done
+fi
+if has bench_bf16; then
+  step "bench wgrad bfloat16 on this route (MXRT_GROUPED_GEMM_KERNEL=sm90_bf16)"
+  timeout ${T_BENCH:-200} python3 benchmarks/bench_grouped_gemm.py --passes wgrad --kernel sm90_bf16 --no-fp8 \
+    --budget-s ${BUDGET:-100} --json "$OUT/bench_wgrad_bf16.json" 2>&1 | tee "$OUT/bench_wgrad_bf16.txt" | tail -30
+fi

@@ -1,0 +1,160 @@
+// kernel   gemm_wgrad_bf16_sm90                                                        (extern "C")
+// computes the variable-K wgrad out[g] (+)= A[:, P[g]:P[g+1]] @ B[:, P[g]:P[g+1]].T on exact bf16 operands (the
+//          grouped GEMMs' dequantised workspaces), fp32 accumulation over the group's whole K in the tensor cores
+// args     const __grid_constant__ mxrt_tmap tma, tmb (bf16 A [m, kp], B [n, kp] as uint8 [rows, 2 kp]: boxes 128 B x
+//          128 / BN rows, SWIZZLE_128B, zero fill) | void* out [G, m, n] | const i32* ends [G] (P[g + 1]; P[0] = 0) |
+//          const u32* gate (null, or a word: the grid returns at once unless it is 0) | u32 m, n, G
+// grid     (ceil(m/128) * ceil(n/BN), 1, G), GROUP_M 8 raster   block (384,1,1): warp 0 issues the TMA loads,
+//          warpgroups 1 and 2 each multiply 64 of the tile's 128 rows (m64nBNk16 wgmma, operands in shared memory)
+//          smem ops/grouped_wgrad_bf16.py smem_bytes (STAGES x (16 + BN / 8) KB + barriers + 1 KB alignment)
+// defines  OUT_DTYPE (fp32 / bf16 / fp16), ACCUM (0 / 1: out + the sum, rounded once), STAGES (3..6), BN (128 / 256)
+//                                                                        set by mxrt/ops/grouped_wgrad_bf16.py
+// requires sm_90a; ends non-decreasing multiples of 16 in [0, kp], kp % 8 == 0; m, n < 2^31; G * m * n < 2^63
+//                                                                        checked by mxrt/ops/grouped_wgrad_bf16.py
+//
+// The group's K range comes in tiles of 64 columns from P[g]; a last tile of 16, 32 or 48 columns issues only those
+// k16 steps (the columns past P[g + 1] belong to the next group and are never multiplied).
+#include "../common/mx_gemm.h"
+
+#if !defined(OUT_DTYPE) || !defined(ACCUM) || !defined(STAGES) || !defined(BN)
+#error "OUT_DTYPE, ACCUM, STAGES and BN must be defined by the launcher"
+#endif
+MXRT_STATIC_ASSERT(OUT_DTYPE == MXRT_OUT_F32 || OUT_DTYPE == MXRT_OUT_BF16 || OUT_DTYPE == MXRT_OUT_F16,
+                   "OUT_DTYPE: MXRT_OUT_F32, _BF16 or _F16");
+MXRT_STATIC_ASSERT(ACCUM == 0 || ACCUM == 1, "ACCUM: 0 or 1");
+MXRT_STATIC_ASSERT(STAGES >= 3 && STAGES <= 6, "STAGES: 3..6 stages");
+MXRT_STATIC_ASSERT(BN == 128 || BN == 256, "BN: 128 or 256 output columns a tile");
+MXRT_STATIC_ASSERT(STAGES * (16 + BN / 8) <= 220, "STAGES x (16 + BN / 8) KB of shared memory");
+#define BM 128
+#define GROUP_M 8
+#include "gemm_tile_raster.h"
+
+#if defined(MXRT_CUDA)
+#include "sm90_async.h"
+
+#define WG_ATILE 16384u      // A's stage: 128 rows x 64 bf16 (128 bytes, swizzled)
+#define WG_BTILE (BN * 128u)  // B's stage: BN rows x 64 bf16
+#define WG_STAGE (WG_ATILE + WG_BTILE)
+#define WG_REGS (BN / 2)      // accumulators per consumer thread (m64nBN)
+
+// d += A(64x16) * B(16xBN)^T, bf16 from shared memory (K-major, 128-byte swizzle), fp32 accumulate
+#define WG_R8(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), \
+                 "+f"(d[i + 6]), "+f"(d[i + 7])
+#define WG_R64(i) WG_R8(i), WG_R8(i + 8), WG_R8(i + 16), WG_R8(i + 24), WG_R8(i + 32), WG_R8(i + 40), WG_R8(i + 48), \
+                  WG_R8(i + 56)
+#define WG_S16(a) "%" #a "0, %" #a "1, %" #a "2, %" #a "3, %" #a "4, %" #a "5, %" #a "6, %" #a "7, %" #a "8, %" #a "9, "
+MXRT_DEVICE void wg_mma_bf16(float (&d)[WG_REGS], u64 da, u64 db) {
+#if BN == 128
+  asm volatile(
+      "{\nwgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, "
+      WG_S16(1) WG_S16(2) WG_S16(3) WG_S16(4) WG_S16(5) "%60, %61, %62, %63}, %64, %65, 1, 1, 1, 0, 0;\n}\n"
+      : WG_R64(0)
+      : "l"(da), "l"(db)
+      : "memory");
+#else
+  asm volatile(
+      "{\nwgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, "
+      WG_S16(1) WG_S16(2) WG_S16(3) WG_S16(4) WG_S16(5) WG_S16(6) WG_S16(7) WG_S16(8) WG_S16(9) WG_S16(10)
+      WG_S16(11) "%120, %121, %122, %123, %124, %125, %126, %127}, %128, %129, 1, 1, 1, 0, 0;\n}\n"
+      : WG_R64(0), WG_R64(64)
+      : "l"(da), "l"(db)
+      : "memory");
+#endif
+}
+#undef WG_S16
+#undef WG_R64
+#undef WG_R8
+
+MXRT_DEVICE void wg_fence_acc(float (&d)[WG_REGS]) {
+#pragma unroll
+  for (int i = 0; i < WG_REGS; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+extern "C" __global__ void __launch_bounds__(384, 1)
+    gemm_wgrad_bf16_sm90(const __grid_constant__ mxrt_tmap tma, const __grid_constant__ mxrt_tmap tmb,
+                         void* __restrict__ out, const i32* __restrict__ ends, const u32* __restrict__ gate, u32 m,
+                         u32 n, u32 G) {
+  if (gate != nullptr && *gate != 0u) return;  // the exact fallback computes every output (uniform: all threads)
+  extern __shared__ u8 smem_raw[];
+  u8* dsm = smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u);
+  const u32 tiles = smem_addr(dsm), bars = tiles + STAGES * WG_STAGE;
+  const u32 full0 = bars, empty0 = bars + 8u * STAGES;
+  const u32 tid = MXRT_TID_X, g = MXRT_BID_Z;
+  u32 m0, n0;
+  ws_tile(MXRT_BID_X, (m + BM - 1u) / BM, (n + BN - 1u) / BN, m0, n0);
+  const u32 c0 = g == 0u ? 0u : (u32)ends[g - 1u], c1 = (u32)ends[g];
+  const u32 nk = c1 > c0 ? (c1 - c0 + 63u) / 64u : 0u;  // the group's tiles of 64 columns
+  if (tid == 0) {
+    for (u32 s = 0; s < STAGES; ++s) {
+      mbar_init(full0 + 8u * s, 1u);      // the TMA thread's arrive.expect_tx
+      mbar_init(empty0 + 8u * s, 256u);   // every consumer thread, once its wgmmas of the stage are done
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    asm volatile("prefetch.tensormap [%0];" ::"l"(&tma) : "memory");
+    asm volatile("prefetch.tensormap [%0];" ::"l"(&tmb) : "memory");
+  }
+  __syncthreads();
+  if (tid < 128u) {
+    // ---------------- producer: thread 0 streams the group's tiles through the ring ----------------
+    if (tid == 0) {
+      for (u32 t = 0; t < nk; ++t) {
+        const u32 slot = t % STAGES, full = full0 + 8u * slot;
+        if (t >= STAGES) mbar_wait(empty0 + 8u * slot, ((t / STAGES) - 1u) & 1u);
+        mbar_arrive_tx(full, WG_STAGE);  // rows past m / n and columns past kp arrive as zeros
+        const i32 col = (i32)(2u * (c0 + 64u * t));  // bytes
+        tma_load_2d(tiles + slot * WG_STAGE, &tma, full, col, (i32)m0);
+        tma_load_2d(tiles + slot * WG_STAGE + WG_ATILE, &tmb, full, col, (i32)n0);
+      }
+    }
+    return;
+  }
+  // ---------------- consumer warpgroup w: rows m0 + 64 w .. + 64 of the tile ----------------
+  const u32 w = tid / 128u - 1u, t = tid % 128u, lane = t % 32u;
+  float acc[WG_REGS];
+#pragma unroll
+  for (int i = 0; i < WG_REGS; ++i) acc[i] = 0.0f;
+  for (u32 kt = 0; kt < nk; ++kt) {
+    const u32 slot = kt % STAGES;
+    mbar_wait(full0 + 8u * slot, (kt / STAGES) & 1u);
+    const u32 steps = min(4u, (c1 - c0 - 64u * kt) / 16u);  // a last tile of 1..3 k16 steps (ends % 16 == 0)
+    const u32 ta = tiles + slot * WG_STAGE + w * 64u * 128u, tb = tiles + slot * WG_STAGE + WG_ATILE;
+    wg_fence();
+#pragma unroll
+    for (u32 s = 0; s < 4; ++s) {
+      if (s < steps) wg_mma_bf16(acc, make_desc(ta + 32u * s), make_desc(tb + 32u * s));
+    }
+    wg_commit();
+    wg_wait<1>();  // the previous stage's wgmmas are done: release its slot
+    if (kt > 0) mbar_arrive(empty0 + 8u * ((kt - 1u) % STAGES));
+  }
+  wg_wait<0>();
+  wg_fence_acc(acc);
+  // ---------------- epilogue: this thread's rows r, r + 8 and column pairs 8 j + 2 q ----------------
+  if (ACCUM && nk == 0u) return;  // out + 0: untouched
+  const u32 r = m0 + 64u * w + 16u * (t / 32u) + lane / 4u;  // the m64 fragment: warp t / 32 holds 16 rows
+  const u32 cq = n0 + 2u * (lane % 4u);
+  const u64 base = (u64)g * m * n;
+#pragma unroll
+  for (u32 h = 0; h < 2; ++h) {
+    const u32 row = r + 8u * h;
+    if (row >= m) continue;
+#pragma unroll
+    for (u32 j = 0; j < BN / 8u; ++j) {
+      const u32 col = cq + 8u * j;
+#pragma unroll
+      for (u32 e = 0; e < 2; ++e) {
+        if (col + e >= n) continue;
+        const u64 idx = base + (u64)row * n + col + e;
+        float v = acc[4 * j + 2 * h + e];
+#if OUT_DTYPE == MXRT_OUT_F32
+        if (ACCUM) v += ((const float*)out)[idx];
+        ((float*)out)[idx] = v;
+#else
+        if (ACCUM) v += mxrt_16_bits_to_f32<OUT_DTYPE>(((const u16*)out)[idx]);
+        ((u16*)out)[idx] = (u16)mxrt_f32_to_16_bits<OUT_DTYPE>(v);
+#endif
+      }
+    }
+  }
+}
+#endif  // MXRT_CUDA

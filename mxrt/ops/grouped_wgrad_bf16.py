@@ -1,0 +1,116 @@
+"""The ``sm90_bf16`` route of the variable-K grouped wgrad on sm_90a: exact dequantisation of both operands to bf16
+(kernels_src/quant/dequantize_mx.hip, as the torch route and ``sm90_cublas``), the groups' column ranges on the
+device (kernels_src/gemm/grouped_offsets.hip: lengths clamped to ``[0, Mc]``, padded to ``align``, cut at ``Mc``,
+the generic kernel's MODE 3), and one wgmma kernel (kernels_src/gemm/gemm_wgrad_bf16_sm90.hip) that multiplies
+each group's column range of the two bf16 workspaces in 128 x 128 output tiles, fp32 accumulation over the whole
+range in the tensor cores. It serves the wgrads the torch route cannot: float32 out (the wgrad's default:
+``torch._grouped_mm`` writes bf16 only) and ``accumulate`` (gradient accumulation into ``out``), and every wgrad where
+torch is absent or a CUDA graph is being captured; no host synchronisation, CUDA-graph capturable.
+
+Exact for every input: the dequantisation passes raise a device gate word where a block's scale lies outside the
+window in which bf16 operands and fp32 accumulation are exact, or a finite block holds a NaN / Inf code; the wgmma
+kernel then returns before it writes anything, and the gated generic kernel computes every output (accumulating
+into the untouched ``out``) with mxrt's exact semantics.
+
+Envelope (:func:`unsupported`): the ``"wgrad"`` layout, ``Mc % 16 == 0`` and ``align % 16 == 0`` (every group's
+range a whole number of k16 steps), at most ``codes.GROUPED_MAX_GROUPS`` groups, sizes below 2^31. Memory: the bf16
+copies of both operands, ``2 * (m + n) * round_up(Mc, 8)`` bytes, from CuPy's pool for the call.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .. import codes
+from .._kinds import dtype_name
+from ..errors import ShapeError
+from ..problems.grouped_gemm import GroupedGemmProblem
+from .dequant import check_dequant_limits
+
+NAME = "sm90_bf16"
+TARGET = "sm_90a"
+_LIMIT = 2**31
+_TILE = 128
+
+
+def padded(k: int) -> int:
+    """The workspaces' row length: ``k`` rounded up to 8 bf16 elements (16-byte rows for TMA)."""
+    return -(-k // 8) * 8
+
+
+#: output tile width (define BN; 128 or 256): measured in session 15 (benchmarks/bench_grouped_gemm.py --wgrad-bn)
+BN = 256
+
+
+def smem_bytes(stages: int, bn: int = BN) -> int:
+    """The kernel's dynamic shared memory: ``stages`` x (a 128-row and a ``bn``-row tile of 64 bf16), the mbarriers,
+    1 KB of alignment."""
+    return stages * (16384 + bn * 128) + 16 * stages + 1024
+
+
+def unsupported(target: str, p: GroupedGemmProblem) -> str | None:
+    """Why this route does not take ``p`` on ``target`` (None: it does)."""
+    if target != TARGET:
+        return f"the bf16 wgrad route runs on {TARGET}, not {target!r}"
+    if p.kind != "wgrad":
+        return f"the {p.kind!r} layout (the route serves the variable-K wgrad)"
+    if p.k % 16 or p.align % 16:
+        return f"Mc = {p.k}, align = {p.align}: expected multiples of 16 (each group's range whole k16 steps)"
+    if not 1 <= p.num_groups <= codes.GROUPED_MAX_GROUPS:
+        return f"{p.num_groups} groups (the exact fallback takes 1 to {codes.GROUPED_MAX_GROUPS})"
+    if max(p.m, p.n, 2 * padded(p.k)) >= _LIMIT:
+        return "sizes of 2^31 or more (32-bit TMA coordinates and offsets)"
+    for rows in (p.m, p.n):
+        try:
+            check_dequant_limits(p.op, rows, p.k, None)
+        except ShapeError as e:  # the reason, not an error, while choosing a route
+            return str(e)
+    return None
+
+
+def _kernel(p: GroupedGemmProblem, arch: Any, bn: int) -> tuple[Any, Any]:
+    from ..runtime.compiler import build
+    from ..runtime.kernel_spec import defines
+    from ..runtime.launch import LaunchConfig
+    from .grouped_gemm_kernels import GEMM_WGRAD_BF16_SM90, WGRAD_BF16_STAGES
+
+    out = codes.GEMM_OUT_DTYPE_CODES[dtype_name(p.out_dtype)]
+    st = WGRAD_BF16_STAGES[bn]
+    d = defines(ACCUM=int(p.accumulate), BN=bn, OUT_DTYPE=out, STAGES=st)
+    smem = smem_bytes(st, bn)
+    kernel = build(GEMM_WGRAD_BF16_SM90, d, arch)
+    if kernel.max_dynamic_shared_size_bytes < smem:
+        kernel.max_dynamic_shared_size_bytes = smem
+    grid = (-(-p.m // _TILE) * -(-p.n // bn), 1, p.num_groups)
+    return kernel, LaunchConfig(grid, (384, 1, 1), smem)
+
+
+def run(p: GroupedGemmProblem, groups: Any, out: Any, arch: Any, bn: int | None = None) -> Any:
+    """Queue the route on CuPy's current stream, writing ``out`` (a device ``[G, m, n]`` array; bfloat16 as uint16 bits;
+    ``bn``: the output tile width, 128 or 256, default :data:`BN`), and return the device gate word for the caller's
+    gated generic launch (:func:`mxrt.ops.grouped_gemm.grouped_gemm_gpu`), which recomputes every output where it is
+    raised. No host synchronisation."""
+    from ..runtime import alloc
+    from ..runtime.launch import launch
+    from .dequant import launch_dequant
+    from .gemm_sm90 import tensor_map_arg
+    from .grouped_gemm_torch import launch_offsets
+
+    bn = BN if bn is None else bn
+    kp = padded(p.k)
+    gate = alloc.zeros(1, np.uint32)
+    bf = "bfloat16"
+    wa = alloc.empty((p.m, kp), np.uint16)
+    wb = alloc.empty((p.n, kp), np.uint16)
+    launch_dequant(p.op, p.a.data, p.a.scales, wa, p.m, p.k, kp, p.a_fmt, None, bf, arch, gate)
+    launch_dequant(p.op, p.b.data, p.b.scales, wb, p.n, p.k, kp, p.b_fmt, None, bf, arch, gate)
+    ends = launch_offsets(p.op, groups, p.k, p.align, p.k, arch, None)
+    dev = wa.data.device_id
+    tma = tensor_map_arg(wa.data.ptr, p.m, 2 * kp, _TILE, dev)
+    tmb = tensor_map_arg(wb.data.ptr, p.n, 2 * kp, bn, dev)
+    kernel, cfg = _kernel(p, arch, bn)
+    u32 = np.uint32
+    launch(p.op, kernel, cfg, (tma, tmb, out, ends, gate, u32(p.m), u32(p.n), u32(p.num_groups)))
+    return gate

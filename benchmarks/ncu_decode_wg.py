@@ -1,8 +1,7 @@
 """A few wgmma decode GEMM calls (M x N x K, e4m3 tokens, MXFP8 or with ``--fmt e2m1`` MXFP4 weights, bf16 out) for
 `ncu -k regex:gemm_mx_decode_sm90_wg -s 2 -c 1` (issue 12):
-python3 benchmarks/ncu_decode_wg.py M [N K nc ns stages split [pw]] [--fmt e2m1] [--ctas C] [--bf B] [--lineinfo]
-(``--ctas C``: the stream-K grid of C CTAs, 0 the older grid; otherwise the path's own choice; ``--bf 1``: the bf16
-route, 0 the fp8 route)"""
+python3 benchmarks/ncu_decode_wg.py M [N K nc ns stages split [pw]] [--fmt e2m1] [--ctas C] [--lineinfo]
+(``--ctas C``: the stream-K grid of C CTAs, 0 the older grid; otherwise the path's own choice)"""
 
 import sys
 
@@ -29,11 +28,6 @@ if "--ctas" in sys.argv:
     i = sys.argv.index("--ctas")
     ctas = int(sys.argv[i + 1])
     del sys.argv[i : i + 2]
-bf = None
-if "--bf" in sys.argv:
-    i = sys.argv.index("--bf")
-    bf = int(sys.argv[i + 1])
-    del sys.argv[i : i + 2]
 m = int(sys.argv[1]) if len(sys.argv) > 1 else 64
 n, k = (int(sys.argv[2]), int(sys.argv[3])) if len(sys.argv) > 3 else (7168, 4096)
 tune = {}
@@ -43,8 +37,6 @@ if len(sys.argv) > 7:
         tune["pw"] = int(sys.argv[8])
 if ctas is not None:
     tune["ctas"] = ctas
-if bf is not None:
-    tune["bf"] = bf
 rng = cupy.random.default_rng(0)
 a = mxrt.quantize_mx(rng.standard_normal((m, k), dtype=cupy.float32), "e4m3")
 b = mxrt.quantize_mx(rng.standard_normal((n, k), dtype=cupy.float32), fmt)

@@ -4,12 +4,12 @@
 // args     const __grid_constant__ mxrt_tmap tma, tmb (bf16 A [m, kp], B [n, kp] as uint8 [rows, 2 kp]: boxes 128 B x
 //          128 / BN rows, SWIZZLE_128B, zero fill) | void* out [G, m, n] | const i32* ends [G] (P[g + 1]; P[0] = 0) |
 //          const u32* gate (null, or a word: the grid returns at once unless it is 0) | u32 m, n, G
-// grid     (C,1,1) persistent over the G * ceil(m/128) * ceil(n/BN) units (group, GROUP_M 8 raster tile)
-//          block (384,1,1): thread 0 issues the TMA loads, warpgroups 1, 2 multiply 64 of a tile's 128 rows each
+// grid     (ceil(m/128) * ceil(n/BN), 1, G), GROUP_M 8 raster   block (384,1,1): warp 0 issues the TMA loads,
+//          warpgroups 1 and 2 each multiply 64 of the tile's 128 rows (m64nBNk16 wgmma, operands in shared memory)
 //          smem ops/grouped_wgrad_bf16.py smem_bytes (STAGES x (16 + BN / 8) KB + barriers + 1 KB alignment)
 // defines  OUT_DTYPE (fp32 / bf16 / fp16), ACCUM (0 / 1: out + the sum, rounded once), STAGES (3..6), BN (128 / 256)
 //                                                                        set by mxrt/ops/grouped_wgrad_bf16.py
-// requires sm_90a; ends multiples of 16 in [0, kp], kp % 8 == 0; m, n < 2^31; G * tiles < 2^32; G * m * n < 2^63
+// requires sm_90a; ends non-decreasing multiples of 16 in [0, kp], kp % 8 == 0; m, n < 2^31; G * m * n < 2^63
 //                                                                        checked by mxrt/ops/grouped_wgrad_bf16.py
 //
 // The group's K range comes in tiles of 64 columns from P[g]; a last tile of 16, 32 or 48 columns issues only those
@@ -79,16 +79,11 @@ extern "C" __global__ void __launch_bounds__(384, 1)
   u8* dsm = smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u);
   const u32 tiles = smem_addr(dsm), bars = tiles + STAGES * WG_STAGE;
   const u32 full0 = bars, empty0 = bars + 8u * STAGES;
-  const u32 tid = MXRT_TID_X;
-  const u32 tiles_m = (m + BM - 1u) / BM, tiles_n = (n + BN - 1u) / BN, per_g = tiles_m * tiles_n, total = per_g * G;
-  // work unit tt (this CTA's: blockIdx.x, + gridDim.x, ...): group tt / per_g, its output tile tt % per_g (raster)
-  auto unit = [&](u32 tt, u32& g, u32& m0, u32& n0, u32& c0, u32& c1) {
-    g = tt / per_g;
-    ws_tile(tt % per_g, tiles_m, tiles_n, m0, n0);
-    c0 = g == 0u ? 0u : (u32)ends[g - 1u];
-    c1 = (u32)ends[g];
-    c1 = c1 > c0 ? c1 : c0;
-  };
+  const u32 tid = MXRT_TID_X, g = MXRT_BID_Z;
+  u32 m0, n0;
+  ws_tile(MXRT_BID_X, (m + BM - 1u) / BM, (n + BN - 1u) / BN, m0, n0);
+  const u32 c0 = g == 0u ? 0u : (u32)ends[g - 1u], c1 = (u32)ends[g];
+  const u32 nk = c1 > c0 ? (c1 - c0 + 63u) / 64u : 0u;  // the group's tiles of 64 columns
   if (tid == 0) {
     for (u32 s = 0; s < STAGES; ++s) {
       mbar_init(full0 + 8u * s, 1u);      // the TMA thread's arrive.expect_tx
@@ -100,75 +95,64 @@ extern "C" __global__ void __launch_bounds__(384, 1)
   }
   __syncthreads();
   if (tid < 128u) {
-    // ---------------- producer: thread 0 streams the units' 64-column tiles through the ring, unit after unit
-    // (the next unit's first stages load while the consumers store the previous one) ----------------
+    // ---------------- producer: thread 0 streams the group's tiles through the ring ----------------
     if (tid == 0) {
-      u32 f = 0;  // the ring's running stage
-      for (u32 tt = MXRT_BID_X; tt < total; tt += gridDim.x) {
-        u32 g, m0, n0, c0, c1;
-        unit(tt, g, m0, n0, c0, c1);
-        for (u32 c = c0; c < c1; c += 64u, ++f) {
-          const u32 slot = f % STAGES, full = full0 + 8u * slot;
-          if (f >= STAGES) mbar_wait(empty0 + 8u * slot, ((f / STAGES) - 1u) & 1u);
-          mbar_arrive_tx(full, WG_STAGE);  // rows past m / n and columns past kp arrive as zeros
-          tma_load_2d(tiles + slot * WG_STAGE, &tma, full, (i32)(2u * c), (i32)m0);
-          tma_load_2d(tiles + slot * WG_STAGE + WG_ATILE, &tmb, full, (i32)(2u * c), (i32)n0);
-        }
+      for (u32 t = 0; t < nk; ++t) {
+        const u32 slot = t % STAGES, full = full0 + 8u * slot;
+        if (t >= STAGES) mbar_wait(empty0 + 8u * slot, ((t / STAGES) - 1u) & 1u);
+        mbar_arrive_tx(full, WG_STAGE);  // rows past m / n and columns past kp arrive as zeros
+        const i32 col = (i32)(2u * (c0 + 64u * t));  // bytes
+        tma_load_2d(tiles + slot * WG_STAGE, &tma, full, col, (i32)m0);
+        tma_load_2d(tiles + slot * WG_STAGE + WG_ATILE, &tmb, full, col, (i32)n0);
       }
     }
     return;
   }
-  // ---------------- consumer warpgroup w: rows m0 + 64 w .. + 64 of each unit's tile ----------------
+  // ---------------- consumer warpgroup w: rows m0 + 64 w .. + 64 of the tile ----------------
   const u32 w = tid / 128u - 1u, t = tid % 128u, lane = t % 32u;
-  u32 f = 0;
-  for (u32 tt = MXRT_BID_X; tt < total; tt += gridDim.x) {
-    u32 g, m0, n0, c0, c1;
-    unit(tt, g, m0, n0, c0, c1);
-    float acc[WG_REGS];
+  float acc[WG_REGS];
 #pragma unroll
-    for (int i = 0; i < WG_REGS; ++i) acc[i] = 0.0f;
-    for (u32 c = c0; c < c1; c += 64u, ++f) {
-      const u32 slot = f % STAGES;
-      mbar_wait(full0 + 8u * slot, (f / STAGES) & 1u);
-      const u32 steps = min(4u, (c1 - c) / 16u);  // a last tile of 1..3 k16 steps (ends % 16 == 0)
-      const u32 ta = tiles + slot * WG_STAGE + w * 64u * 128u, tb = tiles + slot * WG_STAGE + WG_ATILE;
-      wg_fence();
+  for (int i = 0; i < WG_REGS; ++i) acc[i] = 0.0f;
+  for (u32 kt = 0; kt < nk; ++kt) {
+    const u32 slot = kt % STAGES;
+    mbar_wait(full0 + 8u * slot, (kt / STAGES) & 1u);
+    const u32 steps = min(4u, (c1 - c0 - 64u * kt) / 16u);  // a last tile of 1..3 k16 steps (ends % 16 == 0)
+    const u32 ta = tiles + slot * WG_STAGE + w * 64u * 128u, tb = tiles + slot * WG_STAGE + WG_ATILE;
+    wg_fence();
 #pragma unroll
-      for (u32 s = 0; s < 4; ++s) {
-        if (s < steps) wg_mma_bf16(acc, make_desc(ta + 32u * s), make_desc(tb + 32u * s));
-      }
-      wg_commit();
-      wg_wait<1>();  // the previous stage's wgmmas are done: release its slot
-      if (c > c0) mbar_arrive(empty0 + 8u * ((f - 1u) % STAGES));
+    for (u32 s = 0; s < 4; ++s) {
+      if (s < steps) wg_mma_bf16(acc, make_desc(ta + 32u * s), make_desc(tb + 32u * s));
     }
-    wg_wait<0>();
-    wg_fence_acc(acc);
-    if (c1 > c0) mbar_arrive(empty0 + 8u * ((f - 1u) % STAGES));  // the unit's last stage
-    // ---------------- epilogue: this thread's rows r, r + 8 and column pairs 8 j + 2 q ----------------
-    if (ACCUM && c1 == c0) continue;  // out + 0: untouched
-    const u32 r = m0 + 64u * w + 16u * (t / 32u) + lane / 4u;  // the m64 fragment: warp t / 32 holds 16 rows
-    const u32 cq = n0 + 2u * (lane % 4u);
-    const u64 base = (u64)g * m * n;
+    wg_commit();
+    wg_wait<1>();  // the previous stage's wgmmas are done: release its slot
+    if (kt > 0) mbar_arrive(empty0 + 8u * ((kt - 1u) % STAGES));
+  }
+  wg_wait<0>();
+  wg_fence_acc(acc);
+  // ---------------- epilogue: this thread's rows r, r + 8 and column pairs 8 j + 2 q ----------------
+  if (ACCUM && nk == 0u) return;  // out + 0: untouched
+  const u32 r = m0 + 64u * w + 16u * (t / 32u) + lane / 4u;  // the m64 fragment: warp t / 32 holds 16 rows
+  const u32 cq = n0 + 2u * (lane % 4u);
+  const u64 base = (u64)g * m * n;
 #pragma unroll
-    for (u32 h = 0; h < 2; ++h) {
-      const u32 row = r + 8u * h;
-      if (row >= m) continue;
+  for (u32 h = 0; h < 2; ++h) {
+    const u32 row = r + 8u * h;
+    if (row >= m) continue;
 #pragma unroll
-      for (u32 j = 0; j < BN / 8u; ++j) {
-        const u32 col = cq + 8u * j;
+    for (u32 j = 0; j < BN / 8u; ++j) {
+      const u32 col = cq + 8u * j;
 #pragma unroll
-        for (u32 e = 0; e < 2; ++e) {
-          if (col + e >= n) continue;
-          const u64 idx = base + (u64)row * n + col + e;
-          float v = acc[4 * j + 2 * h + e];
+      for (u32 e = 0; e < 2; ++e) {
+        if (col + e >= n) continue;
+        const u64 idx = base + (u64)row * n + col + e;
+        float v = acc[4 * j + 2 * h + e];
 #if OUT_DTYPE == MXRT_OUT_F32
-          if (ACCUM) v += ((const float*)out)[idx];
-          ((float*)out)[idx] = v;
+        if (ACCUM) v += ((const float*)out)[idx];
+        ((float*)out)[idx] = v;
 #else
-          if (ACCUM) v += mxrt_16_bits_to_f32<OUT_DTYPE>(((const u16*)out)[idx]);
-          ((u16*)out)[idx] = (u16)mxrt_f32_to_16_bits<OUT_DTYPE>(v);
+        if (ACCUM) v += mxrt_16_bits_to_f32<OUT_DTYPE>(((const u16*)out)[idx]);
+        ((u16*)out)[idx] = (u16)mxrt_f32_to_16_bits<OUT_DTYPE>(v);
 #endif
-        }
       }
     }
   }

@@ -1,9 +1,9 @@
 """The ``sm90_bf16`` route of the variable-K grouped wgrad on sm_90a: exact dequantisation of both operands to bf16
 (kernels_src/quant/dequantize_mx.hip, as the torch route and ``sm90_cublas``), the groups' column ranges on the
 device (kernels_src/gemm/grouped_offsets.hip: lengths clamped to ``[0, Mc]``, padded to ``align``, cut at ``Mc``,
-the generic kernel's MODE 3), and one persistent wgmma kernel (kernels_src/gemm/gemm_wgrad_bf16_sm90.hip) that
-multiplies each group's column range of the two bf16 workspaces in 128 x :data:`BN` output tiles, fp32 accumulation
-over the whole range in the tensor cores. It serves the wgrads the torch route cannot: float32 out (the wgrad's default:
+the generic kernel's MODE 3), and one wgmma kernel (kernels_src/gemm/gemm_wgrad_bf16_sm90.hip) that multiplies
+each group's column range of the two bf16 workspaces in 128 x 128 output tiles, fp32 accumulation over the whole
+range in the tensor cores. It serves the wgrads the torch route cannot: float32 out (the wgrad's default:
 ``torch._grouped_mm`` writes bf16 only) and ``accumulate`` (gradient accumulation into ``out``), and every wgrad where
 torch is absent or a CUDA graph is being captured; no host synchronisation, CUDA-graph capturable.
 
@@ -60,8 +60,8 @@ def unsupported(target: str, p: GroupedGemmProblem) -> str | None:
         return f"Mc = {p.k}, align = {p.align}: expected multiples of 16 (each group's range whole k16 steps)"
     if not 1 <= p.num_groups <= codes.GROUPED_MAX_GROUPS:
         return f"{p.num_groups} groups (the exact fallback takes 1 to {codes.GROUPED_MAX_GROUPS})"
-    if max(p.m, p.n, 2 * padded(p.k), -(-p.m // _TILE) * -(-p.n // _TILE) * p.num_groups) >= _LIMIT:
-        return "sizes of 2^31 or more (32-bit TMA coordinates, offsets and work units)"
+    if max(p.m, p.n, 2 * padded(p.k)) >= _LIMIT:
+        return "sizes of 2^31 or more (32-bit TMA coordinates and offsets)"
     for rows in (p.m, p.n):
         try:
             check_dequant_limits(p.op, rows, p.k, None)
@@ -83,8 +83,8 @@ def _kernel(p: GroupedGemmProblem, arch: Any, bn: int) -> tuple[Any, Any]:
     kernel = build(GEMM_WGRAD_BF16_SM90, d, arch)
     if kernel.max_dynamic_shared_size_bytes < smem:
         kernel.max_dynamic_shared_size_bytes = smem
-    units = -(-p.m // _TILE) * -(-p.n // bn) * p.num_groups
-    return kernel, LaunchConfig((max(1, min(arch.num_cus, units)), 1, 1), (384, 1, 1), smem)
+    grid = (-(-p.m // _TILE) * -(-p.n // bn), 1, p.num_groups)
+    return kernel, LaunchConfig(grid, (384, 1, 1), smem)
 
 
 def run(p: GroupedGemmProblem, groups: Any, out: Any, arch: Any, bn: int | None = None) -> Any:

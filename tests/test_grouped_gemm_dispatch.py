@@ -150,4 +150,5 @@ def test_bf16_wgrad_route_envelope():
     assert "multiples of 16" in R.unsupported("sm_90a", p(align=8))
     assert "groups" in R.unsupported("sm_90a", p(num_groups=codes.GROUPED_MAX_GROUPS + 1))
     assert "2^31" in R.unsupported("sm_90a", p(m=2**31))
+    assert "2^31" in R.unsupported("sm_90a", p(m=2**20 * 128, n=2**12 * 128))  # 2^32 output tiles: the grid
     assert R.smem_bytes(5, 128) == 5 * 32768 + 80 + 1024 and R.smem_bytes(4, 256) == 4 * 49152 + 64 + 1024

@@ -60,8 +60,8 @@ def unsupported(target: str, p: GroupedGemmProblem) -> str | None:
         return f"Mc = {p.k}, align = {p.align}: expected multiples of 16 (each group's range whole k16 steps)"
     if not 1 <= p.num_groups <= codes.GROUPED_MAX_GROUPS:
         return f"{p.num_groups} groups (the exact fallback takes 1 to {codes.GROUPED_MAX_GROUPS})"
-    if max(p.m, p.n, 2 * padded(p.k)) >= _LIMIT:
-        return "sizes of 2^31 or more (32-bit TMA coordinates and offsets)"
+    if max(p.m, p.n, 2 * padded(p.k), -(-p.m // _TILE) * -(-p.n // _TILE)) >= _LIMIT:
+        return "sizes of 2^31 or more (32-bit TMA coordinates, offsets and grid)"
     for rows in (p.m, p.n):
         try:
             check_dequant_limits(p.op, rows, p.k, None)

@@ -5,7 +5,7 @@ shapes of Primus-Turbo PR #330 (run from the repository root).
 
     python benchmarks/bench_grouped_gemm.py [--json FILE] [--budget-s 200] [--reps 3] [--shapes deepseek,gpt-oss]
         [--passes fwd,dgrad,wgrad] [--kernel auto|torch|generic|sm90|sm90_ws|sm90_wgmma]
-        [--wgrad-out bfloat16|float32] [--wgrad-bn 128|256] [--timing events|graph] [--with-quant]
+        [--wgrad-out bfloat16|float32] [--wgrad-bn 128|256] [--wgrad-cl 1|2] [--timing events|graph] [--with-quant]
 
 ``--kernel`` sets MXRT_GROUPED_GEMM_KERNEL (``generic``: the portable kernel, for A/B against the native one; on
 sm_90a ``torch``: the torch route alone (exact dequantisation + ``torch._grouped_mm``, auto's choice for bfloat16
@@ -312,6 +312,7 @@ def main(argv: list[str]) -> int:
     )
     ap.add_argument("--wgrad-out", default="bfloat16", choices=("bfloat16", "float32"))
     ap.add_argument("--wgrad-bn", type=int, default=0, help="the sm90_bf16 wgrad route's tile width (128 / 256)")
+    ap.add_argument("--wgrad-cl", type=int, default=0, help="its CTAs per cluster with BN 256 (1 / 2)")
     ap.add_argument("--no-fp8", action="store_true", help="skip the torch._scaled_grouped_mm fp8 rowwise peer")
     ap.add_argument(
         "--with-quant", action="store_true",
@@ -323,10 +324,11 @@ def main(argv: list[str]) -> int:
     )  # fmt: skip
     args = ap.parse_args(argv)
     os.environ["MXRT_GROUPED_GEMM_KERNEL"] = args.kernel
-    if args.wgrad_bn:
+    if args.wgrad_bn or args.wgrad_cl:
         from mxrt.ops import grouped_wgrad_bf16
 
-        grouped_wgrad_bf16.BN = args.wgrad_bn
+        grouped_wgrad_bf16.BN = args.wgrad_bn or grouped_wgrad_bf16.BN
+        grouped_wgrad_bf16.CL = args.wgrad_cl or grouped_wgrad_bf16.CL
     only = tuple(x.strip() for x in args.passes.split(","))
     shapes = [s for key in args.shapes.split(",") for s in SHAPES[key.strip()]]
     shapes.sort(key=lambda s: s[2] * s[3] * s[4] * s[5])  # small first, so the budget cuts the largest

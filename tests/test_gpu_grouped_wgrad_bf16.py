@@ -71,9 +71,10 @@ CASES = [(1, "balanced", 2048), (4, "balanced", 4096), (4, "unbalanced", 1000), 
          (32, "one", 777), (4, "one", 4096)]  # fmt: skip
 
 
-@pytest.fixture(params=[128, 256], ids=["bn128", "bn256"])
+@pytest.fixture(params=[(128, 1), (256, 1), (256, 2)], ids=["bn128", "bn256", "bn256-cluster2"])
 def bn(request, monkeypatch):
-    monkeypatch.setattr(grouped_wgrad_bf16, "BN", request.param)
+    monkeypatch.setattr(grouped_wgrad_bf16, "BN", request.param[0])
+    monkeypatch.setattr(grouped_wgrad_bf16, "CL", request.param[1])
     return request.param
 
 

@@ -209,15 +209,22 @@ GROUPED_OFFSETS = KernelSpec(
 
 #: the variable-K wgrad on exact bf16 operands (kernels_src/gemm/gemm_wgrad_bf16_sm90.hip,
 #: mxrt/ops/grouped_wgrad_bf16.py): output tiles 128 x BN, the ring depth per BN (128: 5 stages of 32 KB, 256: 4
-#: of 48 KB); float32 and bfloat16 out (the wgrad's out dtypes), plain and accumulating, at both widths
+#: of 48 KB); float32 and bfloat16 out (the wgrad's out dtypes), plain and accumulating, at both widths, and BN 256
+#: in clusters of two row tiles sharing the B tile by TMA multicast (CL 2)
 WGRAD_BF16_STAGES = {128: 5, 256: 4}
 GEMM_WGRAD_BF16_SM90 = KernelSpec(
     symbol="gemm_wgrad_bf16_sm90",
     file="gemm/gemm_wgrad_bf16_sm90.hip",
     required=("ACCUM", "BN", "OUT_DTYPE", "STAGES"),
+    optional=("CL",),
     variants=tuple(
         defines(ACCUM=acc, BN=bn, OUT_DTYPE=od, STAGES=st)
         for bn, st in WGRAD_BF16_STAGES.items()
+        for od in (F32, BF16)
+        for acc in (0, 1)
+    )
+    + tuple(
+        defines(ACCUM=acc, BN=256, CL=2, OUT_DTYPE=od, STAGES=WGRAD_BF16_STAGES[256])
         for od in (F32, BF16)
         for acc in (0, 1)
     ),

@@ -42,6 +42,9 @@ def padded(k: int) -> int:
 
 #: output tile width (define BN; 128 or 256): measured in session 15 (benchmarks/bench_grouped_gemm.py --wgrad-bn)
 BN = 256
+#: CTAs per cluster (define CL; 2 with BN 256: two row tiles share the B tile, each loading half of it for both by
+#: TMA multicast, so a CTA reads 32 KB a stage from L2 instead of 48 KB; 1: no clusters)
+CL = 2
 
 
 def smem_bytes(stages: int, bn: int = BN) -> int:
@@ -70,7 +73,7 @@ def unsupported(target: str, p: GroupedGemmProblem) -> str | None:
     return None
 
 
-def _kernel(p: GroupedGemmProblem, arch: Any, bn: int) -> tuple[Any, Any]:
+def _kernel(p: GroupedGemmProblem, arch: Any, bn: int, cl: int) -> tuple[Any, Any]:
     from ..runtime.compiler import build
     from ..runtime.kernel_spec import defines
     from ..runtime.launch import LaunchConfig
@@ -78,20 +81,22 @@ def _kernel(p: GroupedGemmProblem, arch: Any, bn: int) -> tuple[Any, Any]:
 
     out = codes.GEMM_OUT_DTYPE_CODES[dtype_name(p.out_dtype)]
     st = WGRAD_BF16_STAGES[bn]
-    d = defines(ACCUM=int(p.accumulate), BN=bn, OUT_DTYPE=out, STAGES=st)
+    extra = {"CL": cl} if cl > 1 else {}
+    d = defines(ACCUM=int(p.accumulate), BN=bn, OUT_DTYPE=out, STAGES=st, **extra)
     smem = smem_bytes(st, bn)
     kernel = build(GEMM_WGRAD_BF16_SM90, d, arch)
     if kernel.max_dynamic_shared_size_bytes < smem:
         kernel.max_dynamic_shared_size_bytes = smem
-    grid = (-(-p.m // _TILE) * -(-p.n // bn), 1, p.num_groups)
+    rows = cl * -(-p.m // (cl * _TILE))  # row tiles, whole clusters
+    grid = (rows * -(-p.n // bn), 1, p.num_groups)
     return kernel, LaunchConfig(grid, (384, 1, 1), smem)
 
 
-def run(p: GroupedGemmProblem, groups: Any, out: Any, arch: Any, bn: int | None = None) -> Any:
+def run(p: GroupedGemmProblem, groups: Any, out: Any, arch: Any, bn: int | None = None, cl: int | None = None) -> Any:
     """Queue the route on CuPy's current stream, writing ``out`` (a device ``[G, m, n]`` array; bfloat16 as uint16 bits;
-    ``bn``: the output tile width, 128 or 256, default :data:`BN`), and return the device gate word for the caller's
-    gated generic launch (:func:`mxrt.ops.grouped_gemm.grouped_gemm_gpu`), which recomputes every output where it is
-    raised. No host synchronisation."""
+    ``bn``: the output tile width, 128 or 256, default :data:`BN`; ``cl``: :data:`CL` with BN 256, else 1), and return
+    the device gate word for the caller's gated generic launch (:func:`mxrt.ops.grouped_gemm.grouped_gemm_gpu`), which
+    recomputes every output where it is raised. No host synchronisation."""
     from ..runtime import alloc
     from ..runtime.launch import launch
     from .dequant import launch_dequant
@@ -99,6 +104,7 @@ def run(p: GroupedGemmProblem, groups: Any, out: Any, arch: Any, bn: int | None 
     from .grouped_gemm_torch import launch_offsets
 
     bn = BN if bn is None else bn
+    cl = (CL if bn == 256 else 1) if cl is None else cl
     kp = padded(p.k)
     gate = alloc.zeros(1, np.uint32)
     bf = "bfloat16"
@@ -109,8 +115,8 @@ def run(p: GroupedGemmProblem, groups: Any, out: Any, arch: Any, bn: int | None 
     ends = launch_offsets(p.op, groups, p.k, p.align, p.k, arch, None)
     dev = wa.data.device_id
     tma = tensor_map_arg(wa.data.ptr, p.m, 2 * kp, _TILE, dev)
-    tmb = tensor_map_arg(wb.data.ptr, p.n, 2 * kp, bn, dev)
-    kernel, cfg = _kernel(p, arch, bn)
+    tmb = tensor_map_arg(wb.data.ptr, p.n, 2 * kp, bn // cl, dev)  # a cluster's CTAs load half of B each
+    kernel, cfg = _kernel(p, arch, bn, cl)
     u32 = np.uint32
     launch(p.op, kernel, cfg, (tma, tmb, out, ends, gate, u32(p.m), u32(p.n), u32(p.num_groups)))
     return gate

@@ -12,8 +12,8 @@
 // requires sm_90a; ends non-decreasing multiples of 16 in [0, kp], kp % 8 == 0; m, n < 2^31; G * m * n < 2^63
 //                                                                        checked by mxrt/ops/grouped_wgrad_bf16.py
 //
-// The group's K range comes in tiles of 64 columns from P[g]; a last tile of 16, 32 or 48 columns issues only those
-// k16 steps (the columns past P[g + 1] belong to the next group and are never multiplied).
+// The group's K range comes in tiles of 64 columns from P[g]; in a last tile of 16, 32 or 48 columns each consumer
+// warpgroup zeroes its A columns past P[g + 1] (the next group's) before the tile's four k16 wgmmas.
 #include "../common/mx_gemm.h"
 
 #if !defined(OUT_DTYPE) || !defined(ACCUM) || !defined(STAGES) || !defined(BN)
@@ -181,13 +181,26 @@ extern "C" __global__ void __launch_bounds__(384, 1) WG_CLUSTER
   for (u32 kt = 0; kt < nk; ++kt) {
     const u32 slot = kt % STAGES;
     mbar_wait(full0 + 8u * slot, (kt / STAGES) & 1u);
-    const u32 steps = min(4u, (c1 - c0 - 64u * kt) / 16u);  // a last tile of 1..3 k16 steps (ends % 16 == 0)
     const u32 ta = tiles + slot * WG_STAGE + w * 64u * 128u, tb = tiles + slot * WG_STAGE + WG_ATILE;
+    const u32 valid = c1 - c0 - 64u * kt;  // a last tile of 16, 32 or 48 columns (ends % 16 == 0): CTA-uniform
+    if (valid < 64u) {
+      // zero this warpgroup's A columns past the group (the next group's, finite: 0 x them is 0) instead of issuing
+      // fewer wgmmas: a wgmma on a data-dependent path made ptxas serialise every wgmma of the kernel (C7519)
+      u8* ar = dsm + slot * WG_STAGE + w * 64u * 128u;
+      for (u32 i = t; i < 64u * 8u; i += 128u) {
+        const u32 row = i / 8u, c = i % 8u;  // 16-byte chunk c (8 columns) of row `row`, at c ^ (row & 7)
+        if (8u * c >= valid) *reinterpret_cast<uint4*>(ar + 128u * row + ((c ^ (row & 7u)) << 4)) = uint4{0, 0, 0, 0};
+      }
+      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // the wgmmas read through the async proxy
+      if (w == 0u) {
+        asm volatile("bar.sync 1, 128;" ::: "memory");
+      } else {
+        asm volatile("bar.sync 2, 128;" ::: "memory");
+      }
+    }
     wg_fence();
 #pragma unroll
-    for (u32 s = 0; s < 4; ++s) {
-      if (s < steps) wg_mma_bf16(acc, make_desc(ta + 32u * s), make_desc(tb + 32u * s));
-    }
+    for (u32 s = 0; s < 4; ++s) wg_mma_bf16(acc, make_desc(ta + 32u * s), make_desc(tb + 32u * s));
     wg_commit();
     wg_wait<1>();  // the previous stage's wgmmas are done: release its slot
     if (kt > 0) release((kt - 1u) % STAGES);

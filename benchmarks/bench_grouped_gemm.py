@@ -5,7 +5,8 @@ shapes of Primus-Turbo PR #330 (run from the repository root).
 
     python benchmarks/bench_grouped_gemm.py [--json FILE] [--budget-s 200] [--reps 3] [--shapes deepseek,gpt-oss]
         [--passes fwd,dgrad,wgrad] [--kernel auto|torch|generic|sm90|sm90_ws|sm90_wgmma]
-        [--wgrad-out bfloat16|float32] [--wgrad-bn 128|256] [--wgrad-cl 1|2] [--timing events|graph] [--with-quant]
+        [--wgrad-out bfloat16|float32] [--fwd-out bfloat16|float32] [--wgrad-bn 128|256] [--wgrad-cl 1|2]
+        [--timing events|graph] [--with-quant]
 
 ``--kernel`` sets MXRT_GROUPED_GEMM_KERNEL (``generic``: the portable kernel, for A/B against the native one; on
 sm_90a ``torch``: the torch route alone (exact dequantisation + ``torch._grouped_mm``, auto's choice for bfloat16
@@ -99,7 +100,7 @@ def time_events(fn, reps: int, calls: int = 5) -> tuple[float, str]:
 
 def run_shape(
     model, name, b, m, n, k, balanced, reps, rng, log, only=("fwd", "dgrad", "wgrad"), wgrad_out="bfloat16",
-    timing="events", with_fp8=True,
+    timing="events", with_fp8=True, fwd_out="bfloat16",
 ) -> list[dict]:  # fmt: skip
     import torch
 
@@ -113,12 +114,12 @@ def run_shape(
     qw = mxrt.quantize_mx_dual_grouped(w)  # row [B, n, k] for fwd, col [B, k, n] for dgrad
     qdy_c = mxrt.quantize_mx_grouped(dy, lens_d, colwise=True, col_align=32).col
     qx_c = mxrt.quantize_mx_grouped(x, lens_d, colwise=True, col_align=32).col
-    y = cupy.empty((mt, n), cupy.uint16)
-    dx = cupy.empty((mt, k), cupy.uint16)
+    fdt = cupy.float32 if fwd_out == "float32" else cupy.uint16
+    y, dx = cupy.empty((mt, n), fdt), cupy.empty((mt, k), fdt)
     dw = cupy.empty((b, n, k), cupy.float32 if wgrad_out == "float32" else cupy.uint16)
     passes = {
-        "fwd": (lambda: mxrt.grouped_gemm_mx(qx, qw.row, lens_d, out=y), 2 * mt * n * k),
-        "dgrad": (lambda: mxrt.grouped_gemm_mx(qdy, qw.col, lens_d, out=dx), 2 * mt * n * k),
+        "fwd": (lambda: mxrt.grouped_gemm_mx(qx, qw.row, lens_d, out_dtype=fwd_out, out=y), 2 * mt * n * k),
+        "dgrad": (lambda: mxrt.grouped_gemm_mx(qdy, qw.col, lens_d, out_dtype=fwd_out, out=dx), 2 * mt * n * k),
         "wgrad": (
             lambda: mxrt.grouped_gemm_mx_wgrad(qdy_c, qx_c, lens_d, out_dtype=wgrad_out, out=dw),
             2 * mt * n * k,
@@ -311,6 +312,7 @@ def main(argv: list[str]) -> int:
         "--kernel", default="auto", help="MXRT_GROUPED_GEMM_KERNEL: auto, generic, sm90, sm90_ws, sm90_wgmma, ..."
     )
     ap.add_argument("--wgrad-out", default="bfloat16", choices=("bfloat16", "float32"))
+    ap.add_argument("--fwd-out", default="bfloat16", choices=("bfloat16", "float32"), help="fwd / dgrad out dtype")
     ap.add_argument("--wgrad-bn", type=int, default=0, help="the sm90_bf16 wgrad route's tile width (128 / 256)")
     ap.add_argument("--wgrad-cl", type=int, default=0, help="its CTAs per cluster with BN 256 (1 / 2)")
     ap.add_argument("--no-fp8", action="store_true", help="skip the torch._scaled_grouped_mm fp8 rowwise peer")
@@ -345,7 +347,16 @@ def main(argv: list[str]) -> int:
                     rows += run_with_quant(*shape, balanced, args.reps, rng, print)
                 else:
                     rows += run_shape(
-                        *shape, balanced, args.reps, rng, print, only, args.wgrad_out, args.timing, not args.no_fp8
+                        *shape,
+                        balanced,
+                        args.reps,
+                        rng,
+                        print,
+                        only,
+                        args.wgrad_out,
+                        args.timing,
+                        not args.no_fp8,
+                        fwd_out=args.fwd_out,
                     )
             except Exception:
                 traceback.print_exc()

@@ -1,10 +1,11 @@
-"""The bf16 wgrad route ``sm90_bf16`` of the variable-K grouped wgrad on an sm_90a GPU (mxrt/ops/grouped_wgrad_bf16.py,
-kernels_src/gemm/gemm_wgrad_bf16_sm90.hip), forced with MXRT_GROUPED_GEMM_KERNEL=sm90_bf16: balanced, unbalanced, empty
-and one-group splits, tile edges in both output dimensions, float32 (the wgrad's default) and bfloat16 out, plain and
-accumulating, both tile widths, every format pair, extreme scale pairs and NaN scales (the exact gated fallback, which
-must find ``out`` untouched when accumulating), device lens the host cannot check, bitwise reruns and CUDA-graph replays
-with new group sizes. Against float64 math of the dequantized inputs (fp32 relative <= 1e-5, bf16 calc_diff <= 1e-5).
-Outputs start poisoned. Marker ``gpu``: skips without cupy, a device, or off sm_90a."""
+"""The bf16 route ``sm90_bf16`` of the grouped GEMMs (the variable-K wgrad; the forward / dgrad with float32 out) on an
+sm_90a GPU (mxrt/ops/grouped_wgrad_bf16.py, kernels_src/gemm/gemm_wgrad_bf16_sm90.hip), forced with
+MXRT_GROUPED_GEMM_KERNEL=sm90_bf16: balanced, unbalanced, empty and one-group splits, tile edges in both output
+dimensions, float32 (the wgrad's default) and bfloat16 out, plain and accumulating, both tile widths and clusters of
+two, every format pair, the float32-out forward / dgrad (MODE 1), extreme scale pairs and NaN scales (the exact gated
+fallback, which must find ``out`` untouched when accumulating), device lens the host cannot check, bitwise reruns and
+CUDA-graph replays with new group sizes. Against float64 math of the dequantized inputs (fp32 relative <= 1e-5, bf16
+calc_diff <= 1e-5). Outputs start poisoned. Marker ``gpu``: skips without cupy, a device, or off sm_90a."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from support.grouped_cases import check, dev, group_lens, host, values
 import mxrt
 from mxrt.errors import UnsupportedArchError
 from mxrt.ops import grouped_wgrad_bf16
-from mxrt.problems.grouped_gemm import wgrad_problem
+from mxrt.problems.grouped_gemm import grouped_gemm_problem, wgrad_problem
 from mxrt.reference.grouped_gemm import grouped_gemm_f64
 
 pytestmark = pytest.mark.gpu
@@ -182,12 +183,64 @@ def test_device_lens_the_host_cannot_check(session):
         check(got, want, "float32", str(bad))
 
 
+# ---- MODE 1: the forward / dgrad by group_lens with float32 out ---------------------------------------------------
+
+
+@pytest.mark.parametrize("n,k", [(192, 256), (304, 176)], ids=["tiles", "edges"])
+@pytest.mark.parametrize("g,kind", [(1, "balanced"), (4, "unbalanced"), (32, "empty"), (256, "unbalanced")], ids=str)
+def test_forward_and_dgrad_float32(session, g, kind, n, k):
+    """Each group's row tiles against its own weight rows (tiles straddling groups, n past a tile, a last K tile of
+    48 columns); dgrad with the dual-quantized weights padded past k; the unquantized product within 1e-3."""
+    rng = np.random.default_rng(g + n)
+    lens = group_lens(kind, g, 1024, rng)
+    m = int(lens.sum())
+    x, w, go = values(rng, (m, k)), values(rng, (g, n, k)), values(rng, (m, n))
+    qx, qw, qgo = mxrt.quantize_mx(x), mxrt.quantize_mx_dual_grouped(w), mxrt.quantize_mx(go)
+    for a, b in ((qx, qw.row), (qgo, qw.col)):
+        got = mxrt.grouped_gemm_mx(dev(a), dev(b), cupy.asarray(lens), out_dtype="float32")
+        ran(session)
+        want, _ = grouped_gemm_f64(grouped_gemm_problem(a, b, lens, out_dtype="float32"))
+        check(host(got, "float32"), want, "float32", f"G={g} {kind} b={b.shape}")
+
+
+def test_forward_device_lens_the_host_cannot_check(session):
+    """Lens summing short of M (the rows past the last group stored as zeros), past M (cut), negative (0)."""
+    rng = np.random.default_rng(7)
+    lens = np.array([100, 100, 100, 100])
+    qa, qb = mxrt.quantize_mx(values(rng, (400, 64))), mxrt.quantize_mx(values(rng, (4, 72, 64)), axis=2)
+    for bad in ([10, 20, 5, 0], [400, 400, 400, 400], [-5, 300, -1, 2]):
+        out = cupy.full((400, 72), np.nan, np.float32)
+        mxrt.grouped_gemm_mx(dev(qa), dev(qb), cupy.asarray(bad), out_dtype="float32", out=out)
+        ran(session)
+        eff = np.diff(np.concatenate([[0], np.minimum(np.cumsum(np.clip(np.asarray(bad), 0, 400)), 400)]))
+        p = dataclasses.replace(grouped_gemm_problem(qa, qb, lens, out_dtype="float32"), groups=eff)
+        check(host(out, "float32"), grouped_gemm_f64(p)[0], "float32", str(bad))
+
+
+def test_forward_extreme_scales_take_the_exact_fallback(session):
+    rng = np.random.default_rng(9)
+    lens = np.array([70, 0, 130])
+    qa, qb = mxrt.quantize_mx(values(rng, (200, 128))), mxrt.quantize_mx(values(rng, (3, 64, 128)), axis=2)
+    sa = qa.scales.copy()
+    sa[:, 1], sa[5, 2] = 0, 255  # far below the window (products near 2^-127 x values), and a NaN row
+    sb = qb.scales.copy()
+    sb[:, :, 1] = 254
+    a, b = dataclasses.replace(qa, scales=sa), dataclasses.replace(qb, scales=sb)
+    want, _ = grouped_gemm_f64(grouped_gemm_problem(a, b, lens, out_dtype="float32"))
+    got = host(mxrt.grouped_gemm_mx(dev(a), dev(b), cupy.asarray(lens), out_dtype="float32"), "float32")
+    ran(session)
+    nan = np.isnan(want)
+    assert nan[5].all() and nan.sum() == 64
+    np.testing.assert_array_equal(np.isnan(got), nan)
+    check(got[~nan], want[~nan], "float32", "extreme scales")
+
+
 def test_forced_on_another_layout_raises(session):
-    """Forced on a forward call (the route serves the wgrad only): a typed error naming the layout."""
+    """Forced on a bf16-out forward call (the route's forward / dgrad write float32 only): a typed error."""
     rng = np.random.default_rng(3)
     lens = np.array([20, 30])
     x, w = mxrt.quantize_mx(values(rng, (50, 64))), mxrt.quantize_mx(values(rng, (2, 32, 64)), axis=2)
-    with pytest.raises(UnsupportedArchError, match="variable-K wgrad"):
+    with pytest.raises(UnsupportedArchError, match="float32 only"):
         mxrt.grouped_gemm_mx(dev(x), dev(w), cupy.asarray(lens))
 
 

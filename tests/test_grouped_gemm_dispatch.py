@@ -132,8 +132,9 @@ def test_problems_past_the_amd_limits_fall_back():
 
 
 def test_bf16_wgrad_route_envelope():
-    """The sm90_bf16 wgrad route (mxrt/ops/grouped_wgrad_bf16.py): the wgrad layout on sm_90a only, group ranges of
-    whole k16 steps (Mc and align multiples of 16), 1..GROUPED_MAX_GROUPS groups, sizes below 2^31."""
+    """The sm90_bf16 route (mxrt/ops/grouped_wgrad_bf16.py) on sm_90a only: the wgrad with group ranges of whole k16
+    steps (Mc and align multiples of 16), the lens forward / dgrad with float32 out and k % 16 == 0 (b may be padded
+    past k), 1..GROUPED_MAX_GROUPS groups, sizes below 2^31."""
     from types import SimpleNamespace as NS
 
     from mxrt import codes
@@ -141,11 +142,16 @@ def test_bf16_wgrad_route_envelope():
 
     def p(**kw):
         base = dict(kind="wgrad", k=256, align=32, num_groups=4, m=64, n=96, op="grouped_gemm_mx_wgrad")
+        base.update(b=NS(shape=(96, 256)), out_dtype=np.dtype("float32"))
         return NS(**{**base, **kw})
 
     assert R.unsupported("sm_90a", p()) is None
     assert "sm_90a" in R.unsupported("gfx950", p())
-    assert "variable-K wgrad" in R.unsupported("sm_90a", p(kind="lens"))
+    assert "layout" in R.unsupported("sm_90a", p(kind="masked"))
+    lens = dict(kind="lens", b=NS(shape=(4, 96, 288)))  # b padded past k: read up to k only
+    assert R.unsupported("sm_90a", p(**lens)) is None
+    assert "float32 only" in R.unsupported("sm_90a", p(**lens, out_dtype=np.dtype("float16")))
+    assert "multiple of 16" in R.unsupported("sm_90a", p(**lens, k=264))
     assert "multiples of 16" in R.unsupported("sm_90a", p(k=264))
     assert "multiples of 16" in R.unsupported("sm_90a", p(align=8))
     assert "groups" in R.unsupported("sm_90a", p(num_groups=codes.GROUPED_MAX_GROUPS + 1))

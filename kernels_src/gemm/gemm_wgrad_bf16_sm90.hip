@@ -1,19 +1,20 @@
 // kernel   gemm_wgrad_bf16_sm90                                                        (extern "C")
-// computes the variable-K wgrad out[g] (+)= A[:, P[g]:P[g+1]] @ B[:, P[g]:P[g+1]].T on exact bf16 operands (the
-//          grouped GEMMs' dequantised workspaces), fp32 accumulation over the group's whole K in the tensor cores
-// args     const __grid_constant__ mxrt_tmap tma, tmb (bf16 A [m, kp], B [n, kp] as uint8 [rows, 2 kp]: boxes 128 B x
-//          128 / BN rows, SWIZZLE_128B, zero fill) | void* out [G, m, n] | const i32* ends [G] (P[g + 1]; P[0] = 0) |
-//          const u32* gate (null, or a word: the grid returns at once unless it is 0) | u32 m, n, G
-// grid     (ceil(m/128) * ceil(n/BN), 1, G), GROUP_M 8 raster   block (384,1,1): warp 0 issues the TMA loads,
-//          warpgroups 1 and 2 each multiply 64 of the tile's 128 rows (m64nBNk16 wgmma, operands in shared memory)
-//          smem ops/grouped_wgrad_bf16.py smem_bytes (STAGES x (16 + BN / 8) KB + barriers + 1 KB alignment)
-// defines  OUT_DTYPE, ACCUM (0 / 1: out + the sum, rounded once), STAGES (3..6), BN (128 / 256), CL (2: clusters)
-//                                                                        set by mxrt/ops/grouped_wgrad_bf16.py
-// requires sm_90a; ends non-decreasing multiples of 16 in [0, kp], kp % 8 == 0; m, n < 2^31; G * m * n < 2^63
-//                                                                        checked by mxrt/ops/grouped_wgrad_bf16.py
+// computes on exact bf16 operands (the grouped GEMMs' dequantised workspaces), fp32 accumulation in the tensor cores:
+//          MODE 0 the variable-K wgrad out[g] (+)= A[:, P[g]:P[g+1]] @ B[:, P[g]:P[g+1]].T; MODE 1 the forward / dgrad
+//          out[rows P[g]..P[g+1]] = A[those rows] @ B[g n .. g n + n].T over all k (rows past P[G] stored as zeros)
+// args     const __grid_constant__ mxrt_tmap tma, tmb (bf16 A [m, kp], B [n or G n, kp] as uint8 [rows, 2 kp]: boxes
+//          128 B x 128 / BN rows, SWIZZLE_128B, zero fill) | void* out ([G, m, n] / [m, n]) | const i32* ends [G]
+//          (P[g + 1], P[0] = 0) | const u32* gate (null, or a word: the grid returns at once unless it is 0) | u32 m,
+//          n, G, k (MODE 1)
+// grid     MODE 0 (ceil(m/128) ceil(n/BN), 1, G); MODE 1 ((ceil(m/128) + G + 1) ceil(n/BN), 1, 1), GROUP_M 8 raster
+//          block (384,1,1): thread 0 issues the TMA loads, warpgroups 1, 2 multiply 64 of a tile's 128 rows each
+// defines  OUT_DTYPE, ACCUM (MODE 0: out + the sum, rounded once), STAGES (3..6), BN (128/256), CL (2), MODE (0/1)
+// smem     ops/grouped_wgrad_bf16.py smem_bytes (STAGES x (16 + BN / 8) KB + barriers + 1 KB alignment)
+// requires sm_90a; ends non-decreasing; MODE 0: ends % 16 == 0, <= kp; MODE 1: k % 16 == 0; m, n < 2^31
+//                                                                     checked and set by mxrt/ops/grouped_wgrad_bf16.py
 //
-// The group's K range comes in tiles of 64 columns from P[g]; in a last tile of 16, 32 or 48 columns each consumer
-// warpgroup zeroes its A columns past P[g + 1] (the next group's) before the tile's four k16 wgmmas.
+// The K range comes in tiles of 64 columns; in a last tile of 16-48 columns each consumer warpgroup zeroes its A
+// columns past the range (the next group's, or zero padding) before the tile's four k16 wgmmas.
 #include "../common/mx_gemm.h"
 
 #if !defined(OUT_DTYPE) || !defined(ACCUM) || !defined(STAGES) || !defined(BN)
@@ -22,6 +23,9 @@
 #ifndef CL
 #define CL 1
 #endif
+#ifndef MODE
+#define MODE 0
+#endif
 MXRT_STATIC_ASSERT(OUT_DTYPE == MXRT_OUT_F32 || OUT_DTYPE == MXRT_OUT_BF16 || OUT_DTYPE == MXRT_OUT_F16,
                    "OUT_DTYPE: MXRT_OUT_F32, _BF16 or _F16");
 MXRT_STATIC_ASSERT(ACCUM == 0 || ACCUM == 1, "ACCUM: 0 or 1");
@@ -29,6 +33,7 @@ MXRT_STATIC_ASSERT(STAGES >= 3 && STAGES <= 6, "STAGES: 3..6 stages");
 MXRT_STATIC_ASSERT(BN == 128 || BN == 256, "BN: 128 or 256 output columns a tile");
 MXRT_STATIC_ASSERT(STAGES * (16 + BN / 8) <= 220, "STAGES x (16 + BN / 8) KB of shared memory");
 MXRT_STATIC_ASSERT(CL == 1 || (CL == 2 && BN == 256), "CL: 1, or 2 (a cluster of two row tiles sharing B, BN 256)");
+MXRT_STATIC_ASSERT(MODE == 0 || (MODE == 1 && CL == 1 && ACCUM == 0), "MODE: 0 the wgrad, 1 the lens forward / dgrad");
 #define BM 128
 #define GROUP_M 8
 #include "gemm_tile_raster.h"
@@ -109,27 +114,68 @@ MXRT_DEVICE void wg_tma_multicast(u32 dst, const void* tmap, u32 bar, i32 c0, i3
 extern "C" __global__ void __launch_bounds__(384, 1) WG_CLUSTER
     gemm_wgrad_bf16_sm90(const __grid_constant__ mxrt_tmap tma, const __grid_constant__ mxrt_tmap tmb,
                          void* __restrict__ out, const i32* __restrict__ ends, const u32* __restrict__ gate, u32 m,
-                         u32 n, u32 G) {
+                         u32 n, u32 G, u32 k) {
   if (gate != nullptr && *gate != 0u) return;  // the exact fallback computes every output (uniform: the cluster too)
   extern __shared__ u8 smem_raw[];
   u8* dsm = smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u);
   const u32 tiles = smem_addr(dsm), bars = tiles + STAGES * WG_STAGE;
   const u32 full0 = bars, empty0 = bars + 8u * STAGES;
-  const u32 tid = MXRT_TID_X, g = MXRT_BID_Z;
-  u32 m0, n0;
+  const u32 tid = MXRT_TID_X;
+  u32 m0, n0, c0, c1, g, row_end, brow;  // tile origin, K range, group, rows stored below row_end, B's first row
+#if MODE == 1
+  // unit x: the groups' row tiles x the column tiles in group order (each group's GROUP_M raster), then the tail rows
+  // [S, m) past the last group (stored as zeros); units past those exit (the grid is the host bound)
+  (void)k;
+  {
+    const u32 tn = (n + BN - 1u) / BN;
+    u32 u = MXRT_BID_X, start = 0u;
+    g = G;
+    for (u32 j = 0; j < G; ++j) {
+      const u32 e = (u32)ends[j] > start ? (u32)ends[j] : start, cnt = (e - start + BM - 1u) / BM * tn;
+      if (u < cnt) {
+        g = j;
+        ws_tile(u, (e - start + BM - 1u) / BM, tn, m0, n0);
+        m0 += start;
+        row_end = e;
+        break;
+      }
+      u -= cnt;
+      start = e;
+    }
+    if (g == G) {  // the tail
+      const u32 cnt = (m - start + BM - 1u) / BM * tn;
+      if (u >= cnt) return;  // uniform: the whole CTA
+      ws_tile(u, (m - start + BM - 1u) / BM, tn, m0, n0);
+      m0 += start;
+      row_end = m;
+    }
+    c0 = 0u;
+    c1 = g == G ? 0u : k;  // the tail multiplies nothing
+    brow = (g == G ? 0u : g) * n + n0;
+  }
+#else
+  (void)k;
+  g = MXRT_BID_Z;
 #if CL == 2
   // a cluster = two row tiles of one 256-row pair sharing the B tile: rank r loads B rows n0 + 128 r .. + 128 for
   // both (multicast); its slots are refilled only when both CTAs' consumers released them (remote arrivals)
   const u32 rank = wg_cluster_rank();
   ws_tile(MXRT_BID_X / 2u, (m + 2u * BM - 1u) / (2u * BM), (n + BN - 1u) / BN, m0, n0);
   m0 = 2u * m0 + BM * rank;  // ws_tile gave the pair's first row / 2 (its BM is one tile's)
-  constexpr u32 EMPTY = 256u + 8u;  // this CTA's consumer threads, and one lane per consumer warp of the peer
 #else
   ws_tile(MXRT_BID_X, (m + BM - 1u) / BM, (n + BN - 1u) / BN, m0, n0);
+#endif
+  c0 = g == 0u ? 0u : (u32)ends[g - 1u];
+  c1 = (u32)ends[g];
+  row_end = m;
+  brow = n0;
+#endif
+#if CL == 2
+  constexpr u32 EMPTY = 256u + 8u;  // this CTA's consumer threads, and one lane per consumer warp of the peer
+#else
   constexpr u32 EMPTY = 256u;  // every consumer thread, once its wgmmas of the stage are done
 #endif
-  const u32 c0 = g == 0u ? 0u : (u32)ends[g - 1u], c1 = (u32)ends[g];
-  const u32 nk = c1 > c0 ? (c1 - c0 + 63u) / 64u : 0u;  // the group's tiles of 64 columns
+  const u32 nk = c1 > c0 ? (c1 - c0 + 63u) / 64u : 0u;  // the unit's tiles of 64 columns
   if (tid == 0) {
     for (u32 s = 0; s < STAGES; ++s) {
       mbar_init(full0 + 8u * s, 1u);  // the TMA thread's arrive.expect_tx
@@ -154,9 +200,9 @@ extern "C" __global__ void __launch_bounds__(384, 1) WG_CLUSTER
         const i32 col = (i32)(2u * (c0 + 64u * t));  // bytes
         tma_load_2d(tiles + slot * WG_STAGE, &tma, full, col, (i32)m0);
 #if CL == 2
-        wg_tma_multicast(tiles + slot * WG_STAGE + WG_ATILE + rank * 16384u, &tmb, full, col, (i32)(n0 + 128u * rank));
+        wg_tma_multicast(tiles + slot * WG_STAGE + WG_ATILE + rank * 16384u, &tmb, full, col, (i32)(brow + 128u * rank));
 #else
-        tma_load_2d(tiles + slot * WG_STAGE + WG_ATILE, &tmb, full, col, (i32)n0);
+        tma_load_2d(tiles + slot * WG_STAGE + WG_ATILE, &tmb, full, col, (i32)brow);
 #endif
       }
     }
@@ -214,13 +260,13 @@ extern "C" __global__ void __launch_bounds__(384, 1) WG_CLUSTER
   // ---------------- epilogue: this thread's rows r, r + 8 and column pairs 8 j + 2 q ----------------
   if (ACCUM && nk == 0u) return;  // out + 0: untouched
   const u32 r = m0 + 64u * w + 16u * (t / 32u) + lane / 4u;  // the m64 fragment: warp t / 32 holds 16 rows
-  if (m0 >= m) return;  // a pair's second tile past m: loads and barriers only
+  if (m0 >= row_end) return;  // a pair's second tile past m: loads and barriers only
   const u32 cq = n0 + 2u * (lane % 4u);
-  const u64 base = (u64)g * m * n;
+  const u64 base = MODE == 1 ? 0ull : (u64)g * m * n;
 #pragma unroll
   for (u32 h = 0; h < 2; ++h) {
     const u32 row = r + 8u * h;
-    if (row >= m) continue;
+    if (row >= row_end) continue;
 #pragma unroll
     for (u32 j = 0; j < BN / 8u; ++j) {
       const u32 col = cq + 8u * j;

@@ -8,8 +8,8 @@ sm90_wgmma tile); tensor maps by value on both. :func:`choose_kernel` picks one 
 (``MXRT_GROUPED_GEMM_KERNEL`` forces one). Before any of them, on sm_90a with torch present, the torch route
 (:mod:`mxrt.ops.grouped_gemm_torch`: exact dequantisation + ``torch._grouped_mm``, a gated generic fallback) takes
 the bf16-out forward / dgrad / wgrad when no CUDA graph is being captured (:func:`torch_route_reason`), and the bf16
-wgrad route (:mod:`mxrt.ops.grouped_wgrad_bf16`: exact dequantisation + a bf16 wgmma kernel, the same gated
-fallback) every other wgrad it takes (float32 out, accumulate, no torch, a capture).
+route (:mod:`mxrt.ops.grouped_wgrad_bf16`: exact dequantisation + a bf16 wgmma kernel, the same gated fallback)
+every other wgrad it can run (float32 out, accumulate, no torch, a capture) and the float32-out forward / dgrad.
 
 The group description stays on the device and is never read back: the kernel turns ``group_lens`` into row (or,
 for wgrad, padded column) offsets and row tiles itself, and the launch grid comes from host-known bounds
@@ -307,7 +307,7 @@ def grouped_gemm_gpu(p: GroupedGemmProblem) -> Any:
             raise UnsupportedArchError(f"{p.op}: {ENV_GROUPED_GEMM_KERNEL}={force} cannot run this problem: {why}")
     elif force == grouped_gemm_torch.NAME:  # nothing to compute: the plain path writes the empty result
         force = "generic"
-    if p.kind == "wgrad" and force in (None, grouped_wgrad_bf16.NAME) and math.prod(p.out_shape):
+    if force in (None, grouped_wgrad_bf16.NAME) and math.prod(p.out_shape) and p.n:
         why = grouped_wgrad_bf16.unsupported(arch.target, p)
         if why is None:
             out = p.out if p.out is not None else alloc.empty(p.out_shape, DEVICE_OUT_DTYPES[dtype_name(p.out_dtype)])
@@ -318,11 +318,6 @@ def grouped_gemm_gpu(p: GroupedGemmProblem) -> Any:
             return download(out, p.out_dtype) if host else out
         if force is not None:
             raise UnsupportedArchError(f"{p.op}: {ENV_GROUPED_GEMM_KERNEL}={force} cannot run this problem: {why}")
-    elif force == grouped_wgrad_bf16.NAME:
-        raise UnsupportedArchError(
-            f"{p.op}: {ENV_GROUPED_GEMM_KERNEL}={force} cannot run this problem: the {p.kind!r} layout (the route "
-            "serves the variable-K wgrad)"
-        )
     plan = grouped_plan(p, arch.target, arch.num_cus, None if force == grouped_gemm_torch.NAME else force)
     if p.kind == "indices" and dtype_name(groups.dtype) != "int32":
         groups = groups.astype("int32")  # a device op, no synchronisation

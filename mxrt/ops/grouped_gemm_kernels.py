@@ -216,7 +216,7 @@ GEMM_WGRAD_BF16_SM90 = KernelSpec(
     symbol="gemm_wgrad_bf16_sm90",
     file="gemm/gemm_wgrad_bf16_sm90.hip",
     required=("ACCUM", "BN", "OUT_DTYPE", "STAGES"),
-    optional=("CL",),
+    optional=("CL", "MODE"),
     variants=tuple(
         defines(ACCUM=acc, BN=bn, OUT_DTYPE=od, STAGES=st)
         for bn, st in WGRAD_BF16_STAGES.items()
@@ -227,7 +227,9 @@ GEMM_WGRAD_BF16_SM90 = KernelSpec(
         defines(ACCUM=acc, BN=256, CL=2, OUT_DTYPE=od, STAGES=WGRAD_BF16_STAGES[256])
         for od in (F32, BF16)
         for acc in (0, 1)
-    ),
+    )
+    # MODE 1: the forward / dgrad by group_lens with float32 out (a bf16-out build spilled 656 bytes offline)
+    + (defines(ACCUM=0, BN=256, MODE=1, OUT_DTYPE=F32, STAGES=WGRAD_BF16_STAGES[256]),),
     targets=("sm_90a",),
     expect_mma=(("sm_90a", ("wgmma.mma_async.sync.aligned.m64n",)),),
 )

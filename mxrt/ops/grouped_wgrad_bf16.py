@@ -1,19 +1,24 @@
-"""The ``sm90_bf16`` route of the variable-K grouped wgrad on sm_90a: exact dequantisation of both operands to bf16
+"""The ``sm90_bf16`` route of the grouped GEMMs on sm_90a (the variable-K wgrad, and the forward / dgrad by
+``group_lens`` with float32 out): exact dequantisation of both operands to bf16
 (kernels_src/quant/dequantize_mx.hip, as the torch route and ``sm90_cublas``), the groups' column ranges on the
 device (kernels_src/gemm/grouped_offsets.hip: lengths clamped to ``[0, Mc]``, padded to ``align``, cut at ``Mc``,
 the generic kernel's MODE 3), and one wgmma kernel (kernels_src/gemm/gemm_wgrad_bf16_sm90.hip) that multiplies
 each group's column range of the two bf16 workspaces in 128 x 128 output tiles, fp32 accumulation over the whole
 range in the tensor cores. It serves the wgrads the torch route cannot: float32 out (the wgrad's default:
 ``torch._grouped_mm`` writes bf16 only) and ``accumulate`` (gradient accumulation into ``out``), and every wgrad where
-torch is absent or a CUDA graph is being captured; no host synchronisation, CUDA-graph capturable.
+torch is absent or a CUDA graph is being captured; and the forward / dgrad by ``group_lens`` with float32 out (the
+kernel's MODE 1: each group's row tiles against its own weight rows, rows past the last group stored as zeros), which
+ran on the generic kernel; no host synchronisation, CUDA-graph capturable.
 
 Exact for every input: the dequantisation passes raise a device gate word where a block's scale lies outside the
 window in which bf16 operands and fp32 accumulation are exact, or a finite block holds a NaN / Inf code; the wgmma
 kernel then returns before it writes anything, and the gated generic kernel computes every output (accumulating
 into the untouched ``out``) with mxrt's exact semantics.
 
-Envelope (:func:`unsupported`): the ``"wgrad"`` layout, ``Mc % 16 == 0`` and ``align % 16 == 0`` (every group's
-range a whole number of k16 steps), at most ``codes.GROUPED_MAX_GROUPS`` groups, sizes below 2^31. Memory: the bf16
+Envelope (:func:`unsupported`): the ``"wgrad"`` layout with ``Mc % 16 == 0`` and ``align % 16 == 0`` (every group's
+range a whole number of k16 steps), or ``"lens"`` with ``k % 16 == 0`` (``b`` may be padded past k); at most
+``codes.GROUPED_MAX_GROUPS`` groups, sizes below 2^31; the forward / dgrad with float32 out only (the other out
+dtypes have the torch route and the grouped engine; a bf16-out build of MODE 1 spilled). Memory: the bf16
 copies of both operands, ``2 * (m + n) * round_up(Mc, 8)`` bytes, from CuPy's pool for the call.
 """
 
@@ -55,20 +60,26 @@ def smem_bytes(stages: int, bn: int = BN) -> int:
 
 
 def unsupported(target: str, p: GroupedGemmProblem) -> str | None:
-    """Why this route does not take ``p`` on ``target`` (None: it does)."""
+    """Why this route cannot run ``p`` on ``target`` (None: it can)."""
     if target != TARGET:
-        return f"the bf16 wgrad route runs on {TARGET}, not {target!r}"
-    if p.kind != "wgrad":
-        return f"the {p.kind!r} layout (the route serves the variable-K wgrad)"
-    if p.k % 16 or p.align % 16:
+        return f"the bf16 route runs on {TARGET}, not {target!r}"
+    if p.kind not in ("wgrad", "lens"):
+        return f"the {p.kind!r} layout (the route serves group_lens forward / dgrad and the variable-K wgrad)"
+    if p.kind == "wgrad" and (p.k % 16 or p.align % 16):
         return f"Mc = {p.k}, align = {p.align}: expected multiples of 16 (each group's range whole k16 steps)"
+    if p.kind == "lens" and p.k % 16:
+        return f"k = {p.k}: expected a multiple of 16 (whole k16 steps)"
+    if p.kind == "lens" and dtype_name(p.out_dtype) != "float32":
+        return f"out dtype {dtype_name(p.out_dtype)} (the forward / dgrad here write float32 only)"
+    b_rows = int(np.prod(p.b.shape[:-1]))
     if not 1 <= p.num_groups <= codes.GROUPED_MAX_GROUPS:
         return f"{p.num_groups} groups (the exact fallback takes 1 to {codes.GROUPED_MAX_GROUPS})"
-    if max(p.m, p.n, 2 * padded(p.k), -(-p.m // _TILE) * -(-p.n // _TILE)) >= _LIMIT:
+    tiles = -(-p.m // _TILE) * -(-p.n // _TILE) + (p.num_groups + 1) * -(-p.n // _TILE)
+    if max(p.m, p.n, b_rows, 2 * padded(int(p.b.shape[-1])), tiles) >= _LIMIT:
         return "sizes of 2^31 or more (32-bit TMA coordinates, offsets and grid)"
-    for rows in (p.m, p.n):
+    for rows, cols in ((p.m, p.k), (b_rows, int(p.b.shape[-1]))):
         try:
-            check_dequant_limits(p.op, rows, p.k, None)
+            check_dequant_limits(p.op, rows, cols, None)
         except ShapeError as e:  # the reason, not an error, while choosing a route
             return str(e)
     return None
@@ -82,22 +93,28 @@ def _kernel(p: GroupedGemmProblem, arch: Any, bn: int, cl: int) -> tuple[Any, An
 
     out = codes.GEMM_OUT_DTYPE_CODES[dtype_name(p.out_dtype)]
     st = WGRAD_BF16_STAGES[bn]
+    lens = p.kind == "lens"
     extra = {"CL": cl} if cl > 1 else {}
+    if lens:
+        extra["MODE"] = 1
     d = defines(ACCUM=int(p.accumulate), BN=bn, OUT_DTYPE=out, STAGES=st, **extra)
     smem = smem_bytes(st, bn)
     kernel = build(GEMM_WGRAD_BF16_SM90, d, arch)
     if kernel.max_dynamic_shared_size_bytes < smem:
         kernel.max_dynamic_shared_size_bytes = smem
-    rows = cl * -(-p.m // (cl * _TILE))  # row tiles, whole clusters
-    grid = (rows * -(-p.n // bn), 1, p.num_groups)
+    tiles_n = -(-p.n // bn)
+    if lens:  # the groups' row tiles (host bound ceil(m / 128) + G), the tail's, x the column tiles
+        grid = ((-(-p.m // _TILE) + p.num_groups + 1) * tiles_n, 1, 1)
+    else:
+        grid = (cl * -(-p.m // (cl * _TILE)) * tiles_n, 1, p.num_groups)  # row tiles in whole clusters
     return kernel, LaunchConfig(grid, (384, 1, 1), smem)
 
 
 def run(p: GroupedGemmProblem, groups: Any, out: Any, arch: Any, bn: int | None = None, cl: int | None = None) -> Any:
-    """Queue the route on CuPy's current stream, writing ``out`` (a device ``[G, m, n]`` array; bfloat16 as uint16 bits;
-    ``bn``: the output tile width, 128 or 256, default :data:`BN`; ``cl``: :data:`CL` with BN 256, else 1), and return
-    the device gate word for the caller's gated generic launch (:func:`mxrt.ops.grouped_gemm.grouped_gemm_gpu`), which
-    recomputes every output where it is raised. No host synchronisation."""
+    """Queue the route on CuPy's current stream, writing ``out`` (a device ``[G, m, n]`` / ``[m, n]`` array; bf16 as
+    uint16; ``bn``: the output tile width, 128 or 256, default :data:`BN`; ``cl``: :data:`CL` with BN 256, else 1), and
+    return the device gate word for the caller's gated generic launch (:func:`mxrt.ops.grouped_gemm.grouped_gemm_gpu`),
+    which recomputes every output where it is raised. No host synchronisation."""
     from ..runtime import alloc
     from ..runtime.launch import launch
     from .dequant import launch_dequant
@@ -105,19 +122,25 @@ def run(p: GroupedGemmProblem, groups: Any, out: Any, arch: Any, bn: int | None 
     from .grouped_gemm_torch import launch_offsets
 
     bn = BN if bn is None else bn
-    cl = (CL if bn == 256 else 1) if cl is None else cl
+    lens = p.kind == "lens"
+    cl = 1 if lens else (CL if bn == 256 else 1) if cl is None else cl
     kp = padded(p.k)
+    b_rows, kb = int(np.prod(p.b.shape[:-1])), int(p.b.shape[-1])  # lens: b may be padded past k (never multiplied)
+    kbp = padded(kb)
     gate = alloc.zeros(1, np.uint32)
     bf = "bfloat16"
     wa = alloc.empty((p.m, kp), np.uint16)
-    wb = alloc.empty((p.n, kp), np.uint16)
+    wb = alloc.empty((b_rows, kbp), np.uint16)
     launch_dequant(p.op, p.a.data, p.a.scales, wa, p.m, p.k, kp, p.a_fmt, None, bf, arch, gate)
-    launch_dequant(p.op, p.b.data, p.b.scales, wb, p.n, p.k, kp, p.b_fmt, None, bf, arch, gate)
-    ends = launch_offsets(p.op, groups, p.k, p.align, p.k, arch, None)
+    launch_dequant(p.op, p.b.data, p.b.scales, wb, b_rows, kb, kbp, p.b_fmt, None, bf, arch, gate)
+    if lens:  # row ends: lengths clamped to [0, m], cut at m (the generic kernel's MODE 0; its tail rows are zeros)
+        ends = launch_offsets(p.op, groups, p.m, 1, p.m, arch, None)
+    else:  # column ends: clamped to [0, Mc], padded to align, cut at Mc (MODE 3)
+        ends = launch_offsets(p.op, groups, p.k, p.align, p.k, arch, None)
     dev = wa.data.device_id
     tma = tensor_map_arg(wa.data.ptr, p.m, 2 * kp, _TILE, dev)
-    tmb = tensor_map_arg(wb.data.ptr, p.n, 2 * kp, bn // cl, dev)  # a cluster's CTAs load half of B each
+    tmb = tensor_map_arg(wb.data.ptr, b_rows, 2 * kbp, bn // cl, dev)  # a cluster's CTAs load half of B each
     kernel, cfg = _kernel(p, arch, bn, cl)
     u32 = np.uint32
-    launch(p.op, kernel, cfg, (tma, tmb, out, ends, gate, u32(p.m), u32(p.n), u32(p.num_groups)))
+    launch(p.op, kernel, cfg, (tma, tmb, out, ends, gate, u32(p.m), u32(p.n), u32(p.num_groups), u32(p.k)))
     return gate

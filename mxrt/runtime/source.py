@@ -72,4 +72,6 @@ def stamped_source(relpath: str, target: str) -> str:
 
 def extern_c_symbols(text: str) -> list[str]:
     """Names of the ``extern "C"`` kernels defined in a source text."""
-    return re.findall(r'extern\s+"C"\s+__global__\s+void\s+(?:__launch_bounds__\([^)]*\)\s+)?(\w+)\s*\(', text)
+    # between ``void`` and the name: ``__launch_bounds__(...)`` and upper-case attribute macros (``WG_CLUSTER``)
+    pattern = r'extern\s+"C"\s+__global__\s+void\s+(?:(?:__launch_bounds__\([^)]*\)|[A-Z][A-Z0-9_]*)\s+)*(\w+)\s*\('
+    return re.findall(pattern, text)

@@ -2,7 +2,8 @@
 # Session 15 (issue 11): the bf16 wgrad route sm90_bf16 (mxrt/ops/grouped_wgrad_bf16.py, kernels_src/gemm/
 # gemm_wgrad_bf16_sm90.hip). Steps (any order): prebuild, tests (its GPU file, then the auto wgrad tests of the grouped
 # suite), smoke (memcheck / racecheck / synccheck of tests/support/gpu_wgrad_bf16_smoke.py), bench (bench_grouped_gemm
-# --passes wgrad: float32 out on auto, then bfloat16 out on this route against the torch route). Logs under $OUT.
+# --passes wgrad: float32 out on auto), bench_fwd (fwd / dgrad float32 out), bench_bf16 (bfloat16 wgrad on this
+# route against the torch route). Logs under $OUT.
 #   bash benchmarks/gpu_s15_wgrad.sh "prebuild tests bench"
 set -u
 cd "$(dirname "$0")/.."
@@ -44,6 +45,11 @@ if has bench; then
       --wgrad-bn $bn --wgrad-cl $cl --budget-s ${BUDGET:-100} --json "$OUT/bench_wgrad_f32_${bn}_$cl.json" 2>&1 \
       | tee "$OUT/bench_wgrad_f32_${bn}_$cl.txt" | tail -34
   done
+fi
+if has bench_fwd; then
+  step "bench fwd / dgrad float32 out (auto: this route)"
+  timeout ${T_BENCH:-200} python3 benchmarks/bench_grouped_gemm.py --passes fwd,dgrad --fwd-out float32 --no-fp8 \
+    --budget-s ${BUDGET:-100} --json "$OUT/bench_fwd_f32.json" 2>&1 | tee "$OUT/bench_fwd_f32.txt" | tail -34
 fi
 if has bench_bf16; then
   step "bench wgrad bfloat16 on this route (MXRT_GROUPED_GEMM_KERNEL=sm90_bf16)"

@@ -1,8 +1,8 @@
-"""A small run of the bf16 wgrad route (mxrt/ops/grouped_wgrad_bf16.py, kernels_src/gemm/gemm_wgrad_bf16_sm90.hip)
-for compute-sanitizer (memcheck, racecheck, synccheck): float32 out plain, bfloat16 out accumulating, an empty and
-an unaligned group, output tiles cut in both dimensions, groups longer than the ring, and a scale outside the bf16
-window (the kernel returns at once, the gated generic kernel computes). Exits non-zero on any mismatch against the
-float64 reference (fp32 relative / bf16 calc_diff <= 1e-5).
+"""A small run of the bf16 wgrad route (mxrt/ops/grouped_wgrad_bf16.py, kernels_src/gemm/gemm_wgrad_bf16_sm90.hip) for
+compute-sanitizer (memcheck, racecheck, synccheck): float32 out plain, bfloat16 out accumulating, an empty and an
+unaligned group, output tiles cut in both dimensions, groups longer than the ring, and a scale outside the bf16
+window (the kernel returns at once, the gated generic kernel computes); one float32 forward (MODE 1). Exits non-zero
+on any mismatch against the float64 reference (fp32 relative / bf16 calc_diff <= 1e-5).
 
     MXRT_GROUPED_GEMM_KERNEL=sm90_bf16 python tests/support/gpu_wgrad_bf16_smoke.py
 """
@@ -19,7 +19,7 @@ import numpy as np
 from support.grouped_cases import dev
 
 import mxrt
-from mxrt.problems.grouped_gemm import wgrad_problem
+from mxrt.problems.grouped_gemm import grouped_gemm_problem, wgrad_problem
 from mxrt.reference.grouped_gemm import grouped_gemm_f64
 
 
@@ -59,6 +59,17 @@ def main() -> int:
             if not ok:
                 print(f"mismatch {out_dtype} accumulate={acc} gate={scales is wide}")
                 bad += 1
+    # the forward (MODE 1): groups straddling row tiles, an empty one, rows past the last group (zeros), k tail
+    flens = np.array([100, 0, 37, 200])
+    qa = mxrt.quantize_mx(rng.standard_normal((400, 176)).astype(np.float32))
+    qb = mxrt.quantize_mx(rng.standard_normal((4, 264, 176)).astype(np.float32), axis=2)
+    fp = grouped_gemm_problem(qa, qb, np.array([100, 0, 37, 263]), out_dtype="float32")  # a valid split, then
+    want, _ = grouped_gemm_f64(dataclasses.replace(fp, groups=flens))  # the device lens: rows past 337 are zeros
+    got = mxrt.grouped_gemm_mx(dev(qa), dev(qb), cupy.asarray(flens), out_dtype="float32").get().astype(np.float64)
+    runs += 1
+    if np.abs(got - want).max() > 1e-5 * np.abs(want).max():
+        print("mismatch forward")
+        bad += 1
     cupy.cuda.Device().synchronize()
     print(f"wgrad bf16 smoke: {runs} runs, {bad} mismatches")
     return 1 if bad else 0

@@ -42,14 +42,16 @@ if has bench; then
     IFS=: read -r bn cl <<< "$v"
     step "bench wgrad float32 (auto: this route), BN $bn CL $cl (0: default)"
     timeout ${T_BENCH:-200} python3 benchmarks/bench_grouped_gemm.py --passes wgrad --wgrad-out float32 --no-fp8 \
-      --wgrad-bn $bn --wgrad-cl $cl --budget-s ${BUDGET:-100} --json "$OUT/bench_wgrad_f32_${bn}_$cl.json" 2>&1 \
+      --wgrad-bn $bn --wgrad-cl $cl --budget-s ${BUDGET:-100} --timing ${TIMING:-events} \
+      --json "$OUT/bench_wgrad_f32_${bn}_$cl.json" 2>&1 \
       | tee "$OUT/bench_wgrad_f32_${bn}_$cl.txt" | tail -34
   done
 fi
 if has bench_fwd; then
   step "bench fwd / dgrad float32 out (auto: this route)"
   timeout ${T_BENCH:-200} python3 benchmarks/bench_grouped_gemm.py --passes fwd,dgrad --fwd-out float32 --no-fp8 \
-    --budget-s ${BUDGET:-100} --json "$OUT/bench_fwd_f32.json" 2>&1 | tee "$OUT/bench_fwd_f32.txt" | tail -34
+    --budget-s ${BUDGET:-100} --timing ${TIMING:-events} --json "$OUT/bench_fwd_f32.json" 2>&1 \
+    | tee "$OUT/bench_fwd_f32.txt" | tail -34
 fi
 if has bench_bf16; then
   step "bench wgrad bfloat16 on this route (MXRT_GROUPED_GEMM_KERNEL=sm90_bf16)"

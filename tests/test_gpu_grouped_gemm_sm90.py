@@ -14,7 +14,7 @@ import itertools
 import ml_dtypes
 import numpy as np
 import pytest
-from support.grouped_cases import check, dev, group_lens, host, values
+from support.grouped_cases import check, dev, group_lens, host, values, wgrad_operands
 
 import mxrt
 import mxrt.deep_gemm as deep_gemm
@@ -357,14 +357,6 @@ WGRAD_CASES = [(1, "balanced", 2048), (4, "balanced", 4096), (4, "unbalanced", 1
                (32, "one", 777), (4, "one", 4096)]  # fmt: skip
 
 
-def _wgrad_ops(rng, lens, n, k, pair=("e4m3", "e4m3"), align=32):
-    m = int(np.sum(lens))
-    go, x = values(rng, (m, n)), values(rng, (m, k))
-    qg = mxrt.quantize_mx_grouped(go, lens, pair[0], colwise=True, col_align=align).col
-    qx = mxrt.quantize_mx_grouped(x, lens, pair[1], colwise=True, col_align=align).col
-    return qg, qx
-
-
 def _bf16_start(rng, shape):
     return values(rng, shape).astype(BF16)
 
@@ -378,7 +370,7 @@ def test_wgrad(g, kind, m, n, k, accumulate):
     store zeros (plain) or leave out bit-identical (accumulate: out + 0)."""
     rng = np.random.default_rng(g * 7 + m + n)
     lens = group_lens(kind, g, m, rng)
-    qg, qx = _wgrad_ops(rng, lens, n, k, align=128 if kind == "balanced" else 32)
+    qg, qx = wgrad_operands(rng, lens, n, k, align=128 if kind == "balanced" else 32)
     align = 128 if kind == "balanced" else 32
     p = wgrad_problem(qg, qx, lens, align=align, out_dtype="bfloat16")
     _uses(p, SM90)
@@ -410,7 +402,7 @@ def test_wgrad(g, kind, m, n, k, accumulate):
 def test_wgrad_format_pairs(pair, out_dtype):
     rng = np.random.default_rng(15)
     lens = np.array([100, 0, 300, 1, 623])
-    qg, qx = _wgrad_ops(rng, lens, 130, 160, pair)
+    qg, qx = wgrad_operands(rng, lens, 130, 160, pair)
     p = wgrad_problem(qg, qx, lens, out_dtype=out_dtype)
     _uses(p, SM90)
     got = mxrt.grouped_gemm_mx_wgrad(dev(qg), dev(qx), cupy.asarray(lens), out_dtype=out_dtype)
@@ -422,7 +414,7 @@ def test_wgrad_extreme_scale_pairs():
     scale byte gives exactly the reference's NaN entries, only inside its own group."""
     rng = np.random.default_rng(22)
     lens = np.array([150, 0, 90, 310])
-    qg, qx = _wgrad_ops(rng, lens, 136, 72)
+    qg, qx = wgrad_operands(rng, lens, 136, 72)
     kb = qg.scales.shape[1]
     base = np.linspace(0, 254, kb).astype(np.int64)
     sa = np.clip(base + rng.integers(-6, 7, (136, kb)), 0, 254).astype(np.uint8)
@@ -448,7 +440,7 @@ def test_wgrad_extreme_scale_pairs():
 def test_wgrad_bitwise_stable_over_reruns():
     rng = np.random.default_rng(18)
     lens = np.array([33, 0, 700, 7, 1300])
-    qg, qx = _wgrad_ops(rng, lens, 384, 256)
+    qg, qx = wgrad_operands(rng, lens, 384, 256)
     a, b, dl = dev(qg), dev(qx), cupy.asarray(lens)
     first = mxrt.grouped_gemm_mx_wgrad(a, b, dl, out_dtype="bfloat16").get()
     for _ in range(3):
@@ -459,7 +451,7 @@ def test_wgrad_device_lens_the_host_cannot_check():
     """Lens past the columns (cut at k), negative (0): no fault, the clamped result (the generic kernel's rule)."""
     rng = np.random.default_rng(19)
     lens = np.array([100, 100, 100, 100])
-    qg, qx = _wgrad_ops(rng, lens, 64, 40)
+    qg, qx = wgrad_operands(rng, lens, 64, 40)
     mc = qg.shape[1]
     for bad in ([10, 20, 5, 0], [400, 400, 400, 400], [-5, 300, -1, 2]):
         got = host(mxrt.grouped_gemm_mx_wgrad(dev(qg), dev(qx), cupy.asarray(bad), out_dtype="bfloat16"), "bfloat16")
@@ -480,7 +472,7 @@ def test_wgrad_cuda_graph_capture_follows_new_groupgroup_lens():
     rng = np.random.default_rng(20)
     g, m, n, k = 8, 4096, 256, 192
     lens_sets = [group_lens("balanced", g, m, rng), group_lens("unbalanced", g, m, rng), group_lens("one", g, m, rng)]
-    qg, qx = _wgrad_ops(rng, lens_sets[1], n, k)  # the most padded layout: every set fits its columns
+    qg, qx = wgrad_operands(rng, lens_sets[1], n, k)  # the most padded layout: every set fits its columns
     a, b = dev(qg), dev(qx)
     with mxrt.runtime.debug():  # real allocations, no synchronisation inside the capture
         lens_d = cupy.asarray(lens_sets[0])
@@ -505,6 +497,6 @@ def test_wgrad_cuda_graph_capture_follows_new_groupgroup_lens():
 def test_wgrad_forced_kernel_declines_float32_with_fp8():
     rng = np.random.default_rng(23)
     lens = np.array([40, 24])
-    qg, qx = _wgrad_ops(rng, lens, 64, 32)
+    qg, qx = wgrad_operands(rng, lens, 64, 32)
     with pytest.raises(mxrt.errors.UnsupportedArchError, match="float32 output with an fp8 operand"):
         mxrt.grouped_gemm_mx_wgrad(dev(qg), dev(qx), cupy.asarray(lens))

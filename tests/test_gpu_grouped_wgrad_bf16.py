@@ -15,7 +15,7 @@ import itertools
 import ml_dtypes
 import numpy as np
 import pytest
-from support.grouped_cases import check, dev, group_lens, host, values
+from support.grouped_cases import check, dev, group_lens, host, values, wgrad_operands
 
 import mxrt
 from mxrt.errors import UnsupportedArchError
@@ -51,14 +51,6 @@ def ran(session) -> None:
     assert KERNEL in names, names[-4:]
 
 
-def _ops(rng, lens, n, k, pair=("e4m3", "e4m3"), align=32):
-    m = int(np.sum(lens))
-    go, x = values(rng, (m, n)), values(rng, (m, k))
-    qg = mxrt.quantize_mx_grouped(go, lens, pair[0], colwise=True, col_align=align).col
-    qx = mxrt.quantize_mx_grouped(x, lens, pair[1], colwise=True, col_align=align).col
-    return qg, qx
-
-
 def _start(rng, shape, out_dtype):
     s = values(rng, shape)
     if out_dtype == "bfloat16":
@@ -89,7 +81,7 @@ def test_wgrad(session, bn, g, kind, m, n, k, out_dtype, accumulate):
     rng = np.random.default_rng(g * 7 + m + n + k)
     lens = group_lens(kind, g, m, rng)
     align = 128 if kind == "balanced" else 32
-    qg, qx = _ops(rng, lens, n, k, align=align)
+    qg, qx = wgrad_operands(rng, lens, n, k, align=align)
     p = wgrad_problem(qg, qx, lens, align=align, out_dtype=out_dtype)
     want, _ = grouped_gemm_f64(p)
     if accumulate:
@@ -117,7 +109,7 @@ def test_wgrad(session, bn, g, kind, m, n, k, out_dtype, accumulate):
 def test_format_pairs(session, pair):
     rng = np.random.default_rng(15)
     lens = np.array([100, 0, 300, 1, 623])
-    qg, qx = _ops(rng, lens, 130, 160, pair)
+    qg, qx = wgrad_operands(rng, lens, 130, 160, pair)
     p = wgrad_problem(qg, qx, lens)
     got = mxrt.grouped_gemm_mx_wgrad(dev(qg), dev(qx), cupy.asarray(lens))
     ran(session)
@@ -131,7 +123,7 @@ def test_extreme_scale_pairs_and_nan_take_the_exact_fallback(session, accumulate
     exactly the reference's NaN entries, only inside its own group."""
     rng = np.random.default_rng(22)
     lens = np.array([150, 0, 90, 310])
-    qg, qx = _ops(rng, lens, 136, 72)
+    qg, qx = wgrad_operands(rng, lens, 136, 72)
     kb = qg.scales.shape[1]
     base = np.linspace(0, 254, kb).astype(np.int64)
     sa = np.clip(base + rng.integers(-6, 7, (136, kb)), 0, 254).astype(np.uint8)
@@ -161,7 +153,7 @@ def test_extreme_scale_pairs_and_nan_take_the_exact_fallback(session, accumulate
 def test_bitwise_stable_over_reruns(session):
     rng = np.random.default_rng(18)
     lens = np.array([33, 0, 700, 7, 1300])
-    qg, qx = _ops(rng, lens, 384, 256)
+    qg, qx = wgrad_operands(rng, lens, 384, 256)
     a, b, dl = dev(qg), dev(qx), cupy.asarray(lens)
     first = mxrt.grouped_gemm_mx_wgrad(a, b, dl).get()
     for _ in range(3):
@@ -172,7 +164,7 @@ def test_device_lens_the_host_cannot_check(session):
     """Lens past the columns (cut at k), negative (0): no fault, the clamped result (the generic kernel's rule)."""
     rng = np.random.default_rng(19)
     lens = np.array([100, 100, 100, 100])
-    qg, qx = _ops(rng, lens, 64, 40)
+    qg, qx = wgrad_operands(rng, lens, 64, 40)
     mc = qg.shape[1]
     for bad in ([10, 20, 5, 0], [400, 400, 400, 400], [-5, 300, -1, 2]):
         got = host(mxrt.grouped_gemm_mx_wgrad(dev(qg), dev(qx), cupy.asarray(bad)), "float32")
@@ -250,7 +242,7 @@ def test_cuda_graph_capture_follows_new_group_lens():
     rng = np.random.default_rng(20)
     g, m, n, k = 8, 4096, 256, 192
     lens_sets = [group_lens("balanced", g, m, rng), group_lens("unbalanced", g, m, rng), group_lens("one", g, m, rng)]
-    qg, qx = _ops(rng, lens_sets[1], n, k)  # the most padded layout: every set fits its columns
+    qg, qx = wgrad_operands(rng, lens_sets[1], n, k)  # the most padded layout: every set fits its columns
     a, b = dev(qg), dev(qx)
     start = values(rng, (g, n, k)).astype(np.float32)
     with mxrt.runtime.debug():  # real allocations, no synchronisation inside the capture

@@ -59,3 +59,13 @@ def group_lens(kind: str, g: int, m: int, rng: np.random.Generator) -> np.ndarra
         lens[g // 2] = m
         return lens
     raise ValueError(kind)
+
+
+def wgrad_operands(rng: np.random.Generator, lens, n: int, k: int, pair=("e4m3", "e4m3"), align: int = 32):
+    """The colwise wgrad operands of fresh values: ``dy [sum(lens), n]`` and ``x [sum(lens), k]`` quantized along the
+    rows by ``quantize_mx_grouped(..., colwise=True, col_align=align)`` (``.col``: ``[n, Mc]`` and ``[k, Mc]``)."""
+    m = int(np.sum(lens))
+    go, x = values(rng, (m, n)), values(rng, (m, k))
+    qg = mxrt.quantize_mx_grouped(go, lens, pair[0], colwise=True, col_align=align).col
+    qx = mxrt.quantize_mx_grouped(x, lens, pair[1], colwise=True, col_align=align).col
+    return qg, qx

@@ -5,7 +5,7 @@ shapes of Primus-Turbo PR #330 (run from the repository root).
 
     python benchmarks/bench_grouped_gemm.py [--json FILE] [--budget-s 200] [--reps 3] [--shapes deepseek,gpt-oss]
         [--passes fwd,dgrad,wgrad] [--kernel auto|torch|generic|sm90|sm90_ws|sm90_wgmma]
-        [--wgrad-out bfloat16|float32] [--fwd-out bfloat16|float32] [--wgrad-bn 128|256] [--wgrad-cl 1|2]
+        [--wgrad-out bfloat16|float32] [--fwd-out bfloat16|float32] [--wgrad-bn 128|256]
         [--timing events|graph] [--with-quant]
 
 ``--kernel`` sets MXRT_GROUPED_GEMM_KERNEL (``generic``: the portable kernel, for A/B against the native one; on
@@ -314,7 +314,6 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--wgrad-out", default="bfloat16", choices=("bfloat16", "float32"))
     ap.add_argument("--fwd-out", default="bfloat16", choices=("bfloat16", "float32"), help="fwd / dgrad out dtype")
     ap.add_argument("--wgrad-bn", type=int, default=0, help="the sm90_bf16 wgrad route's tile width (128 / 256)")
-    ap.add_argument("--wgrad-cl", type=int, default=0, help="its CTAs per cluster with BN 256 (1 / 2)")
     ap.add_argument("--no-fp8", action="store_true", help="skip the torch._scaled_grouped_mm fp8 rowwise peer")
     ap.add_argument(
         "--with-quant", action="store_true",
@@ -326,11 +325,10 @@ def main(argv: list[str]) -> int:
     )  # fmt: skip
     args = ap.parse_args(argv)
     os.environ["MXRT_GROUPED_GEMM_KERNEL"] = args.kernel
-    if args.wgrad_bn or args.wgrad_cl:
+    if args.wgrad_bn:
         from mxrt.ops import grouped_wgrad_bf16
 
-        grouped_wgrad_bf16.BN = args.wgrad_bn or grouped_wgrad_bf16.BN
-        grouped_wgrad_bf16.CL = args.wgrad_cl or grouped_wgrad_bf16.CL
+        grouped_wgrad_bf16.BN = args.wgrad_bn
     only = tuple(x.strip() for x in args.passes.split(","))
     shapes = [s for key in args.shapes.split(",") for s in SHAPES[key.strip()]]
     shapes.sort(key=lambda s: s[2] * s[3] * s[4] * s[5])  # small first, so the budget cuts the largest

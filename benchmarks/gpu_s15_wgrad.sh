@@ -38,13 +38,12 @@ if has smoke; then
   done
 fi
 if has bench; then
-  for v in ${WGRAD_VARIANTS:-0:0}; do  # BN:CL pairs (0: the default)
-    IFS=: read -r bn cl <<< "$v"
-    step "bench wgrad float32 (auto: this route), BN $bn CL $cl (0: default)"
+  for bn in ${WGRAD_BN:-0}; do  # tile widths (0: the default)
+    step "bench wgrad float32 (auto: this route), BN $bn (0: default)"
     timeout ${T_BENCH:-200} python3 benchmarks/bench_grouped_gemm.py --passes wgrad --wgrad-out float32 --no-fp8 \
-      --wgrad-bn $bn --wgrad-cl $cl --budget-s ${BUDGET:-100} --timing ${TIMING:-events} \
-      --json "$OUT/bench_wgrad_f32_${bn}_$cl.json" 2>&1 \
-      | tee "$OUT/bench_wgrad_f32_${bn}_$cl.txt" | tail -34
+      --wgrad-bn $bn --budget-s ${BUDGET:-100} --timing ${TIMING:-events} \
+      --json "$OUT/bench_wgrad_f32_$bn.json" 2>&1 \
+      | tee "$OUT/bench_wgrad_f32_$bn.txt" | tail -34
   done
 fi
 if has bench_fwd; then

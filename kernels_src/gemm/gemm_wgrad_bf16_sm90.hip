@@ -8,7 +8,7 @@
 //          n, G, k (MODE 1)
 // grid     MODE 0 (ceil(m/128) ceil(n/BN), 1, G); MODE 1 ((ceil(m/128) + G + 1) ceil(n/BN), 1, 1), GROUP_M 8 raster
 //          block (384,1,1): thread 0 issues the TMA loads, warpgroups 1, 2 multiply 64 of a tile's 128 rows each
-// defines  OUT_DTYPE, ACCUM (MODE 0: out + the sum, rounded once), STAGES (3..6), BN (128/256), CL (2), MODE (0/1)
+// defines  OUT_DTYPE, ACCUM (MODE 0: out + the sum, rounded once), STAGES (3..6), BN (128 / 256), MODE (0 / 1)
 // smem     ops/grouped_wgrad_bf16.py smem_bytes (STAGES x (16 + BN / 8) KB + barriers + 1 KB alignment)
 // requires sm_90a; ends non-decreasing; MODE 0: ends % 16 == 0, <= kp; MODE 1: k % 16 == 0; m, n < 2^31
 //                                                                     checked and set by mxrt/ops/grouped_wgrad_bf16.py
@@ -20,9 +20,6 @@
 #if !defined(OUT_DTYPE) || !defined(ACCUM) || !defined(STAGES) || !defined(BN)
 #error "OUT_DTYPE, ACCUM, STAGES and BN must be defined by the launcher"
 #endif
-#ifndef CL
-#define CL 1
-#endif
 #ifndef MODE
 #define MODE 0
 #endif
@@ -32,8 +29,7 @@ MXRT_STATIC_ASSERT(ACCUM == 0 || ACCUM == 1, "ACCUM: 0 or 1");
 MXRT_STATIC_ASSERT(STAGES >= 3 && STAGES <= 6, "STAGES: 3..6 stages");
 MXRT_STATIC_ASSERT(BN == 128 || BN == 256, "BN: 128 or 256 output columns a tile");
 MXRT_STATIC_ASSERT(STAGES * (16 + BN / 8) <= 220, "STAGES x (16 + BN / 8) KB of shared memory");
-MXRT_STATIC_ASSERT(CL == 1 || (CL == 2 && BN == 256), "CL: 1, or 2 (a cluster of two row tiles sharing B, BN 256)");
-MXRT_STATIC_ASSERT(MODE == 0 || (MODE == 1 && CL == 1 && ACCUM == 0), "MODE: 0 the wgrad, 1 the lens forward / dgrad");
+MXRT_STATIC_ASSERT(MODE == 0 || (MODE == 1 && ACCUM == 0), "MODE: 0 the wgrad, 1 the lens forward / dgrad");
 #define BM 128
 #define GROUP_M 8
 #include "gemm_tile_raster.h"
@@ -79,43 +75,12 @@ MXRT_DEVICE void wg_fence_acc(float (&d)[WG_REGS]) {
   for (int i = 0; i < WG_REGS; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
 
-#if CL == 2
-// this CTA's rank in its cluster of two
-MXRT_DEVICE u32 wg_cluster_rank() {
-  u32 r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
-  return r;
-}
-// every thread of both CTAs (release / acquire: barrier inits and the last remote arrivals are seen)
-MXRT_DEVICE void wg_cluster_sync() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
-}
-// arrive on the mbarrier at the same shared offset in CTA `rank` of the cluster
-MXRT_DEVICE void wg_arrive_remote(u32 bar, u32 rank) {
-  asm volatile(
-      "{\n.reg .b32 ra;\nmapa.shared::cluster.u32 ra, %0, %1;\n"
-      "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [ra];\n}\n" ::"r"(bar),
-      "r"(rank)
-      : "memory");
-}
-// TMA 2D load multicast to both CTAs of the cluster (same shared offsets; each CTA's mbarrier at `bar` gets the bytes)
-MXRT_DEVICE void wg_tma_multicast(u32 dst, const void* tmap, u32 bar, i32 c0, i32 c1) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {%2, "
-      "%3}], [%4], %5;" ::"r"(dst),
-      "l"(tmap), "r"(c0), "r"(c1), "r"(bar), "h"((unsigned short)3)
-      : "memory");
-}
-#define WG_CLUSTER __cluster_dims__(2, 1, 1)
-#else
-#define WG_CLUSTER
-#endif
 
-extern "C" __global__ void __launch_bounds__(384, 1) WG_CLUSTER
+extern "C" __global__ void __launch_bounds__(384, 1)
     gemm_wgrad_bf16_sm90(const __grid_constant__ mxrt_tmap tma, const __grid_constant__ mxrt_tmap tmb,
                          void* __restrict__ out, const i32* __restrict__ ends, const u32* __restrict__ gate, u32 m,
                          u32 n, u32 G, u32 k) {
-  if (gate != nullptr && *gate != 0u) return;  // the exact fallback computes every output (uniform: the cluster too)
+  if (gate != nullptr && *gate != 0u) return;  // the exact fallback computes every output (uniform: the whole CTA)
   extern __shared__ u8 smem_raw[];
   u8* dsm = smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u);
   const u32 tiles = smem_addr(dsm), bars = tiles + STAGES * WG_STAGE;
@@ -125,7 +90,6 @@ extern "C" __global__ void __launch_bounds__(384, 1) WG_CLUSTER
 #if MODE == 1
   // unit x: the groups' row tiles x the column tiles in group order (each group's GROUP_M raster), then the tail rows
   // [S, m) past the last group (stored as zeros); units past those exit (the grid is the host bound)
-  (void)k;
   {
     const u32 tn = (n + BN - 1u) / BN;
     u32 u = MXRT_BID_X, start = 0u;
@@ -156,40 +120,23 @@ extern "C" __global__ void __launch_bounds__(384, 1) WG_CLUSTER
 #else
   (void)k;
   g = MXRT_BID_Z;
-#if CL == 2
-  // a cluster = two row tiles of one 256-row pair sharing the B tile: rank r loads B rows n0 + 128 r .. + 128 for
-  // both (multicast); its slots are refilled only when both CTAs' consumers released them (remote arrivals)
-  const u32 rank = wg_cluster_rank();
-  ws_tile(MXRT_BID_X / 2u, (m + 2u * BM - 1u) / (2u * BM), (n + BN - 1u) / BN, m0, n0);
-  m0 = 2u * m0 + BM * rank;  // ws_tile gave the pair's first row / 2 (its BM is one tile's)
-#else
   ws_tile(MXRT_BID_X, (m + BM - 1u) / BM, (n + BN - 1u) / BN, m0, n0);
-#endif
   c0 = g == 0u ? 0u : (u32)ends[g - 1u];
   c1 = (u32)ends[g];
   row_end = m;
   brow = n0;
 #endif
-#if CL == 2
-  constexpr u32 EMPTY = 256u + 8u;  // this CTA's consumer threads, and one lane per consumer warp of the peer
-#else
-  constexpr u32 EMPTY = 256u;  // every consumer thread, once its wgmmas of the stage are done
-#endif
   const u32 nk = c1 > c0 ? (c1 - c0 + 63u) / 64u : 0u;  // the unit's tiles of 64 columns
   if (tid == 0) {
     for (u32 s = 0; s < STAGES; ++s) {
       mbar_init(full0 + 8u * s, 1u);  // the TMA thread's arrive.expect_tx
-      mbar_init(empty0 + 8u * s, EMPTY);
+      mbar_init(empty0 + 8u * s, 256u);  // every consumer thread, once its wgmmas of the stage are done
     }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     asm volatile("prefetch.tensormap [%0];" ::"l"(&tma) : "memory");
     asm volatile("prefetch.tensormap [%0];" ::"l"(&tmb) : "memory");
   }
-#if CL == 2
-  wg_cluster_sync();  // both CTAs' barriers exist before any multicast or remote arrival
-#else
   __syncthreads();
-#endif
   if (tid < 128u) {
     // ---------------- producer: thread 0 streams the group's tiles through the ring ----------------
     if (tid == 0) {
@@ -199,28 +146,13 @@ extern "C" __global__ void __launch_bounds__(384, 1) WG_CLUSTER
         mbar_arrive_tx(full, WG_STAGE);  // rows past m / n and columns past kp arrive as zeros
         const i32 col = (i32)(2u * (c0 + 64u * t));  // bytes
         tma_load_2d(tiles + slot * WG_STAGE, &tma, full, col, (i32)m0);
-#if CL == 2
-        wg_tma_multicast(tiles + slot * WG_STAGE + WG_ATILE + rank * 16384u, &tmb, full, col, (i32)(brow + 128u * rank));
-#else
         tma_load_2d(tiles + slot * WG_STAGE + WG_ATILE, &tmb, full, col, (i32)brow);
-#endif
       }
     }
-#if CL == 2
-    __syncwarp();       // lane 0 back from its loop (the cluster barrier is .aligned)
-    wg_cluster_sync();  // the peer's multicasts into this CTA and its remote arrivals are over
-#endif
     return;
   }
   // ---------------- consumer warpgroup w: rows m0 + 64 w .. + 64 of the tile ----------------
   const u32 w = tid / 128u - 1u, t = tid % 128u, lane = t % 32u;
-  auto release = [&](u32 slot) {
-    mbar_arrive(empty0 + 8u * slot);
-#if CL == 2
-    __syncwarp();
-    if (lane == 0) wg_arrive_remote(empty0 + 8u * slot, rank ^ 1u);
-#endif
-  };
   float acc[WG_REGS];
 #pragma unroll
   for (int i = 0; i < WG_REGS; ++i) acc[i] = 0.0f;
@@ -249,18 +181,13 @@ extern "C" __global__ void __launch_bounds__(384, 1) WG_CLUSTER
     for (u32 s = 0; s < 4; ++s) wg_mma_bf16(acc, make_desc(ta + 32u * s), make_desc(tb + 32u * s));
     wg_commit();
     wg_wait<1>();  // the previous stage's wgmmas are done: release its slot
-    if (kt > 0) release((kt - 1u) % STAGES);
+    if (kt > 0) mbar_arrive(empty0 + 8u * ((kt - 1u) % STAGES));
   }
   wg_wait<0>();
   wg_fence_acc(acc);
-#if CL == 2
-  if (nk > 0u) release((nk - 1u) % STAGES);  // the peer may still refill it for its own last stages
-  wg_cluster_sync();
-#endif
   // ---------------- epilogue: this thread's rows r, r + 8 and column pairs 8 j + 2 q ----------------
   if (ACCUM && nk == 0u) return;  // out + 0: untouched
   const u32 r = m0 + 64u * w + 16u * (t / 32u) + lane / 4u;  // the m64 fragment: warp t / 32 holds 16 rows
-  if (m0 >= row_end) return;  // a pair's second tile past m: loads and barriers only
   const u32 cq = n0 + 2u * (lane % 4u);
   const u64 base = MODE == 1 ? 0ull : (u64)g * m * n;
 #pragma unroll

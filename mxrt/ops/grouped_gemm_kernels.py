@@ -209,27 +209,24 @@ GROUPED_OFFSETS = KernelSpec(
 
 #: the variable-K wgrad on exact bf16 operands (kernels_src/gemm/gemm_wgrad_bf16_sm90.hip,
 #: mxrt/ops/grouped_wgrad_bf16.py): output tiles 128 x BN, the ring depth per BN (128: 5 stages of 32 KB, 256: 4
-#: of 48 KB); float32 and bfloat16 out (the wgrad's out dtypes), plain and accumulating, at both widths, and BN 256
-#: in clusters of two row tiles sharing the B tile by TMA multicast (CL 2)
+#: of 48 KB); float32 and bfloat16 out (the wgrad's out dtypes), plain and accumulating, at both widths (clusters of
+#: two sharing B by TMA multicast were 1.5x slower: session 15 call 8, code in commit 7accc1b)
 WGRAD_BF16_STAGES = {128: 5, 256: 4}
 GEMM_WGRAD_BF16_SM90 = KernelSpec(
     symbol="gemm_wgrad_bf16_sm90",
     file="gemm/gemm_wgrad_bf16_sm90.hip",
     required=("ACCUM", "BN", "OUT_DTYPE", "STAGES"),
-    optional=("CL", "MODE"),
-    variants=tuple(
-        defines(ACCUM=acc, BN=bn, OUT_DTYPE=od, STAGES=st)
-        for bn, st in WGRAD_BF16_STAGES.items()
-        for od in (F32, BF16)
-        for acc in (0, 1)
-    )
-    + tuple(
-        defines(ACCUM=acc, BN=256, CL=2, OUT_DTYPE=od, STAGES=WGRAD_BF16_STAGES[256])
-        for od in (F32, BF16)
-        for acc in (0, 1)
-    )
-    # MODE 1: the forward / dgrad by group_lens with float32 out (a bf16-out build spilled 656 bytes offline)
-    + (defines(ACCUM=0, BN=256, MODE=1, OUT_DTYPE=F32, STAGES=WGRAD_BF16_STAGES[256]),),
+    optional=("MODE",),
+    variants=(
+        *(
+            defines(ACCUM=acc, BN=bn, OUT_DTYPE=od, STAGES=st)
+            for bn, st in WGRAD_BF16_STAGES.items()
+            for od in (F32, BF16)
+            for acc in (0, 1)
+        ),
+        # MODE 1: the forward / dgrad by group_lens with float32 out (a bf16-out build spilled 656 bytes offline)
+        defines(ACCUM=0, BN=256, MODE=1, OUT_DTYPE=F32, STAGES=WGRAD_BF16_STAGES[256]),
+    ),
     targets=("sm_90a",),
     expect_mma=(("sm_90a", ("wgmma.mma_async.sync.aligned.m64n",)),),
 )

@@ -34,6 +34,7 @@ from .._kinds import dtype_name
 from ..errors import ShapeError
 from ..problems.grouped_gemm import GroupedGemmProblem
 from .dequant import check_dequant_limits
+from .grouped_gemm_torch import padded  # the workspaces' row length, as the torch route's
 
 NAME = "sm90_bf16"
 TARGET = "sm_90a"
@@ -41,17 +42,8 @@ _LIMIT = 2**31
 _TILE = 128
 
 
-def padded(k: int) -> int:
-    """The workspaces' row length: ``k`` rounded up to 8 bf16 elements (16-byte rows for TMA)."""
-    return -(-k // 8) * 8
-
-
 #: output tile width (define BN; 128 or 256): measured in session 15 (benchmarks/bench_grouped_gemm.py --wgrad-bn)
 BN = 256
-#: CTAs per cluster (define CL; 2 with BN 256: two row tiles share the B tile, each loading half of it for both by
-#: TMA multicast, so a CTA reads 32 KB a stage from L2 instead of 48 KB). Correct and sanitizer-clean, but 1.5x
-#: slower than 1 on the H100 (session 15 call 8: the pair advances in lockstep through a 4-stage ring); default 1
-CL = 1
 
 
 def smem_bytes(stages: int, bn: int = BN) -> int:
@@ -86,7 +78,7 @@ def unsupported(target: str, p: GroupedGemmProblem) -> str | None:
     return None
 
 
-def _kernel(p: GroupedGemmProblem, arch: Any, bn: int, cl: int) -> tuple[Any, Any]:
+def _kernel(p: GroupedGemmProblem, arch: Any, bn: int) -> tuple[Any, Any]:
     from ..runtime.compiler import build
     from ..runtime.kernel_spec import defines
     from ..runtime.launch import LaunchConfig
@@ -95,9 +87,7 @@ def _kernel(p: GroupedGemmProblem, arch: Any, bn: int, cl: int) -> tuple[Any, An
     out = codes.GEMM_OUT_DTYPE_CODES[dtype_name(p.out_dtype)]
     st = WGRAD_BF16_STAGES[bn]
     lens = p.kind == "lens"
-    extra = {"CL": cl} if cl > 1 else {}
-    if lens:
-        extra["MODE"] = 1
+    extra = {"MODE": 1} if lens else {}
     d = defines(ACCUM=int(p.accumulate), BN=bn, OUT_DTYPE=out, STAGES=st, **extra)
     smem = smem_bytes(st, bn)
     kernel = build(GEMM_WGRAD_BF16_SM90, d, arch)
@@ -107,15 +97,15 @@ def _kernel(p: GroupedGemmProblem, arch: Any, bn: int, cl: int) -> tuple[Any, An
     if lens:  # the groups' row tiles (host bound ceil(m / 128) + G), the tail's, x the column tiles
         grid = ((-(-p.m // _TILE) + p.num_groups + 1) * tiles_n, 1, 1)
     else:
-        grid = (cl * -(-p.m // (cl * _TILE)) * tiles_n, 1, p.num_groups)  # row tiles in whole clusters
+        grid = (-(-p.m // _TILE) * tiles_n, 1, p.num_groups)
     return kernel, LaunchConfig(grid, (384, 1, 1), smem)
 
 
-def run(p: GroupedGemmProblem, groups: Any, out: Any, arch: Any, bn: int | None = None, cl: int | None = None) -> Any:
+def run(p: GroupedGemmProblem, groups: Any, out: Any, arch: Any, bn: int | None = None) -> Any:
     """Queue the route on CuPy's current stream, writing ``out`` (a device ``[G, m, n]`` / ``[m, n]`` array; bf16 as
-    uint16; ``bn``: the output tile width, 128 or 256, default :data:`BN`; ``cl``: :data:`CL` with BN 256, else 1), and
-    return the device gate word for the caller's gated generic launch (:func:`mxrt.ops.grouped_gemm.grouped_gemm_gpu`),
-    which recomputes every output where it is raised. No host synchronisation."""
+    uint16; ``bn``: the output tile width, 128 or 256, default :data:`BN`), and return the device gate word for the
+    caller's gated generic launch (:func:`mxrt.ops.grouped_gemm.grouped_gemm_gpu`), which recomputes every output where
+    it is raised. No host synchronisation."""
     from ..runtime import alloc
     from ..runtime.launch import launch
     from .dequant import launch_dequant
@@ -124,7 +114,6 @@ def run(p: GroupedGemmProblem, groups: Any, out: Any, arch: Any, bn: int | None 
 
     bn = BN if bn is None else bn
     lens = p.kind == "lens"
-    cl = 1 if lens else (CL if bn == 256 else 1) if cl is None else cl
     kp = padded(p.k)
     b_rows, kb = int(np.prod(p.b.shape[:-1])), int(p.b.shape[-1])  # lens: b may be padded past k (never multiplied)
     kbp = padded(kb)
@@ -140,8 +129,8 @@ def run(p: GroupedGemmProblem, groups: Any, out: Any, arch: Any, bn: int | None 
         ends = launch_offsets(p.op, groups, p.k, p.align, p.k, arch, None)
     dev = wa.data.device_id
     tma = tensor_map_arg(wa.data.ptr, p.m, 2 * kp, _TILE, dev)
-    tmb = tensor_map_arg(wb.data.ptr, b_rows, 2 * kbp, bn // cl, dev)  # a cluster's CTAs load half of B each
-    kernel, cfg = _kernel(p, arch, bn, cl)
+    tmb = tensor_map_arg(wb.data.ptr, b_rows, 2 * kbp, bn, dev)
+    kernel, cfg = _kernel(p, arch, bn)
     u32 = np.uint32
     launch(p.op, kernel, cfg, (tma, tmb, out, ends, gate, u32(p.m), u32(p.n), u32(p.num_groups), u32(p.k)))
     return gate

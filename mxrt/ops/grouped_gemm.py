@@ -269,13 +269,20 @@ def _upload(x: Any, dtype: Any = np.uint8) -> Any:
     return cupy.asarray(np.ascontiguousarray(np.asarray(x, dtype=dtype)))
 
 
+def _device_out(p: GroupedGemmProblem) -> Any:
+    """``p.out``, or a new device result; bfloat16 viewed as uint16 (CuPy >= 14 bfloat16: kernels write its bits)."""
+    from ..runtime import alloc
+
+    out = p.out if p.out is not None else alloc.empty(p.out_shape, DEVICE_OUT_DTYPES[dtype_name(p.out_dtype)])
+    return out.view("uint16") if dtype_name(out.dtype) == "bfloat16" else out
+
+
 def grouped_gemm_gpu(p: GroupedGemmProblem) -> Any:
     """Run a validated grouped GEMM on CuPy's current stream, never synchronising with the host.
 
     CuPy in: the device result (``p.out`` written in place when given; bfloat16 as uint16 bits). numpy in (backend
     "gpu"): operands, groups and a given ``out`` are uploaded, the result comes back as numpy of ``out_dtype``.
     """
-    from ..runtime import alloc
     from ..runtime.arch import get_arch
 
     host = not p.device
@@ -310,9 +317,7 @@ def grouped_gemm_gpu(p: GroupedGemmProblem) -> Any:
     if force in (None, grouped_wgrad_bf16.NAME) and math.prod(p.out_shape) and p.n:
         why = grouped_wgrad_bf16.unsupported(arch.target, p)
         if why is None:
-            out = p.out if p.out is not None else alloc.empty(p.out_shape, DEVICE_OUT_DTYPES[dtype_name(p.out_dtype)])
-            if dtype_name(out.dtype) == "bfloat16":
-                out = out.view("uint16")
+            out = _device_out(p)
             gate = grouped_wgrad_bf16.run(p, groups, out, arch)
             launch_plain(p, _generic_plan(p), groups, out, arch, gate)  # returns at once unless the gate is raised
             return download(out, p.out_dtype) if host else out
@@ -321,9 +326,7 @@ def grouped_gemm_gpu(p: GroupedGemmProblem) -> Any:
     plan = grouped_plan(p, arch.target, arch.num_cus, None if force == grouped_gemm_torch.NAME else force)
     if p.kind == "indices" and dtype_name(groups.dtype) != "int32":
         groups = groups.astype("int32")  # a device op, no synchronisation
-    out = p.out if p.out is not None else alloc.empty(p.out_shape, DEVICE_OUT_DTYPES[dtype_name(p.out_dtype)])
-    if dtype_name(out.dtype) == "bfloat16":
-        out = out.view("uint16")  # CuPy >= 14 bfloat16: the kernel writes its bits
+    out = _device_out(p)
     if out.size and p.n and plan.spec is _SM90_WS:
         grouped_gemm_sm90_ws.launch_sm90_ws(p, groups, out, arch)
     elif out.size and p.n and plan.spec is _SM90:

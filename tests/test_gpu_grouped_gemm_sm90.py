@@ -14,7 +14,7 @@ import itertools
 import ml_dtypes
 import numpy as np
 import pytest
-from support.grouped_cases import check, dev, group_lens, host, values, wgrad_operands
+from support.grouped_cases import check, dev, forced_sm90_kernel, group_lens, host, values, wgrad_operands
 
 import mxrt
 import mxrt.deep_gemm as deep_gemm
@@ -36,14 +36,7 @@ WS = grouped_gemm_kernels.GEMM_MX_GROUPED_SM90_WS
 
 @pytest.fixture(autouse=True)
 def forced(monkeypatch):
-    try:
-        target = get_arch().target
-    except Exception as e:  # no device
-        pytest.skip(f"no GPU: {e}")
-    if target != "sm_90a":
-        pytest.skip(f"the sm90 grouped kernel needs sm_90a, this device is {target}")
-    monkeypatch.setenv("MXRT_GROUPED_GEMM_KERNEL", "sm90")
-    with mxrt.runtime.debug(poison=POISON, sync_after_launch=True) as session:
+    with forced_sm90_kernel(monkeypatch, "sm90", POISON) as session:
         yield session
 
 

@@ -1,11 +1,11 @@
 """The bf16 route ``sm90_bf16`` of the grouped GEMMs (the variable-K wgrad; the forward / dgrad with float32 out) on an
 sm_90a GPU (mxrt/ops/grouped_wgrad_bf16.py, kernels_src/gemm/gemm_wgrad_bf16_sm90.hip), forced with
 MXRT_GROUPED_GEMM_KERNEL=sm90_bf16: balanced, unbalanced, empty and one-group splits, tile edges in both output
-dimensions, float32 (the wgrad's default) and bfloat16 out, plain and accumulating, both tile widths and clusters of
-two, every format pair, the float32-out forward / dgrad (MODE 1), extreme scale pairs and NaN scales (the exact gated
-fallback, which must find ``out`` untouched when accumulating), device lens the host cannot check, bitwise reruns and
-CUDA-graph replays with new group sizes. Against float64 math of the dequantized inputs (fp32 relative <= 1e-5, bf16
-calc_diff <= 1e-5). Outputs start poisoned. Marker ``gpu``: skips without cupy, a device, or off sm_90a."""
+dimensions, float32 (the wgrad's default) and bfloat16 out, plain and accumulating, both tile widths, every format pair,
+the float32-out forward / dgrad (MODE 1), extreme scale pairs and NaN scales (the exact gated fallback, which must find
+``out`` untouched when accumulating), device lens the host cannot check, bitwise reruns and CUDA-graph replays with new
+group sizes. Against float64 math of the dequantized inputs (fp32 relative <= 1e-5, bf16 calc_diff <= 1e-5). Outputs
+start poisoned. Marker ``gpu``: skips without cupy, a device, or off sm_90a."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import itertools
 import ml_dtypes
 import numpy as np
 import pytest
-from support.grouped_cases import check, dev, group_lens, host, values, wgrad_operands
+from support.grouped_cases import check, dev, forced_sm90_kernel, group_lens, host, values, wgrad_operands
 
 import mxrt
 from mxrt.errors import UnsupportedArchError
@@ -26,7 +26,6 @@ from mxrt.reference.grouped_gemm import grouped_gemm_f64
 pytestmark = pytest.mark.gpu
 cupy = pytest.importorskip("cupy")
 
-from mxrt.runtime import get_arch  # noqa: E402
 
 POISON = 0xFF
 KERNEL = "gemm_wgrad_bf16_sm90"
@@ -35,14 +34,7 @@ OUT_NP = {"float32": np.float32, "bfloat16": np.uint16}
 
 @pytest.fixture(autouse=True)
 def session(monkeypatch):
-    try:
-        target = get_arch().target
-    except Exception as e:  # no device
-        pytest.skip(f"no GPU: {e}")
-    if target != "sm_90a":
-        pytest.skip(f"the bf16 wgrad route needs sm_90a, this device is {target}")
-    monkeypatch.setenv("MXRT_GROUPED_GEMM_KERNEL", "sm90_bf16")
-    with mxrt.runtime.debug(poison=POISON, sync_after_launch=True) as s:
+    with forced_sm90_kernel(monkeypatch, "sm90_bf16", POISON) as s:
         yield s
 
 
@@ -64,10 +56,9 @@ CASES = [(1, "balanced", 2048), (4, "balanced", 4096), (4, "unbalanced", 1000), 
          (32, "one", 777), (4, "one", 4096)]  # fmt: skip
 
 
-@pytest.fixture(params=[(128, 1), (256, 1), (256, 2)], ids=["bn128", "bn256", "bn256-cluster2"])
+@pytest.fixture(params=[128, 256], ids=["bn128", "bn256"])
 def bn(request, monkeypatch):
-    monkeypatch.setattr(grouped_wgrad_bf16, "BN", request.param[0])
-    monkeypatch.setattr(grouped_wgrad_bf16, "CL", request.param[1])
+    monkeypatch.setattr(grouped_wgrad_bf16, "BN", request.param)
     return request.param
 
 

@@ -1,10 +1,14 @@
 """Shared pieces of the grouped-GEMM GPU tests (test_gpu_grouped_gemm.py, test_gpu_grouped_gemm_sm90.py,
-test_gpu_grouped_torch.py): device copies of MX operands, results back as float64, the accuracy check against the
-float64 reference, inputs over a few binades and the group splits. No cupy import at module level."""
+test_gpu_grouped_torch.py, test_gpu_grouped_wgrad_bf16.py): device copies of MX operands, results back as float64,
+the accuracy check against the float64 reference, inputs over a few binades, the group splits, the wgrad operands and
+the forced-kernel setup on Hopper. No cupy import at module level."""
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
 
 import ml_dtypes
 import numpy as np
@@ -69,3 +73,22 @@ def wgrad_operands(rng: np.random.Generator, lens, n: int, k: int, pair=("e4m3",
     qg = mxrt.quantize_mx_grouped(go, lens, pair[0], colwise=True, col_align=align).col
     qx = mxrt.quantize_mx_grouped(x, lens, pair[1], colwise=True, col_align=align).col
     return qg, qx
+
+
+@contextmanager
+def forced_sm90_kernel(monkeypatch, kernel: str, poison: int) -> Iterator[Any]:
+    """The GPU grouped tests' setup on Hopper: skip without a device or off sm_90a, force ``kernel`` through
+    ``MXRT_GROUPED_GEMM_KERNEL``, and yield a debug session (outputs poisoned, a sync after every launch)."""
+    import pytest
+
+    from mxrt.runtime import get_arch
+
+    try:
+        target = get_arch().target
+    except Exception as e:  # no device
+        pytest.skip(f"no GPU: {e}")
+    if target != "sm_90a":
+        pytest.skip(f"MXRT_GROUPED_GEMM_KERNEL={kernel} needs sm_90a, this device is {target}")
+    monkeypatch.setenv("MXRT_GROUPED_GEMM_KERNEL", kernel)
+    with mxrt.runtime.debug(poison=poison, sync_after_launch=True) as session:
+        yield session

@@ -34,6 +34,7 @@ from .._kinds import dtype_name
 from ..errors import ShapeError
 from ..problems.grouped_gemm import GroupedGemmProblem
 from .dequant import check_dequant_limits
+from .grouped_gemm_kernels import GEMM_WGRAD_BF16_SM90, WGRAD_BF16_STAGES
 from .grouped_gemm_torch import padded  # the workspaces' row length, as the torch route's
 
 NAME = "sm90_bf16"
@@ -78,21 +79,28 @@ def unsupported(target: str, p: GroupedGemmProblem) -> str | None:
     return None
 
 
-def _kernel(p: GroupedGemmProblem, arch: Any, bn: int) -> tuple[Any, Any]:
-    from ..runtime.compiler import build
-    from ..runtime.kernel_spec import defines
-    from ..runtime.launch import LaunchConfig
-    from .grouped_gemm_kernels import GEMM_WGRAD_BF16_SM90, WGRAD_BF16_STAGES
+_KERNELS: dict = {}
 
-    out = codes.GEMM_OUT_DTYPE_CODES[dtype_name(p.out_dtype)]
-    st = WGRAD_BF16_STAGES[bn]
+
+def _kernel(p: GroupedGemmProblem, arch: Any, bn: int) -> tuple[Any, Any]:
+    """The build for ``p`` (cached with its shared-memory attribute set: no driver query per call) and its launch."""
+    from ..runtime.launch import LaunchConfig
+
     lens = p.kind == "lens"
-    extra = {"MODE": 1} if lens else {}
-    d = defines(ACCUM=int(p.accumulate), BN=bn, OUT_DTYPE=out, STAGES=st, **extra)
+    st = WGRAD_BF16_STAGES[bn]
     smem = smem_bytes(st, bn)
-    kernel = build(GEMM_WGRAD_BF16_SM90, d, arch)
-    if kernel.max_dynamic_shared_size_bytes < smem:
-        kernel.max_dynamic_shared_size_bytes = smem
+    key = (codes.GEMM_OUT_DTYPE_CODES[dtype_name(p.out_dtype)], bool(p.accumulate), lens, bn, arch)
+    kernel = _KERNELS.get(key)
+    if kernel is None:
+        from ..runtime.compiler import build
+        from ..runtime.kernel_spec import defines
+
+        extra = {"MODE": 1} if lens else {}
+        d = defines(ACCUM=int(p.accumulate), BN=bn, OUT_DTYPE=key[0], STAGES=st, **extra)
+        kernel = build(GEMM_WGRAD_BF16_SM90, d, arch)
+        if kernel.max_dynamic_shared_size_bytes < smem:
+            kernel.max_dynamic_shared_size_bytes = smem
+        _KERNELS[key] = kernel
     tiles_n = -(-p.n // bn)
     if lens:  # the groups' row tiles (host bound ceil(m / 128) + G), the tail's, x the column tiles
         grid = ((-(-p.m // _TILE) + p.num_groups + 1) * tiles_n, 1, 1)

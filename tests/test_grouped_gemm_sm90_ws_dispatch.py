@@ -107,6 +107,38 @@ def test_deepgemm_layouts_run_on_the_engine(pair):
     assert grouped_gemm_sm90_ws.tiles_bound(_masked(max_m=300, n=40)) == 3 * 3
 
 
+def _f32(p):
+    """``p`` (ids / masked) with DeepGEMM's Hopper recipe: float32 scales, a 1x128, b 128x128 per group."""
+    rng = np.random.default_rng(5)
+    kb = -(-p.k // 128)
+    sa = rng.random((p.m, kb), np.float32)
+    sb = rng.random((p.num_groups * -(-p.n // 128), kb), np.float32)
+    a, b = dataclasses.replace(p.a, scales=sa), dataclasses.replace(p.b, scales=sb)
+    return dataclasses.replace(p, a=a, b=b, scale_f32=True, sf_gmn_b=128)
+
+
+def test_deepgemm_hopper_recipe_runs_on_the_engine():
+    """float32 scales (a 1x128, b 128x128): the SCALE_F32 builds of the DeepGEMM layouts, every fp8 pair."""
+    for make, mode in ((_indices, 1), (_masked, 2)):
+        for pair in PAIRS[:4]:
+            p = _f32(dataclasses.replace(make(k=320), a_fmt=pair[0], b_fmt=pair[1]))
+            assert grouped_gemm_sm90_ws.unsupported("sm_90a", p) is None
+            assert choose_kernel(p, "sm_90a") is WS
+            assert dict(_check_plan(p, mode).defines)["SCALE_F32"] == 1
+        assert "SCALE_F32" not in dict(_check_plan(make(), mode).defines)  # E8M0 builds unchanged
+        p = _f32(make())
+        bad = dataclasses.replace(p, a=dataclasses.replace(p.a, scales=p.a.scales[:, :0]))
+        assert "float32 scales of shapes" in grouped_gemm_sm90_ws.unsupported("sm_90a", bad)
+        assert choose_kernel(bad, "sm_90a") is GENERIC
+        why = grouped_gemm_sm90_ws.unsupported("sm_90a", dataclasses.replace(p, sf_gmn_b=1))
+        assert "DeepGEMM's recipe only" in why
+        m, k, ns = 2**24, 2**16, types.SimpleNamespace  # sizes only: 2^24 rows x 512 words of 4 bytes
+        a = dataclasses.replace(p.a, shape=(m, k), scales=ns(shape=(m, k // 128)))
+        b = dataclasses.replace(p.b, shape=(3 * p.n, k), scales=ns(shape=(3, k // 128)))
+        big = dataclasses.replace(p, m=m, k=k, a=a, b=b)
+        assert "2^31" in grouped_gemm_sm90_ws.unsupported("sm_90a", big)
+
+
 def _wgrad():
     rng = np.random.default_rng(1)
     lens = np.array([5, 0, 90])
@@ -253,3 +285,30 @@ def test_launch_packs_lens_indices_and_masked():
         mxrt.grouped_gemm_mx(dev(qa), dev(qb), cp.asarray(lens, np.int32))
         assert [r[1] for r in state["launches"]] == ["e2m1_to_e4m3", "e2m1_to_e4m3", "gemm_mx_grouped_sm90_ws"]
         assert state["launches"][-1][5][6:] == (128, 32, 64, 2, 2, 2, 0, 1)  # int32 lens
+
+
+def test_launch_packs_the_float32_recipe(monkeypatch):
+    """DeepGEMM's Hopper recipe on the engine: a's float32 scales as given, b's widened to one row per b row (a new
+    device array holding exactly the repeated rows), strides of one float32 word per 128-K stage."""
+    made = []
+    widen = grouped_gemm_sm90_ws.f32_b_scales
+    monkeypatch.setattr(grouped_gemm_sm90_ws, "f32_b_scales", lambda p: made.append(widen(p)) or made[-1])
+    with fake_cupy.install(record=True) as state:
+        cp = sys.modules["cupy"]
+        rng = np.random.default_rng(6)
+        lens, n, k, g = np.array([50, 0, 130]), 200, 384, 3
+        ids = mxrt.contiguous_m_indices(lens, 128)
+        x, w = rng.standard_normal((ids.size, k)), rng.standard_normal((g, n, k))
+        ca, sa = mxrt.per_token_cast_to_fp8(x, False)
+        cb, sb = (np.stack(v) for v in zip(*(mxrt.per_block_cast_to_fp8(w[i], False) for i in range(g)), strict=True))
+        d = cp.zeros((ids.size, n), np.uint16)
+        ids_d, sa_d = cp.asarray(ids), cp.asarray(sa)
+        deep_gemm.m_grouped_fp8_gemm_nt_contiguous((cp.asarray(ca), sa_d), (cp.asarray(cb), cp.asarray(sb)), d, ids_d)
+        (rec,) = _launches(state)
+        vals = rec[5]
+        assert vals[2] == sa_d.data.ptr and vals[4:6] == (d.data.ptr, ids_d.data.ptr)
+        assert vals[6:] == (ids.size, n, k, 4 * 3, 4 * 3, g, 0, 1)  # strides: 3 float32 words a row
+        (widened,) = made
+        assert vals[3] == widened.data.ptr and type(widened).__module__ == "cupy"
+        want = np.repeat(sb, 128, axis=1)[:, :n].reshape(g * n, 3)
+        np.testing.assert_array_equal(np.asarray(widened), want)

@@ -100,8 +100,9 @@ MXRT_DEVICE void wgmma_k32(float (&d)[64], u64 da, u64 db) {
       : "memory");
 }
 
-#if DIAG == 1
-// d += A(64x32) * B(32x128)^T (scale-d = 1): only the DIAG = 1 timing diagnostic accumulates across k32.
+#if DIAG == 1 || (defined(SCALE_F32) && SCALE_F32)
+// d += A(64x32) * B(32x128)^T (scale-d = 1): only the DIAG = 1 timing diagnostic and the engine's float32-scale
+// build (one 128-K block a stage, DeepGEMM's recipe) accumulate across k32.
 MXRT_DEVICE void wgmma_k32_acc(float (&d)[64], u64 da, u64 db) {
   asm volatile(
       "{\nwgmma.mma_async.sync.aligned.m64n128k32.f32." WG_ATYPE "." WG_BTYPE

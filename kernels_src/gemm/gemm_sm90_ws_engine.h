@@ -21,7 +21,8 @@
 //     store(out, acc, Tile, lrow, lcol)       the epilogue of a consumer warpgroup's 64 x 128 half
 // Every role derives the same (tile, stage) sequence from the walk itself: no schedule is shared at run time.
 // defines  as gemm_mx_sm90_ws.hip: A_FMT, B_FMT, OUT_DTYPE, ATOMIC 0, BM BN 128, STAGES, DBUF 0, DIAG, SPLIT,
-//          WS_MODE, SLA, SLB
+//          WS_MODE, SLA, SLB; SCALE_F32 (default 0; 1: the scales are float32 words, one per row and 128-K stage,
+//          DeepGEMM's Hopper recipe: row strides in bytes, one factor per stage, one promotion per stage)
 #pragma once
 #if !defined(SLA) || !defined(SLB)
 #error "SLA and SLB must be defined by the launcher (gemm_sm90_tile.h would default them to row-major)"
@@ -39,6 +40,12 @@ MXRT_STATIC_ASSERT(BM == 128 && BN == 128 && ATOMIC == 0 && DBUF == 0 && DIAG <=
 // pipeline only); 3 no wgmma either (the consumers wait for each stage and release it); 4 as 3 without scale warps
 MXRT_STATIC_ASSERT(WS_MODE == 0 || (DIAG == 1 && (WS_MODE == 2 || WS_MODE == 3 || WS_MODE == 4)),
                    "WS_MODE: 0; 2, 3, 4 with DIAG = 1");
+
+#ifndef SCALE_F32
+#define SCALE_F32 0
+#endif
+MXRT_STATIC_ASSERT(SCALE_F32 == 0 || (SCALE_F32 == 1 && SLA == 0 && SLB == 0 && SPLIT == 0 && DIAG == 0),
+                   "SCALE_F32 1: row-major float32 scales, SPLIT 0, DIAG 0");
 
 #define WS_THREADS 384
 #define WS_PRODUCER_REGS 56
@@ -309,6 +316,10 @@ MXRT_DEVICE void ws_engine(const Sm90Smem& S, const Walk& wk, const void* ta, co
           float* dst = is_a ? S.sa_s + r
                             : S.sb_s + (((r - 128u) >> 1) & 3u) * SB_T + 2u * ((r - 128u) >> 3) + (r & 1u);
           const u32 step = is_a ? BM : 4u * SB_T;
+#if SCALE_F32
+          // the stage's one float32 factor (its word: byte offset row * stride + 4 kt); the consumers read j = 0
+          dst[slot * KSTEPS * step] = in ? __uint_as_float(bytes) : 0.0f;
+#else
 #pragma unroll
           for (u32 j = 0; j < KSTEPS; ++j) {
             const bool ok = in && kt * KSTEPS + j < kbs;  // a block outside the matrix: factor 0
@@ -316,6 +327,7 @@ MXRT_DEVICE void ws_engine(const Sm90Smem& S, const Walk& wk, const void* ta, co
             dst[(slot * KSTEPS + j) * step] = ok ? e8m0_f32(b) : 0.0f;
             wide |= ok && e8m0_wide(b);
           }
+#endif
         }
         if (wide) atomicMax(S.wide_s + slot, g + 1u);  // stages only grow: no reset
         mbar_arrive(S.full0 + 8 * slot);  // each lane after its own factor stores
@@ -405,7 +417,7 @@ MXRT_DEVICE void ws_engine(const Sm90Smem& S, const Walk& wk, const void* ta, co
     const u32 lrow = 64u * cw + 16u * ((tid / 32u) % 4u) + (lane >> 2), lcol = 2u * tq;
     const u32 a_base = smem_addr(S.tile_a) + cw * 64u * BK, b_base = smem_addr(S.tile_b);
     float acc[64], p0[64];
-#if DIAG == 0
+#if DIAG == 0 && !SCALE_F32
     float p1[64];
 #endif
     u32 f = 0;
@@ -440,6 +452,18 @@ MXRT_DEVICE void ws_engine(const Sm90Smem& S, const Walk& wk, const void* ta, co
           (void)sak;
           (void)sbk;
 #endif
+#elif SCALE_F32
+          // one 128-K block of float32 factors: its four k32 steps accumulate in the tensor core, one promotion
+          // (DeepGEMM's Hopper recipe and its precision; never wide)
+          (void)W;
+          wg_fence();
+          wgmma_k32(p0, make_desc(ab), make_desc(bb));
+#pragma unroll
+          for (u32 j = 1; j < KSTEPS; ++j) wgmma_k32_acc(p0, make_desc(ab + 32u * j), make_desc(bb + 32u * j));
+          wg_commit();
+          wg_wait<0>();
+          fence_regs(p0);
+          promote(acc, p0, sak[0], sak[8], sbk, false);
 #else
 #define WS_ISSUE(P, J)                                                    \
   do {                                                                    \

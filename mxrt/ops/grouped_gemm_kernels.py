@@ -174,14 +174,16 @@ GROUPED_SM90_WS_KINDS = ("lens", "indices", "masked")
 SM90_WS_STAGES = 4
 
 
-def _sm90_ws_v(fa: str, fb: str, mode: int, out: int) -> Defines:
-    return defines(A_FMT=FMT_CODES[fa], B_FMT=FMT_CODES[fb], MODE=mode, OUT_DTYPE=out, STAGES=SM90_WS_STAGES)
+def _sm90_ws_v(fa: str, fb: str, mode: int, out: int, scale_f32: int = 0) -> Defines:
+    extra = {"SCALE_F32": 1} if scale_f32 else {}
+    return defines(A_FMT=FMT_CODES[fa], B_FMT=FMT_CODES[fb], MODE=mode, OUT_DTYPE=out, STAGES=SM90_WS_STAGES, **extra)
 
 
 GEMM_MX_GROUPED_SM90_WS = KernelSpec(
     symbol="gemm_mx_grouped_sm90_ws",
     file="gemm/gemm_mx_grouped_sm90_ws.hip",
     required=("A_FMT", "B_FMT", "MODE", "OUT_DTYPE", "STAGES"),
+    optional=("SCALE_F32",),
     variants=(
         # lens: fp8 pairs (e2m1 expanded to e4m3 first) x bf16 / f16
         *(
@@ -192,6 +194,8 @@ GEMM_MX_GROUPED_SM90_WS = KernelSpec(
         ),
         # DeepGEMM contiguous (ids) / masked: fp8 pairs, bf16 out
         *(_sm90_ws_v(fa, fb, mode, BF16) for mode in (1, 2) for fa in _SM90_FP8 for fb in _SM90_FP8),
+        # the same with DeepGEMM's Hopper recipe (float32 1x128 / 128x128 scales)
+        *(_sm90_ws_v(fa, fb, mode, BF16, 1) for mode in (1, 2) for fa, fb in DEEPGEMM_PAIRS),
     ),
     targets=("sm_90a",),
     expect_mma=(("sm_90a", ("wgmma.mma_async",)),),
@@ -242,9 +246,10 @@ SPECS = (
 )
 #: op -> {target: spec}; an AMD entry serves only the problems mxrt/ops/grouped_gemm_amd.py accepts (lens / wgrad);
 #: the sm_90a entry of grouped_gemm_mx (the engine) those of mxrt/ops/grouped_gemm_sm90_ws.py (lens, DeepGEMM ids /
-#: masked with E8M0 scales and 16-bit out), what it declines falls to :data:`FALLBACK` (gemm_mx_grouped_sm90:
-#: fp32 out for e2m1 x e2m1, masked with more groups than the engine's schedule holds), as does the wgrad (16-bit
-#: out); the others (k-grouped everywhere, float32 scales, fp32 out with an fp8 operand on sm_90a) run on "generic"
+#: masked with E8M0 or DeepGEMM's float32 scales and 16-bit out), what it declines falls to :data:`FALLBACK`
+#: (gemm_mx_grouped_sm90: fp32 out for e2m1 x e2m1, masked with more groups than the engine's schedule holds), as
+#: does the wgrad (16-bit out); the others (k-grouped everywhere, float32 scales past the engine's envelope, fp32 out
+#: with an fp8 operand on sm_90a) run on "generic"
 _ROW = {"generic": GEMM_MX_GROUPED_GENERIC, "gfx950": GEMM_MX_GROUPED_GFX950, "gfx942": GEMM_MX_GROUPED_GFX942}
 DISPATCH = {
     "grouped_gemm_mx": {**_ROW, "sm_90a": GEMM_MX_GROUPED_SM90_WS},

@@ -5,21 +5,26 @@ built on the device. Which problems it takes, its launch geometry (pure host mat
 
 Serves the forward / dgrad by device ``group_lens`` (``"lens"``) and DeepGEMM's ``"indices"`` (per-row ids, -1 rows
 untouched) and ``"masked"`` layouts with E8M0 row-major scales and bfloat16 / float16 out (e2m1 operands expanded to
-e4m3 first, as :mod:`mxrt.ops.grouped_gemm_sm90`). Group sizes never leave the device: each CTA builds the schedule
-in shared memory (``"lens"``: the row offsets and row-tile prefix of ``gemm_grouped_tiles.h``; ``"masked"``: the
-row-tile prefix of the clamped ``masked_m``, so only tiles holding rows are walked; ``"indices"``: none, a tile's
-groups are found by warp reductions over its ids) and every role walks the same tile sequence from it. The grid is
-``min(#SMs, a host bound of the tiles)``, so a launch is capture-safe as the older kernel's.
+e4m3 first, as :mod:`mxrt.ops.grouped_gemm_sm90`); the DeepGEMM layouts also with DeepGEMM's Hopper recipe (float32
+scales, a 1x128, b 128x128: build ``SCALE_F32``, whose stage is one 128-K block accumulated over its four k32 steps in
+the tensor core and promoted once, DeepGEMM's own precision; b's scales widened to one row per b row first).
+
+Group sizes never leave the device: each CTA builds the schedule in shared memory (``"lens"``: the row offsets and
+row-tile prefix of ``gemm_grouped_tiles.h``; ``"masked"``: the row-tile prefix of the clamped ``masked_m``, so only
+tiles holding rows are walked; ``"indices"``: none, a tile's groups are found by warp reductions over its ids) and every
+role walks the same tile sequence from it. The grid is ``min(#SMs, a host bound of the tiles)``, so a launch is
+capture-safe as the older kernel's.
 
 Declines (:func:`unsupported`; :data:`mxrt.ops.grouped_gemm_kernels.FALLBACK`, ``gemm_mx_grouped_sm90``, then the
 generic kernel run these): the variable-K wgrad and the k-grouped wgrad, float32 out (e2m1 x e2m1 runs on the older
 kernel), more than ``GROUPED_MAX_GROUPS`` groups in the masked layout (its schedule lives in shared memory), no group,
-scale bases that are not 4-byte aligned (the scale warps copy 32-bit words), and everything the older kernel declines
-(float32 scales, TMA alignment, k == 0, 2^31 sizes).
+scale bases that are not 4-byte aligned (the scale warps copy 32-bit words), float32 scales in another recipe than
+DeepGEMM's, and everything the older kernel declines (TMA alignment, k == 0, 2^31 sizes).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
@@ -90,7 +95,16 @@ def unsupported(target: str, p: GroupedGemmProblem) -> str | None:
             f"{dtype_name(p.out_dtype)} output: the grouped engine stores bfloat16 / float16 (e2m1 x e2m1 with fp32 "
             "out runs on gemm_mx_grouped_sm90)"
         )
-    why = grouped_gemm_sm90.unsupported(target, p)  # the TMA, format and size rules the two kernels share
+    if p.scale_f32:
+        if p.kind not in ("indices", "masked") or p.sf_gmn_b != 128:
+            return f"float32 scales with kind {p.kind!r}, b's rows per scale {p.sf_gmn_b} (DeepGEMM's recipe only)"
+        a_sf, b_sf, kb = tuple(p.a.scales.shape), tuple(p.b.scales.shape), int(p.b.shape[-1])
+        if a_sf != (p.m, _cdiv(p.k, 128)) or b_sf != (p.num_groups * _cdiv(p.n, 128), _cdiv(kb, 128)):
+            return f"float32 scales of shapes {a_sf}, {b_sf}: expected a 1x128 and b 128x128 per group, row-major"
+        if max(p.m, p.num_groups * p.n) * 4 * _cdiv(max(p.k, kb), 128) >= _LIMIT:
+            return "float32 scale bytes of a or of b widened to its rows reach 2^31 (32-bit offsets)"
+    # the TMA, format and size rules the two kernels share (the older one has no float32 scales)
+    why = grouped_gemm_sm90.unsupported(target, dataclasses.replace(p, scale_f32=False) if p.scale_f32 else p)
     if why is not None:
         return why
     if p.num_groups < 1:
@@ -113,7 +127,15 @@ def kernel_defines(p: GroupedGemmProblem) -> Defines:
         MODE=GROUPED_GEMM_MODES[p.kind],
         OUT_DTYPE=codes.GEMM_OUT_DTYPE_CODES[dtype_name(p.out_dtype)],
         STAGES=SM90_WS_STAGES,
+        **({"SCALE_F32": 1} if p.scale_f32 else {}),
     )
+
+
+def f32_b_scales(p: GroupedGemmProblem) -> Any:
+    """b's float32 128x128 scales ``[G * ceil(n/128), ceil(kb/128)]`` widened to one row per b row ``[G * n,
+    ceil(kb/128)]`` (device ops, no synchronisation): the engine reads scales per b row."""
+    sb = p.b.scales.reshape(p.num_groups, _cdiv(p.n, 128), -1)
+    return sb.repeat(128, axis=1)[:, : p.n].reshape(p.num_groups * p.n, -1)
 
 
 def launch_config(p: GroupedGemmProblem, num_sms: int | None = None) -> LaunchConfig:
@@ -137,7 +159,11 @@ def launch_sm90_ws(p: GroupedGemmProblem, groups: Any, out: Any, arch: Any) -> N
     flags = grouped_gemm_sm90.launch_flags(p, groups, out)
     u32 = np.uint32
     kb = int(p.b.shape[-1])
-    args = (tma, tmb, p.a.scales, p.b.scales, out, groups)
-    args += (u32(p.m), u32(p.n), u32(p.k), u32(_cdiv(p.k, 32)), u32(_cdiv(kb, 32)), u32(p.num_groups))
+    if p.scale_f32:  # one float32 word per row and 128-K stage (strides in bytes)
+        sb, strides = f32_b_scales(p), (4 * _cdiv(p.k, 128), 4 * _cdiv(kb, 128))
+    else:
+        sb, strides = p.b.scales, (_cdiv(p.k, 32), _cdiv(kb, 32))
+    args = (tma, tmb, p.a.scales, sb, out, groups)
+    args += (u32(p.m), u32(p.n), u32(p.k), u32(strides[0]), u32(strides[1]), u32(p.num_groups))
     args += (u32(p.max_m), u32(flags))
     launch(p.op, kernel, cfg, args)

@@ -1,0 +1,151 @@
+"""mxrt.deep_gemm's m-grouped calls with DeepGEMM's Hopper recipe (e4m3 codes, float32 scales: activations 1x128,
+weights 128x128) on a GPU, against ``torch._grouped_mm`` in bf16 on the dequantised operands (what a Hopper user
+without DeepGEMM runs), same run, same GPU (run from the repository root).
+
+    python benchmarks/bench_deepgemm_api.py [--json FILE] [--reps 5] [--kernel auto|generic|sm90_ws] [--quick]
+
+Shapes: DeepGEMM's own grouped benchmarks (tests/test_core.py of deepseek-ai/DeepGEMM): contiguous (groups, rows per
+group, n, k) = (4, 8192, 4096, 7168), (4, 8192, 7168, 2048), (8, 4096, 4096, 7168), (8, 4096, 7168, 2048); masked
+(groups, max_m = expected_m, n, k) = (1, 1024, 4096, 7168), (2, 512, 7168, 2048), (4, 256, 4096, 7168),
+(16, 256, 7168, 2048) with every group full. Timing: CUDA events around eager calls (both sides on the legacy stream),
+median of --reps. Columns: mxrt us / TFLOP/s, torch bf16 us, ratio (torch time / mxrt time), calc_diff of mxrt's output
+against torch's (a sanity column). ``--kernel`` sets MXRT_GROUPED_GEMM_KERNEL (``generic``: the portable kernel these
+calls ran on before session 16; ``--quick`` runs the first shape of each layout only).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import cupy
+import numpy as np
+
+import mxrt.deep_gemm as deep_gemm
+from mxrt.bench import core
+
+CONTIGUOUS = [(4, 8192, 4096, 7168), (4, 8192, 7168, 2048), (8, 4096, 4096, 7168), (8, 4096, 7168, 2048)]
+MASKED = [(1, 1024, 4096, 7168), (2, 512, 7168, 2048), (4, 256, 4096, 7168), (16, 256, 7168, 2048)]
+E4M3_MAX = 448.0
+
+
+def cast_rows(x: cupy.ndarray) -> tuple[cupy.ndarray, cupy.ndarray]:
+    """DeepGEMM's per_token_cast_to_fp8 on the device: ``x [..., mn, k]`` -> e4m3 codes, float32 scales per 1 x 128."""
+    *lead, mn, k = x.shape
+    blocks = x.reshape(*lead, mn, k // 128, 128)
+    sf = cupy.maximum(cupy.abs(blocks).max(axis=-1), 1e-4) / E4M3_MAX
+    codes = _e4m3((blocks / sf[..., None]).reshape(x.shape))
+    return codes, sf.astype(cupy.float32)
+
+
+def cast_blocks(w: cupy.ndarray) -> tuple[cupy.ndarray, cupy.ndarray]:
+    """DeepGEMM's per_block_cast_to_fp8 on the device: ``w [G, n, k]`` -> codes, float32 scales per 128 x 128."""
+    g, n, k = w.shape
+    blocks = w.reshape(g, n // 128, 128, k // 128, 128)
+    sf = cupy.maximum(cupy.abs(blocks).max(axis=(2, 4)), 1e-4) / E4M3_MAX
+    codes = _e4m3((blocks / sf[:, :, None, :, None]).reshape(w.shape))
+    return codes, sf.astype(cupy.float32)
+
+
+def _e4m3(v: cupy.ndarray) -> cupy.ndarray:
+    import torch
+
+    return cupy.from_dlpack(torch.from_dlpack(v.astype(cupy.float32)).to(torch.float8_e4m3fn).view(torch.uint8))
+
+
+def dequant(codes: cupy.ndarray, sf: cupy.ndarray, gmn: int):
+    """bf16 torch tensor of ``codes * sf`` (the peer's operand)."""
+    import torch
+
+    v = torch.from_dlpack(codes).view(torch.float8_e4m3fn).float()
+    s = torch.from_dlpack(sf).repeat_interleave(128, dim=-1)
+    if gmn > 1:
+        s = s.repeat_interleave(gmn, dim=-2)
+    return (v * s).to(torch.bfloat16)
+
+
+def run(layout: str, g: int, m: int, n: int, k: int, reps: int, rng: np.random.Generator) -> dict:
+    import torch
+
+    dev_rng = cupy.random.default_rng(int(rng.integers(1 << 30)))
+    w = dev_rng.standard_normal((g, n, k), dtype=cupy.float32)
+    cb, sb = cast_blocks(w)
+    del w
+    tb = dequant(cb, sb, 128)
+    rows = g * m
+    if layout == "contiguous":
+        x = dev_rng.standard_normal((rows, k), dtype=cupy.float32)
+        ca, sa = cast_rows(x)
+        del x
+        ids = cupy.asarray(np.repeat(np.arange(g, dtype=np.int32), m))
+        d = cupy.empty((rows, n), cupy.uint16)
+        offs = torch.arange(1, g + 1, device="cuda", dtype=torch.int32) * m
+        ta = dequant(ca, sa, 1)
+
+        def mx():
+            deep_gemm.m_grouped_fp8_gemm_nt_contiguous((ca, sa), (cb, sb), d, ids)
+
+        def peer():
+            return torch._grouped_mm(ta, tb.transpose(-2, -1), offs=offs)
+    else:
+        x = dev_rng.standard_normal((g, m, k), dtype=cupy.float32)
+        ca, sa = cast_rows(x)
+        del x
+        mm = cupy.full(g, m, cupy.int32)
+        d = cupy.empty((g, m, n), cupy.uint16)
+        ta = dequant(ca, sa, 1)
+
+        def mx():
+            deep_gemm.m_grouped_fp8_gemm_nt_masked((ca, sa), (cb, sb), d, mm, m)
+
+        def peer():
+            return torch._grouped_mm(ta, tb.transpose(-2, -1))
+
+    mx()
+    peer()
+    cupy.cuda.Device().synchronize()
+    t_mx = core.cupy_median_time(lambda: [mx() for _ in range(5)], reps) / 5
+    t_pt = core.cupy_median_time(lambda: [peer() for _ in range(5)], reps) / 5
+    ref = peer().double().reshape(d.shape)
+    got = torch.from_dlpack(d).view(torch.bfloat16).double()
+    diff = float(1 - 2 * (got * ref).sum() / (got * got + ref * ref).sum())  # calc_diff, on the device
+    flops = 2 * rows * n * k
+    return {
+        "layout": layout, "groups": g, "m": m, "n": n, "k": k,
+        "mxrt_us": t_mx * 1e6, "mxrt_tflops": flops / t_mx / 1e12, "torch_bf16_us": t_pt * 1e6,
+        "torch_tflops": flops / t_pt / 1e12, "speedup": t_pt / t_mx, "calc_diff": diff,
+    }  # fmt: skip
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--json")
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--kernel", default="auto", choices=("auto", "generic", "sm90_ws"))
+    ap.add_argument("--quick", action="store_true")
+    args = ap.parse_args(argv)
+    if args.kernel != "auto":
+        os.environ["MXRT_GROUPED_GEMM_KERNEL"] = args.kernel
+    rng = np.random.default_rng(0)
+    rows = []
+    cases = [("contiguous", s) for s in CONTIGUOUS[: 1 if args.quick else None]]
+    cases += [("masked", s) for s in MASKED[: 1 if args.quick else None]]
+    print(f"device {core.device_name()}, kernel {args.kernel}", flush=True)
+    for layout, shape in cases:
+        r = run(layout, *shape, args.reps, rng)
+        rows.append(r)
+        print(
+            f"{layout:10s} G={r['groups']:2d} m={r['m']:5d} n={r['n']} k={r['k']}: mxrt {r['mxrt_us']:8.1f} us "
+            f"({r['mxrt_tflops']:5.0f} TFLOP/s)  torch bf16 {r['torch_bf16_us']:8.1f} us ({r['torch_tflops']:5.0f})  "
+            f"{r['speedup']:.2f}x  calc_diff {r['calc_diff']:.1e}",
+            flush=True,
+        )
+        cupy.get_default_memory_pool().free_all_blocks()
+    if args.json:
+        core.write_json(args.json, {"device": core.device_name(), "kernel": args.kernel, "rows": rows})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

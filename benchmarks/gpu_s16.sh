@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Session 16 (issue 11): DeepGEMM's Hopper recipe (float32 scales) on the grouped engine (SCALE_F32 builds of
+# kernels_src/gemm/gemm_mx_grouped_sm90_ws.hip). Steps (any order): prebuild, tests (the recipe's GPU file, the
+# grouped suite's DeepGEMM tests on auto), smoke (memcheck / racecheck / synccheck of
+# tests/support/gpu_deepgemm_f32_smoke.py), bench (benchmarks/bench_deepgemm_api.py on auto), bench_generic (its first
+# shapes on the generic kernel these calls ran on before). Logs under $OUT.
+#   bash benchmarks/gpu_s16.sh "prebuild tests smoke bench"
+set -u
+cd "$(dirname "$0")/.."
+export PYTHONPATH=$PWD:$PWD/tests PYTHONUNBUFFERED=1
+OUT=${OUT:-./gpu_out}
+mkdir -p "$OUT"
+steps=" ${1:-prebuild tests} "
+step() { echo; echo "=== $* ($(date +%T))"; }
+has() { [[ $steps == *" $1 "* ]]; }
+step device; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+if has prebuild; then
+  step prebuild
+  timeout 300 python3 benchmarks/prebuild.py gemm_mx_grouped_sm90_ws gemm_mx_grouped_generic ${PREBUILD_MORE:-} \
+    --jobs 16 2>&1 | tail -2
+fi
+if has tests; then
+  step "pytest DeepGEMM Hopper recipe on the engine"
+  timeout ${T_TESTS:-300} python3 -m pytest -q -m gpu tests/test_gpu_deepgemm_hopper_recipe.py -x \
+    -p no:cacheprovider 2>&1 | tee "$OUT/pytest_recipe.txt" | tail -25
+  step "pytest grouped suite, DeepGEMM calls (auto)"
+  timeout ${T_AUTO:-200} python3 -m pytest -q -m gpu tests/test_gpu_grouped_gemm.py tests/test_gpu_grouped_gemm_sm90.py \
+    -k "deepgemm or masked or indices" -p no:cacheprovider 2>&1 | tee "$OUT/pytest_auto.txt" | tail -8
+fi
+if has smoke; then
+  step "DeepGEMM f32 smoke + compute-sanitizer"
+  timeout 60 python3 tests/support/gpu_deepgemm_f32_smoke.py 2>&1 | tail -3
+  for tool in memcheck racecheck synccheck; do
+    extra=""; [[ $tool == memcheck ]] && extra="--leak-check no"
+    timeout ${T_SAN:-150} compute-sanitizer --tool $tool $extra python3 tests/support/gpu_deepgemm_f32_smoke.py \
+      > "$OUT/san_$tool.txt" 2>&1
+    echo "$tool rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|mismatches' "$OUT/san_$tool.txt" | tail -2 | tr '\n' ' ')"
+  done
+fi
+if has bench; then
+  step "bench DeepGEMM API, Hopper recipe (auto)"
+  timeout ${T_BENCH:-200} python3 benchmarks/bench_deepgemm_api.py --json "$OUT/bench_deepgemm.json" 2>&1 \
+    | tee "$OUT/bench_deepgemm.txt" | tail -12
+fi
+if has bench_generic; then
+  step "bench DeepGEMM API on the generic kernel (--quick)"
+  timeout ${T_BENCH:-200} python3 benchmarks/bench_deepgemm_api.py --kernel generic --quick --reps 2 2>&1 | tail -4
+fi

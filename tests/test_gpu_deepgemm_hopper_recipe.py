@@ -1,0 +1,165 @@
+"""DeepGEMM's Hopper recipe (float32 scales: activations 1x128, weights 128x128) on the grouped engine
+(``MXRT_GROUPED_GEMM_KERNEL=sm90_ws``, the ``SCALE_F32`` builds of kernels_src/gemm/gemm_mx_grouped_sm90_ws.hip),
+through mxrt.deep_gemm's m-grouped contiguous and masked calls: against the float64 host twin of the dequantised
+inputs (calc_diff <= 1e-5 in bf16), the unquantised inputs (calc_diff <= 1e-3, DeepGEMM's own bar), rows the call
+does not own left poisoned, bitwise-stable, every fp8 pair, K tails (k % 128 != 0), n tails, scales over many
+binades, and a CUDA-graph replay with new masked_m. Marker ``gpu``; skips off sm_90a."""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+from support.grouped_cases import check, forced_sm90_kernel, group_lens, values
+
+import mxrt
+import mxrt.deep_gemm as deep_gemm
+
+pytestmark = pytest.mark.gpu
+cupy = pytest.importorskip("cupy")
+
+POISON = 0xFF
+BF16 = ml_dtypes.bfloat16
+FP8 = {"e4m3": ml_dtypes.float8_e4m3fn, "e5m2": ml_dtypes.float8_e5m2}
+PAIRS = [("e4m3", "e4m3"), ("e4m3", "e5m2"), ("e5m2", "e4m3"), ("e5m2", "e5m2")]
+
+
+@pytest.fixture(autouse=True)
+def engine(monkeypatch):
+    with forced_sm90_kernel(monkeypatch, "sm90_ws", POISON) as session:
+        yield session
+
+
+def _cast(x: np.ndarray, fmt: str, gmn: int, rng: np.random.Generator, spread: int) -> tuple[np.ndarray, np.ndarray]:
+    """DeepGEMM's cast of ``x [..., mn, k]`` to ``fmt`` with float32 scales per 1 x 128 (``gmn`` 1) or 128 x 128 blocks
+    (amax / fmt max), each block's scale then multiplied by 2^[-spread, spread] (the codes stay those of the cast)."""
+    fmax = float(ml_dtypes.finfo(FP8[fmt]).max)
+    *lead, mn, k = x.shape
+    kb, mb = -(-k // 128), -(-mn // gmn)
+    pad = np.zeros((*lead, mb * gmn, kb * 128), np.float32)
+    pad[..., :mn, :k] = x
+    blocks = pad.reshape(*lead, mb, gmn, kb, 128)
+    amax = np.maximum(np.abs(blocks).max(axis=(-3, -1)), 1e-4).astype(np.float32)
+    sf = (amax / fmax).astype(np.float32)
+    codes = (blocks / sf[..., :, None, :, None]).astype(FP8[fmt])
+    codes = codes.reshape(*lead, mb * gmn, kb * 128)[..., :mn, :k]
+    sf = (sf * np.exp2(rng.integers(-spread, spread + 1, sf.shape))).astype(np.float32)
+    return np.ascontiguousarray(codes), sf
+
+
+def _dequant(codes: np.ndarray, sf: np.ndarray, gmn: int) -> np.ndarray:
+    mn, k = codes.shape[-2:]
+    s = np.repeat(np.repeat(sf.astype(np.float64), gmn, axis=-2)[..., :mn, :], 128, axis=-1)[..., :k]
+    return codes.astype(np.float64) * s
+
+
+def _dev(pair: tuple[np.ndarray, np.ndarray]) -> tuple:
+    return cupy.asarray(pair[0]), cupy.asarray(pair[1])
+
+
+def _rows_close(got: np.ndarray, want: np.ndarray, what: str) -> None:
+    """Each row on its own within bf16 rounding (relative 2-norm <= 1e-2): rows and blocks span many binades here,
+    so the whole-array calc_diff alone would not see an error in the small ones."""
+    num = np.linalg.norm(got - want, axis=-1)
+    den = np.linalg.norm(want, axis=-1)
+    bad = num > 1e-2 * den
+    assert not bad.any(), f"{what}: {int(bad.sum())} rows off, worst {np.max(num / np.maximum(den, 1e-300)):.3g}"
+
+
+@pytest.mark.parametrize("pair", PAIRS, ids="x".join)
+@pytest.mark.parametrize("g,kind", [(1, "balanced"), (4, "unbalanced"), (8, "empty"), (32, "unbalanced")])
+def test_contiguous(pair, g, kind):
+    rng = np.random.default_rng(g)
+    n, k = 200, 320  # an n tail and a 64-wide last K block
+    lens = group_lens(kind, g, 96 * g + 37, rng)
+    ids = mxrt.contiguous_m_indices(lens, 128)
+    m = ids.size
+    x, w = values(rng, (m, k)), values(rng, (g, n, k))
+    ca, sa = _cast(x, pair[0], 1, rng, 20)
+    cb, sb = _cast(w, pair[1], 128, rng, 20)
+    d = cupy.full((m, n), 0xFFFF, cupy.uint16)
+    deep_gemm.m_grouped_fp8_gemm_nt_contiguous(_dev((ca, sa)), _dev((cb, sb)), d, cupy.asarray(ids))
+    h = d.get()
+    own = ids >= 0
+    assert (h[~own] == 0xFFFF).all(), "rows of no group were written"
+    a64, b64 = _dequant(ca, sa, 1), _dequant(cb, sb, 128)
+    want = np.concatenate([a64[ids == i] @ b64[i].T for i in range(g)]) if own.any() else np.zeros((0, n))
+    got = h.view(BF16)[own].astype(np.float64)  # rows of the groups in order, as `want`
+    check(got, want, "bfloat16", f"{pair} {kind} G={g}")
+    _rows_close(got, want, f"{pair} {kind} G={g}")
+    d2 = cupy.full((m, n), 0xFFFF, cupy.uint16)
+    deep_gemm.m_grouped_fp8_gemm_nt_contiguous(_dev((ca, sa)), _dev((cb, sb)), d2, cupy.asarray(ids))
+    assert (d2.get() == h).all(), "not bitwise-stable"
+
+
+def test_against_unquantised_inputs():
+    """calc_diff <= 1e-3 against the unquantised inputs (DeepGEMM's own bar) with DeepGEMM's casts."""
+    rng = np.random.default_rng(7)
+    lens = np.array([300, 0, 129, 500])
+    ids = mxrt.contiguous_m_indices(lens, 128)
+    m, n, k, g = ids.size, 384, 1024, lens.size
+    x, w = values(rng, (m, k)), values(rng, (g, n, k))
+    ca, sa = mxrt.per_token_cast_to_fp8(x, False)
+    cb, sb = (np.stack(v) for v in zip(*(mxrt.per_block_cast_to_fp8(w[i], False) for i in range(g)), strict=True))
+    d = cupy.full((m, n), 0xFFFF, cupy.uint16)
+    deep_gemm.m_grouped_fp8_gemm_nt_contiguous(_dev((ca, sa)), _dev((cb, sb)), d, cupy.asarray(ids))
+    h = d.get()
+    own = ids >= 0
+    got = h.view(BF16)[own].astype(np.float64)
+    unq = np.concatenate([x[ids == i].astype(np.float64) @ w[i].T.astype(np.float64) for i in range(g)])
+    assert mxrt.calc_diff(got, unq) <= 1e-3
+    ref = np.zeros((m, n), BF16)
+    deep_gemm.m_grouped_fp8_gemm_nt_contiguous((ca, sa), (cb, sb), ref, ids)  # the host twin
+    check(got, ref[own].astype(np.float64), "bfloat16")
+
+
+@pytest.mark.parametrize("pair", PAIRS, ids="x".join)
+def test_masked(pair):
+    rng = np.random.default_rng(11)
+    g, max_m, n, k = 6, 200, 256, 448
+    masked = np.array([0, 1, 128, 199, 200, 77], np.int32)
+    x, w = values(rng, (g, max_m, k)), values(rng, (g, n, k))
+    ca, sa = _cast(x, pair[0], 1, rng, 30)
+    cb, sb = _cast(w, pair[1], 128, rng, 30)
+    d = cupy.full((g, max_m, n), 0xFFFF, cupy.uint16)
+    deep_gemm.m_grouped_fp8_gemm_nt_masked(_dev((ca, sa)), _dev((cb, sb)), d, cupy.asarray(masked), max_m)
+    h = d.get()
+    a64, b64 = _dequant(ca, sa, 1), _dequant(cb, sb, 128)
+    for i in range(g):
+        r = int(masked[i])
+        assert (h[i, r:] == 0xFFFF).all(), f"group {i}: rows past masked_m written"
+        if r:
+            got, want = h[i, :r].view(BF16).astype(np.float64), a64[i, :r] @ b64[i].T
+            check(got, want, "bfloat16", f"group {i}")
+            _rows_close(got, want, f"group {i}")
+
+
+def test_masked_graph_replay_with_new_masked_m():
+    rng = np.random.default_rng(12)
+    g, max_m, n, k = 4, 256, 128, 256
+    x, w = values(rng, (g, max_m, k)), values(rng, (g, n, k))
+    ca, sa = _cast(x, "e4m3", 1, rng, 4)
+    cb, sb = _cast(w, "e4m3", 128, rng, 4)
+    a, b = _dev((ca, sa)), _dev((cb, sb))
+    a64, b64 = _dequant(ca, sa, 1), _dequant(cb, sb, 128)
+    with mxrt.runtime.debug():  # real allocations, no synchronisation inside the capture
+        mm = cupy.asarray(np.array([256, 0, 5, 130], np.int32))
+        d = cupy.full((g, max_m, n), 0xFFFF, cupy.uint16)
+        deep_gemm.m_grouped_fp8_gemm_nt_masked(a, b, d, mm, max_m)  # compile, warm the pool
+        cupy.cuda.Device().synchronize()
+        stream = cupy.cuda.Stream()
+        with stream:
+            stream.begin_capture()
+            deep_gemm.m_grouped_fp8_gemm_nt_masked(a, b, d, mm, max_m)
+            graph = stream.end_capture()
+        for masked in ([1, 255, 0, 256], [0, 0, 0, 0], [256, 256, 256, 256]):
+            mm[...] = cupy.asarray(np.array(masked, np.int32))
+            d.fill(0xFFFF)
+            cupy.cuda.Device().synchronize()
+            graph.launch(stream=stream)
+            stream.synchronize()
+            h = d.get()
+            for i, r in enumerate(masked):
+                assert (h[i, r:] == 0xFFFF).all()
+                if r:
+                    check(h[i, :r].view(BF16).astype(np.float64), a64[i, :r] @ b64[i].T, "bfloat16", str(masked))

@@ -2,12 +2,15 @@
 weights 128x128) on a GPU, against ``torch._grouped_mm`` in bf16 on the dequantised operands (what a Hopper user
 without DeepGEMM runs), same run, same GPU (run from the repository root).
 
-    python benchmarks/bench_deepgemm_api.py [--json FILE] [--reps 5] [--kernel auto|generic|sm90_ws] [--quick]
+    python benchmarks/bench_deepgemm_api.py [--json FILE] [--reps 5] [--kernel auto|generic|sm90_ws|sm90_bf16]
+        [--quick] [--layouts contiguous,masked,k-grouped]
 
 Shapes: DeepGEMM's own grouped benchmarks (tests/test_core.py of deepseek-ai/DeepGEMM): contiguous (groups, rows per
 group, n, k) = (4, 8192, 4096, 7168), (4, 8192, 7168, 2048), (8, 4096, 4096, 7168), (8, 4096, 7168, 2048); masked
 (groups, max_m = expected_m, n, k) = (1, 1024, 4096, 7168), (2, 512, 7168, 2048), (4, 256, 4096, 7168),
-(16, 256, 7168, 2048) with every group full. Timing: CUDA events around eager calls (both sides on the legacy stream),
+(16, 256, 7168, 2048) with every group full; k-grouped wgrad (groups, m, n, K per group) = (4, 4096, 7168, 8192),
+(4, 7168, 2048, 8192), (8, 4096, 7168, 4096), (8, 7168, 2048, 4096), float32 out accumulated into ``d`` (the peer
+writes bf16: its only out dtype). Timing: CUDA events around eager calls (both sides on the legacy stream),
 median of --reps. Columns: mxrt us / TFLOP/s, torch bf16 us, ratio (torch time / mxrt time), calc_diff of mxrt's output
 against torch's (a sanity column). ``--kernel`` sets MXRT_GROUPED_GEMM_KERNEL (``generic``: the portable kernel these
 calls ran on before session 16; ``--quick`` runs the first shape of each layout only).
@@ -27,6 +30,8 @@ from mxrt.bench import core
 
 CONTIGUOUS = [(4, 8192, 4096, 7168), (4, 8192, 7168, 2048), (8, 4096, 4096, 7168), (8, 4096, 7168, 2048)]
 MASKED = [(1, 1024, 4096, 7168), (2, 512, 7168, 2048), (4, 256, 4096, 7168), (16, 256, 7168, 2048)]
+#: k-grouped wgrad (groups, m, n, K per group): DeepGEMM's test_k_grouped_gemm_contiguous shapes
+K_GROUPED = [(4, 4096, 7168, 8192), (4, 7168, 2048, 8192), (8, 4096, 7168, 4096), (8, 7168, 2048, 4096)]
 E4M3_MAX = 448.0
 
 
@@ -68,6 +73,8 @@ def dequant(codes: cupy.ndarray, sf: cupy.ndarray, gmn: int):
 def run(layout: str, g: int, m: int, n: int, k: int, reps: int, rng: np.random.Generator) -> dict:
     import torch
 
+    if layout == "k-grouped":
+        return run_k_grouped(g, m, n, k, reps, rng)
     dev_rng = cupy.random.default_rng(int(rng.integers(1 << 30)))
     w = dev_rng.standard_normal((g, n, k), dtype=cupy.float32)
     cb, sb = cast_blocks(w)
@@ -118,12 +125,59 @@ def run(layout: str, g: int, m: int, n: int, k: int, reps: int, rng: np.random.G
     }  # fmt: skip
 
 
+def run_k_grouped(g: int, m: int, n: int, kg: int, reps: int, rng: np.random.Generator) -> dict:
+    """``k_grouped_fp8_gemm_nt_contiguous`` (float32 out, ``c = d``: accumulate) against ``torch._grouped_mm`` bf16 on
+    the dequantised ``[m, sum(ks)]`` x ``[sum(ks), n]`` with the groups' column offsets (bf16 out: its only dtype)."""
+    import torch
+
+    dev_rng = cupy.random.default_rng(int(rng.integers(1 << 30)))
+    total = g * kg
+    flat, sfs, cats = [], [], []
+    for rows in (m, n):
+        v = dev_rng.standard_normal((rows, total), dtype=cupy.float32)
+        codes, sf = cast_rows(v)  # per 1 x 128 along K
+        del v
+        cats.append(dequant(codes, sf, 1))
+        flat.append(cupy.concatenate([codes[:, i * kg : (i + 1) * kg].reshape(-1) for i in range(g)]))
+        sfs.append(sf)
+        del codes
+    ks = [kg] * g
+    ks_d = cupy.asarray(np.array(ks, np.int32))
+    d = cupy.zeros((g, m, n), cupy.float32)
+    offs = torch.arange(1, g + 1, device="cuda", dtype=torch.int32) * kg
+    ta, tb = cats[0], cats[1].t()  # [m, total] row-major, [total, n] column-major (a view)
+
+    def mx():
+        deep_gemm.k_grouped_fp8_gemm_nt_contiguous((flat[0], sfs[0]), (flat[1], sfs[1]), d, ks, ks_d, c=d)
+
+    def peer():
+        return torch._grouped_mm(ta, tb, offs=offs)
+
+    mx()
+    peer()
+    cupy.cuda.Device().synchronize()
+    t_mx = core.cupy_median_time(lambda: [mx() for _ in range(5)], reps) / 5
+    t_pt = core.cupy_median_time(lambda: [peer() for _ in range(5)], reps) / 5
+    d.fill(0)
+    mx()
+    ref = peer().double()
+    got = torch.from_dlpack(d).double()
+    diff = float(1 - 2 * (got * ref).sum() / (got * got + ref * ref).sum())
+    flops = 2 * m * n * total
+    return {
+        "layout": "k-grouped", "groups": g, "m": m, "n": n, "k": kg,
+        "mxrt_us": t_mx * 1e6, "mxrt_tflops": flops / t_mx / 1e12, "torch_bf16_us": t_pt * 1e6,
+        "torch_tflops": flops / t_pt / 1e12, "speedup": t_pt / t_mx, "calc_diff": diff,
+    }  # fmt: skip
+
+
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--json")
     ap.add_argument("--reps", type=int, default=5)
-    ap.add_argument("--kernel", default="auto", choices=("auto", "generic", "sm90_ws"))
+    ap.add_argument("--kernel", default="auto", choices=("auto", "generic", "sm90_ws", "sm90_bf16"))
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--layouts", default="", help="comma-separated: contiguous, masked, k-grouped (default all)")
     args = ap.parse_args(argv)
     if args.kernel != "auto":
         os.environ["MXRT_GROUPED_GEMM_KERNEL"] = args.kernel
@@ -131,6 +185,9 @@ def main(argv: list[str]) -> int:
     rows = []
     cases = [("contiguous", s) for s in CONTIGUOUS[: 1 if args.quick else None]]
     cases += [("masked", s) for s in MASKED[: 1 if args.quick else None]]
+    cases += [("k-grouped", s) for s in K_GROUPED[: 1 if args.quick else None]]
+    if args.layouts:
+        cases = [c for c in cases if c[0] in args.layouts.split(",")]
     print(f"device {core.device_name()}, kernel {args.kernel}", flush=True)
     for layout, shape in cases:
         r = run(layout, *shape, args.reps, rng)

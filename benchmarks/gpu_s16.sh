@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Session 16 (issue 11): DeepGEMM's Hopper recipe (float32 scales) on the grouped engine (SCALE_F32 builds of
-# kernels_src/gemm/gemm_mx_grouped_sm90_ws.hip). Steps (any order): prebuild, tests (the recipe's GPU file, the
+# kernels_src/gemm/gemm_mx_grouped_sm90_ws.hip) and the k-grouped wgrad on the sm90_bf16 route. Steps (any order): prebuild, tests (the recipe's GPU file, the
 # grouped suite's DeepGEMM tests on auto), smoke (memcheck / racecheck / synccheck of
 # tests/support/gpu_deepgemm_f32_smoke.py), bench (benchmarks/bench_deepgemm_api.py on auto), bench_generic (its first
 # shapes on the generic kernel these calls ran on before). Logs under $OUT.
@@ -16,7 +16,8 @@ has() { [[ $steps == *" $1 "* ]]; }
 step device; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 if has prebuild; then
   step prebuild
-  timeout 300 python3 benchmarks/prebuild.py gemm_mx_grouped_sm90_ws gemm_mx_grouped_generic ${PREBUILD_MORE:-} \
+  timeout 300 python3 benchmarks/prebuild.py gemm_mx_grouped_sm90_ws gemm_mx_grouped_generic gemm_wgrad_bf16_sm90 \
+    kgrouped_to_bf16 grouped_offsets dequantize_mx ${PREBUILD_MORE:-} \
     --jobs 16 2>&1 | tail -2
 fi
 if has tests; then
@@ -26,6 +27,9 @@ if has tests; then
   step "pytest grouped suite, DeepGEMM calls (auto)"
   timeout ${T_AUTO:-200} python3 -m pytest -q -m gpu tests/test_gpu_grouped_gemm.py tests/test_gpu_grouped_gemm_sm90.py \
     -k "deepgemm or masked or indices" -p no:cacheprovider 2>&1 | tee "$OUT/pytest_auto.txt" | tail -8
+  step "pytest the bf16 route's own file"
+  timeout ${T_ROUTE:-200} python3 -m pytest -q -m gpu tests/test_gpu_grouped_wgrad_bf16.py -p no:cacheprovider 2>&1 \
+    | tee "$OUT/pytest_route.txt" | tail -8
 fi
 if has smoke; then
   step "DeepGEMM f32 smoke + compute-sanitizer"
@@ -44,5 +48,5 @@ if has bench; then
 fi
 if has bench_generic; then
   step "bench DeepGEMM API on the generic kernel (--quick)"
-  timeout ${T_BENCH:-200} python3 benchmarks/bench_deepgemm_api.py --kernel generic --quick --reps 2 2>&1 | tail -4
+  timeout ${T_BENCH:-200} python3 benchmarks/bench_deepgemm_api.py --kernel generic --quick --reps 2 2>&1 | tail -5
 fi

@@ -54,7 +54,14 @@ def _dequant(codes: np.ndarray, sf: np.ndarray, gmn: int) -> np.ndarray:
 
 
 def _dev(pair: tuple[np.ndarray, np.ndarray]) -> tuple:
-    return cupy.asarray(pair[0]), cupy.asarray(pair[1])
+    """Device operands: CuPy has no fp8 dtype (its uint8 codes mean e4m3), so e5m2 codes go in as torch fp8 tensors,
+    as a DeepGEMM user passes them; e4m3 as CuPy uint8 codes."""
+    codes, sf = pair
+    if codes.dtype != FP8["e5m2"]:
+        return cupy.asarray(codes.view(np.uint8)), cupy.asarray(sf)
+    torch = pytest.importorskip("torch")
+    t = torch.from_numpy(codes.view(np.uint8)).cuda().view(torch.float8_e5m2)
+    return t, torch.from_numpy(sf).cuda()
 
 
 def _rows_close(got: np.ndarray, want: np.ndarray, what: str) -> None:
@@ -163,3 +170,91 @@ def test_masked_graph_replay_with_new_masked_m():
                 assert (h[i, r:] == 0xFFFF).all()
                 if r:
                     check(h[i, :r].view(BF16).astype(np.float64), a64[i, :r] @ b64[i].T, "bfloat16", str(masked))
+
+
+# ---- k-grouped wgrad (the sm90_bf16 route: kgrouped_to_bf16 + gemm_wgrad_bf16_sm90 MODE 2 / MODE 0) ----------------
+
+
+def _kgrouped(rng, ks, m, n, pair, recipe, spread):
+    """DeepGEMM's k-grouped operands of fresh values: a ``[sum(ks), m]`` / b ``[sum(ks), n]`` cast per channel (1 x 128
+    along K; ``recipe`` "f32" float32 scales times 2^[-spread, spread], "ue8m0" power-of-two bytes), each group's
+    ``[mn, K_g]`` block K-major one after another. Returns the pairs and the float64 dequantised operands."""
+    starts = np.cumsum([0, *ks[:-1]])
+    out = []
+    for v, fmt in ((values(rng, (sum(ks), m)), pair[0]), (values(rng, (sum(ks), n)), pair[1])):
+        codes, sf = _cast(np.ascontiguousarray(v.T), fmt, 1, rng, spread)  # [mn, total], [mn, total / 128]
+        if recipe == "ue8m0":
+            e = np.clip(np.ceil(np.log2(sf)), -100, 100)
+            codes = codes.astype(np.float64) * (sf / np.exp2(e)).repeat(128, axis=1)[:, : codes.shape[1]]
+            codes = codes.astype(FP8[fmt])
+            sf = (e + 127).astype(np.uint8)
+        flat = np.concatenate([codes[:, s : s + kk].reshape(-1) for s, kk in zip(starts, ks, strict=True)])
+        f = sf.astype(np.float64) if recipe == "f32" else np.exp2(sf.astype(np.float64) - 127)
+        out.append(((flat, sf), codes.astype(np.float64) * np.repeat(f, 128, axis=1)[:, : codes.shape[1]]))
+    return out
+
+
+def _kg_dev(pair):
+    flat, sf = pair
+    if flat.dtype != FP8["e5m2"]:
+        return cupy.asarray(flat.view(np.uint8)), cupy.asarray(sf)
+    torch = pytest.importorskip("torch")
+    return torch.from_numpy(flat.view(np.uint8)).cuda().view(torch.float8_e5m2), torch.from_numpy(sf).cuda()
+
+
+@pytest.mark.parametrize("pair", PAIRS, ids="x".join)
+@pytest.mark.parametrize("recipe", ["f32", "ue8m0"])
+@pytest.mark.parametrize("c_mode", ["none", "separate", "in_place"])
+def test_k_grouped(monkeypatch, pair, recipe, c_mode):
+    monkeypatch.setenv("MXRT_GROUPED_GEMM_KERNEL", "sm90_bf16")
+    rng = np.random.default_rng(21)
+    ks, m, n = [256, 0, 512, 128, 1024, 0], 200, 328  # m, n tails of the 128-row / -column tiles
+    (qa, a64), (qb, b64) = _kgrouped(rng, ks, m, n, pair, recipe, 12)
+    starts = np.cumsum([0, *ks[:-1]])
+    c = values(rng, (len(ks), m, n)) * 8
+    want = np.stack([a64[:, s : s + kk] @ b64[:, s : s + kk].T for s, kk in zip(starts, ks, strict=True)])
+    if c_mode != "none":
+        want = want + c
+    d = cupy.full((len(ks), m, n), np.nan, cupy.float32)
+    cc = None if c_mode == "none" else (d if c_mode == "in_place" else cupy.asarray(c))
+    if c_mode == "in_place":
+        d[...] = cupy.asarray(c)
+    ksd = cupy.asarray(np.array(ks, np.int32))
+    deep_gemm.k_grouped_fp8_gemm_nt_contiguous(_kg_dev(qa), _kg_dev(qb), d, ks, ksd, c=cc)
+    h = d.get().astype(np.float64)
+    check(h, want, "float32", f"{pair} {recipe} c {c_mode}")
+    for i in range(len(ks)):  # each group on its own (its scales may sit binades from the others')
+        err = np.linalg.norm(h[i] - want[i]) / max(np.linalg.norm(want[i]), 1e-300)
+        assert err <= 1e-5, f"group {i}: relative error {err}"
+    d2 = cupy.full((len(ks), m, n), np.nan, cupy.float32)
+    if c_mode == "in_place":
+        d2[...] = cupy.asarray(c)
+    cc2 = None if c_mode == "none" else (d2 if c_mode == "in_place" else cc)
+    deep_gemm.k_grouped_fp8_gemm_nt_contiguous(_kg_dev(qa), _kg_dev(qb), d2, ks, ksd, c=cc2)
+    assert (d2.get().view(np.uint32) == d.get().view(np.uint32)).all(), "not bitwise-stable"
+
+
+@pytest.mark.parametrize("case", ["nan_code", "scale_out_of_window"])
+def test_k_grouped_gate_falls_back_exactly(monkeypatch, case):
+    """Blocks the bf16 operands cannot carry exactly (a NaN code; a UE8M0 scale outside the window) raise the gate:
+    the bf16 GEMM returns before writing and the generic kernel computes every output (NaN rows where the float64
+    reference has them)."""
+    monkeypatch.delenv("MXRT_GROUPED_GEMM_KERNEL", raising=False)
+    rng = np.random.default_rng(22)
+    ks, m, n = [128, 256], 128, 128
+    recipe = "f32" if case == "nan_code" else "ue8m0"
+    (qa, a64), (qb, b64) = _kgrouped(rng, ks, m, n, ("e4m3", "e4m3"), recipe, 2)
+    if case == "nan_code":
+        qa[0].view(np.uint8)[5] = 0x7F  # group 0, row 0, column 5
+        a64[0, 5] = np.nan
+    else:  # b row 3, group 1's first block (columns 128..255) scaled by 2^(200 - 127)
+        old = int(qb[1][3, 1])
+        qb[1][3, 1] = 200
+        b64[3, 128:256] *= 2.0 ** (200 - old)
+    d = cupy.full((2, m, n), 0.0, cupy.float32)
+    deep_gemm.k_grouped_fp8_gemm_nt_contiguous(_kg_dev(qa), _kg_dev(qb), d, ks, cupy.asarray(np.array(ks, np.int32)))
+    h = d.get().astype(np.float64)
+    want = np.stack([a64[:, :128] @ b64[:, :128].T, a64[:, 128:] @ b64[:, 128:].T])
+    assert np.array_equal(np.isnan(h), np.isnan(want))
+    ok = ~np.isnan(want)
+    assert np.linalg.norm(h[ok] - want[ok]) <= 1e-5 * np.linalg.norm(want[ok])

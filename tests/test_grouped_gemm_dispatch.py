@@ -158,3 +158,70 @@ def test_bf16_wgrad_route_envelope():
     assert "2^31" in R.unsupported("sm_90a", p(m=2**31))
     assert "2^31" in R.unsupported("sm_90a", p(m=2**20 * 128, n=2**12 * 128))  # 2^32 output tiles: the grid
     assert R.smem_bytes(5, 128) == 5 * 32768 + 80 + 1024 and R.smem_bytes(4, 256) == 4 * 49152 + 64 + 1024
+
+
+def test_bf16_route_takes_the_k_grouped_wgrad():
+    """DeepGEMM's k-grouped wgrad on sm_90a runs the sm90_bf16 route (was the generic kernel): fp8 codes and sum(ks)
+    a multiple of 128 (the API's ks are multiples of gran_k; the pass checks the device ks)."""
+    from types import SimpleNamespace as NS
+
+    from mxrt.ops import grouped_wgrad_bf16 as R
+
+    def p(**kw):
+        base = dict(kind="kgrouped", k=1024, align=0, num_groups=4, m=200, n=328, op="k_grouped_fp8_gemm_nt_contiguous")
+        base.update(b=NS(shape=(328, 1024)), out_dtype=np.dtype("float32"), a_fmt="e4m3", b_fmt="e5m2")
+        return NS(**{**base, **kw})
+
+    assert R.unsupported("sm_90a", p()) is None
+    assert "multiple of 128" in R.unsupported("sm_90a", p(k=1056))
+    assert "formats" in R.unsupported("sm_90a", p(a_fmt="e2m1"))
+    assert "groups" in R.unsupported("sm_90a", p(num_groups=0))
+    assert "2^31" in R.unsupported("sm_90a", p(m=2**31))
+    assert "2^31" in R.unsupported("sm_90a", p(m=2**16, n=2**16, num_groups=2**9))  # G m n output elements
+
+
+@pytest.mark.parametrize("recipe", ["f32", "ue8m0"])
+def test_k_grouped_launches_through_the_bf16_route(recipe):
+    """The launches of one k-grouped call on sm_90a (fake CuPy): the ends, one bf16 pass per operand (codes alone for
+    float32 scales, UE8M0 folded in), the bf16 GEMM (MODE 2 on 128-wide tiles with the scales transposed to a row
+    of factors per 128 columns; MODE 0 on 256-wide tiles), then the gated generic kernel (returns unless the gate
+    is raised); each build one compile-check builds."""
+    import sys
+
+    from support import fake_cupy
+
+    import mxrt.deep_gemm as deep_gemm
+
+    spec = {k.symbol: k for k in grouped_gemm_kernels.SPECS}
+    with fake_cupy.install(record=True) as state:
+        cp = sys.modules["cupy"]
+        rng = np.random.default_rng(0)
+        ks, m, n = [256, 0, 512, 128], 200, 328
+        total = sum(ks)
+        a = cp.asarray(rng.integers(0, 100, total * m, dtype=np.uint8))
+        b = cp.asarray(rng.integers(0, 100, total * n, dtype=np.uint8))
+        if recipe == "f32":
+            sa, sb = (cp.asarray(rng.random((r, total // 128), np.float32)) for r in (m, n))
+        else:
+            sa, sb = (cp.asarray(rng.integers(120, 130, (r, total // 128), dtype=np.uint8)) for r in (m, n))
+        d = cp.zeros((len(ks), m, n), np.float32)
+        deep_gemm.k_grouped_fp8_gemm_nt_contiguous((a, sa), (b, sb), d, ks, cp.asarray(np.array(ks, np.int32)), c=d)
+        names = [rec[1] for rec in state["launches"]]
+        passes = ["kgrouped_to_bf16"] * 2
+        assert names == ["grouped_offsets", *passes, "gemm_wgrad_bf16_sm90", "gemm_mx_grouped_generic"]
+        for k in state["builds"]:
+            assert dict(k.defines) in [dict(v) for v in spec[k.name].variants], (k.name, k.defines)
+        gemm = next(k for k in state["builds"] if k.name == "gemm_wgrad_bf16_sm90").defines
+        passes = [k.defines for k in state["builds"] if k.name == "kgrouped_to_bf16"]
+        if recipe == "f32":
+            assert (gemm["MODE"], gemm["BN"], gemm["ACCUM"]) == (2, 128, 1)
+            assert [dd["SCALED"] for dd in passes] == [0]  # both operands e4m3 codes: one build
+        else:
+            assert "MODE" not in gemm and (gemm["BN"], gemm["ACCUM"]) == (256, 1)
+            assert [dd["SCALED"] for dd in passes] == [1]
+        grid, block = state["launches"][3][2:4]
+        bn = 128 if recipe == "f32" else 256
+        assert grid == (-(-m // 128) * -(-n // bn), 1, len(ks)) and block == (384, 1, 1)
+        rows = [(m, total), (n, total)]
+        for rec, (r, t) in zip(state["launches"][1:3], rows, strict=True):
+            assert rec[2] == (-(-r * t // (16 * 256)), 1, 1) and rec[3] == (256, 1, 1)

@@ -132,7 +132,7 @@ def test_deepgemm_hopper_recipe_runs_on_the_engine():
         assert choose_kernel(bad, "sm_90a") is GENERIC
         why = grouped_gemm_sm90_ws.unsupported("sm_90a", dataclasses.replace(p, sf_gmn_b=1))
         assert "DeepGEMM's recipe only" in why
-        m, k, ns = 2**24, 2**16, types.SimpleNamespace  # sizes only: 2^24 rows x 512 words of 4 bytes
+        m, k, ns = 2**20, 2**16, types.SimpleNamespace  # sizes only: 2^20 rows x 512 words of 4 bytes
         a = dataclasses.replace(p.a, shape=(m, k), scales=ns(shape=(m, k // 128)))
         b = dataclasses.replace(p.b, shape=(3 * p.n, k), scales=ns(shape=(3, k // 128)))
         big = dataclasses.replace(p, m=m, k=k, a=a, b=b)
@@ -287,12 +287,9 @@ def test_launch_packs_lens_indices_and_masked():
         assert state["launches"][-1][5][6:] == (128, 32, 64, 2, 2, 2, 0, 1)  # int32 lens
 
 
-def test_launch_packs_the_float32_recipe(monkeypatch):
-    """DeepGEMM's Hopper recipe on the engine: a's float32 scales as given, b's widened to one row per b row (a new
-    device array holding exactly the repeated rows), strides of one float32 word per 128-K stage."""
-    made = []
-    widen = grouped_gemm_sm90_ws.f32_b_scales
-    monkeypatch.setattr(grouped_gemm_sm90_ws, "f32_b_scales", lambda p: made.append(widen(p)) or made[-1])
+def test_launch_packs_the_float32_recipe():
+    """DeepGEMM's Hopper recipe on the engine: both operands' float32 scales as given (b's per 128 x 128 block, read
+    per block row by the kernel), strides of one float32 word per 128-K stage, one launch (nothing widened first)."""
     with fake_cupy.install(record=True) as state:
         cp = sys.modules["cupy"]
         rng = np.random.default_rng(6)
@@ -302,13 +299,9 @@ def test_launch_packs_the_float32_recipe(monkeypatch):
         ca, sa = mxrt.per_token_cast_to_fp8(x, False)
         cb, sb = (np.stack(v) for v in zip(*(mxrt.per_block_cast_to_fp8(w[i], False) for i in range(g)), strict=True))
         d = cp.zeros((ids.size, n), np.uint16)
-        ids_d, sa_d = cp.asarray(ids), cp.asarray(sa)
-        deep_gemm.m_grouped_fp8_gemm_nt_contiguous((cp.asarray(ca), sa_d), (cp.asarray(cb), cp.asarray(sb)), d, ids_d)
-        (rec,) = _launches(state)
-        vals = rec[5]
-        assert vals[2] == sa_d.data.ptr and vals[4:6] == (d.data.ptr, ids_d.data.ptr)
+        ids_d, sa_d, sb_d = cp.asarray(ids), cp.asarray(sa), cp.asarray(sb)
+        deep_gemm.m_grouped_fp8_gemm_nt_contiguous((cp.asarray(ca), sa_d), (cp.asarray(cb), sb_d), d, ids_d)
+        assert [r[1] for r in state["launches"]] == ["gemm_mx_grouped_sm90_ws"]
+        vals = state["launches"][0][5]
+        assert vals[2:6] == (sa_d.data.ptr, sb_d.data.ptr, d.data.ptr, ids_d.data.ptr)
         assert vals[6:] == (ids.size, n, k, 4 * 3, 4 * 3, g, 0, 1)  # strides: 3 float32 words a row
-        (widened,) = made
-        assert vals[3] == widened.data.ptr and type(widened).__module__ == "cupy"
-        want = np.repeat(sb, 128, axis=1)[:, :n].reshape(g * n, 3)
-        np.testing.assert_array_equal(np.asarray(widened), want)

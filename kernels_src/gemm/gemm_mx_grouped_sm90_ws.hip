@@ -4,15 +4,15 @@
 //          producer warpgroup, two consumer warpgroups): the CTAs walk a grouped work list built on the device
 // args     const __grid_constant__ mxrt_tmap tma (A codes [m, kp] u8, box 128 x 128, SWIZZLE_128B, zero OOB fill), tmb
 //          (B codes [G*n, kp], row stride >= kp, box 128 x 128) | const u8* sa [m, sa_stride] | sb [G*n, sb_stride]
-//          (E8M0 bytes or SCALE_F32 floats per 128 K, row-major, strides in bytes) | void* out [m, n] | const void*
-//          groups (MODE 0 lens [G] / 2 masked_m [G]: int32, int64 with flags & 2; MODE 1 ids int32 [m]) | u32 m,
+//          (E8M0; SCALE_F32 float32 per 128 K, sb per 128 rows; row-major, strides in bytes) | void* out [m, n] | const
+//          void* groups (MODE 0 lens [G] / 2 masked_m [G]: int32, int64 with flags & 2; MODE 1 ids int32 [m]) | u32 m,
 //          n, k, sa_stride, sb_stride, num_groups, max_m (MODE 2) | u32 flags (1: n even and out aligned to 2
 //          elements, pairs stored as one word; 2: int64 groups)
 // grid     (min(#SMs, tiles_m * ceil(n/128)),1,1) persistent; tiles_m: MODE 0 ceil(m/128)+G+1, 1 ceil(m/128), 2
 //          G*ceil(max_m/128) (bounds: the device list may be shorter, CTAs past it exit); block (384,1,1) as
 //          gemm_mx_sm90_ws; smem: the engine's (ring + staging) + GWS_SCHED_BYTES (the schedule)
 // defines  MODE (0, 1, 2), A_FMT, B_FMT (e2m1 expanded first), OUT_DTYPE (bf16 / f16), STAGES, SCALE_F32 (1:
-//          DeepGEMM's float32 1x128 scales, B's widened to a row per B row), set by mxrt/ops/grouped_gemm_sm90_ws.py
+//          DeepGEMM's float32 scales, a 1x128, b [G ceil(n/128), *] 128x128), set by mxrt/ops/grouped_gemm_sm90_ws.py
 // requires sm_90a; kp % 16 == 0, code bases and B's row stride 16-byte aligned (TMA), scale bases 4-byte aligned
 //          (word copies); m, G*n, (m or G*n) * scale stride < 2^31; MODE 0 / 2 G <= MXRT_MAX_GROUPS, MODE 2
 //          G*ceil(max_m/128)*128 < 2^31; G >= 1           checked by grouped_gemm_sm90_ws.py unsupported()

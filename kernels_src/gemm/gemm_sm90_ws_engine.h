@@ -21,8 +21,8 @@
 //     store(out, acc, Tile, lrow, lcol)       the epilogue of a consumer warpgroup's 64 x 128 half
 // Every role derives the same (tile, stage) sequence from the walk itself: no schedule is shared at run time.
 // defines  as gemm_mx_sm90_ws.hip: A_FMT, B_FMT, OUT_DTYPE, ATOMIC 0, BM BN 128, STAGES, DBUF 0, DIAG, SPLIT,
-//          WS_MODE, SLA, SLB; SCALE_F32 (default 0; 1: the scales are float32 words, one per row and 128-K stage,
-//          DeepGEMM's Hopper recipe: row strides in bytes, one factor per stage, one promotion per stage)
+//          WS_MODE, SLA, SLB; SCALE_F32 (default 0; 1: DeepGEMM's Hopper recipe, float32 scales, a's one word per row
+//          and 128-K stage, b's per 128 x 128 block (a walk with a member n); one factor and one promotion per stage)
 #pragma once
 #if !defined(SLA) || !defined(SLB)
 #error "SLA and SLB must be defined by the launcher (gemm_sm90_tile.h would default them to row-major)"
@@ -257,6 +257,14 @@ MXRT_DEVICE void ws_engine(const Sm90Smem& S, const Walk& wk, const void* ta, co
       u32* stage_w = S.wide_s + STAGES + w * (WS_AHEAD * 256u * WS_WORDS);  // [3][WS_AHEAD][256 rows][WS_WORDS]
       const WsScales<SLA> lay_a(sa, wk.a_rows(), kbs);  // layouts 1..5 (row-major: the word path below)
       const WsScales<SLB> lay_b(sb, wk.b_rows(), kbs);
+#if SCALE_F32
+      // b's float32 scales per 128 x 128 block [G, ceil(n/128), *]: every row of a stage's B tile (rows g n + n0 ..,
+      // n0 % 128 == 0; rows past the group masked) reads its block's scale row (g, n0 / 128), from y = yb(c)
+      const u32 nb = (wk.n + 127u) / 128u;
+      auto srow_b = [&](u32 y, u32) { return (y / wk.n) * nb + (y % wk.n) / 128u; };
+#else
+      auto srow_b = [](u32, u32 row) { return row; };
+#endif
       typename Walk::Cursor ci = wk.start();
       for (u32 d = 0; d < w && wk.live(ci); ++d) wk.next(ci);
       typename Walk::Cursor cc = ci;
@@ -275,7 +283,8 @@ MXRT_DEVICE void ws_engine(const Sm90Smem& S, const Walk& wk, const void* ta, co
             if (row < (is_a ? wk.a_end(ci) : wk.b_end(ci))) {
               const u32 dst = smem_addr(stage_w + (sl * 256u + r) * WS_WORDS);
               if ((is_a ? SLA : SLB) == MXRT_SCALE_LAYOUT_NONE) {
-                const u32 o = row * (is_a ? wk.sa_stride() : wk.sb_stride()) + ci.kt * KSTEPS;  // < 2^31 (launcher)
+                const u32 srow = is_a ? row : srow_b(wk.yb(ci), row);
+                const u32 o = srow * (is_a ? wk.sa_stride() : wk.sb_stride()) + ci.kt * KSTEPS;  // < 2^31 (launcher)
                 const u32* wp = reinterpret_cast<const u32*>(is_a ? sa : sb) + (o >> 2);
                 ws_cp4(dst, wp);
                 if (!(is_a ? word_a : word_b) && (o >> 2) + 1u < (is_a ? words_a : words_b)) ws_cp4(dst + 4u, wp + 1);
@@ -307,7 +316,8 @@ MXRT_DEVICE void ws_engine(const Sm90Smem& S, const Walk& wk, const void* ta, co
           const u32* sw = stage_w + (sl * 256u + r) * WS_WORDS;
           u32 bytes;
           if ((is_a ? SLA : SLB) == MXRT_SCALE_LAYOUT_NONE) {
-            const u32 o = row * (is_a ? wk.sa_stride() : wk.sb_stride()) + kt * KSTEPS;
+            const u32 srow = is_a ? row : srow_b(wk.yb(cc), row);
+            const u32 o = srow * (is_a ? wk.sa_stride() : wk.sb_stride()) + kt * KSTEPS;
             const u32 hi = (o >> 2) + 1u < (is_a ? words_a : words_b) ? sw[1] : 0u;
             bytes = !in ? 0u : (is_a ? word_a : word_b) ? sw[0] : __funnelshift_r(sw[0], hi, 8u * (o & 3u));
           } else {

@@ -1,16 +1,17 @@
 // kernel   gemm_wgrad_bf16_sm90                                                        (extern "C")
 // computes on exact bf16 operands (the grouped GEMMs' dequantised workspaces), fp32 accumulation in the tensor cores:
 //          MODE 0 the variable-K wgrad out[g] (+)= A[:, P[g]:P[g+1]] @ B[:, P[g]:P[g+1]].T; MODE 1 the forward / dgrad
-//          out[rows P[g]..P[g+1]] = A[those rows] @ B[g n .. g n + n].T over all k (rows past P[G] stored as zeros)
+//          out[rows P[g]..P[g+1]] = A[those rows] @ B[g n .. g n + n].T over all k (rows past P[G] stored as zeros);
+//          MODE 2 as MODE 0 with float32 factors per 128 columns: sum over blocks c of fa[c, i] fb[c, j] (A_c B_c^T)
 // args     const __grid_constant__ mxrt_tmap tma, tmb (bf16 A [m, kp], B [n or G n, kp] as uint8 [rows, 2 kp]: boxes
 //          128 B x 128 / BN rows, SWIZZLE_128B, zero fill) | void* out ([G, m, n] / [m, n]) | const i32* ends [G]
 //          (P[g + 1], P[0] = 0) | const u32* gate (null, or a word: the grid returns at once unless it is 0) | u32 m,
-//          n, G, k (MODE 1)
-// grid     MODE 0 (ceil(m/128) ceil(n/BN), 1, G); MODE 1 ((ceil(m/128) + G + 1) ceil(n/BN), 1, 1), GROUP_M 8 raster
+//          n, G, k (MODE 1) | const float* fa [kp/128, m], fb [kp/128, n] (MODE 2; else null)
+// grid     MODE 0 / 2 (ceil(m/128) ceil(n/BN), 1, G); MODE 1 ((ceil(m/128) + G + 1) ceil(n/BN), 1, 1), GROUP_M 8 raster
 //          block (384,1,1): thread 0 issues the TMA loads, warpgroups 1, 2 multiply 64 of a tile's 128 rows each
-// defines  OUT_DTYPE, ACCUM (MODE 0: out + the sum, rounded once), STAGES (3..6), BN (128 / 256), MODE (0 / 1)
+// defines  OUT_DTYPE, ACCUM (MODE 0 / 2: out + the sum, rounded once), STAGES (3..6), BN (128 / 256), MODE (0..2)
 // smem     ops/grouped_wgrad_bf16.py smem_bytes (STAGES x (16 + BN / 8) KB + barriers + 1 KB alignment)
-// requires sm_90a; ends non-decreasing; MODE 0: ends % 16 == 0, <= kp; MODE 1: k % 16 == 0; m, n < 2^31
+// requires sm_90a; ends non-decreasing; MODE 0: ends % 16 == 0, MODE 2 % 128, <= kp; MODE 1: k % 16; m, n < 2^31
 //                                                                     checked and set by mxrt/ops/grouped_wgrad_bf16.py
 //
 // The K range comes in tiles of 64 columns; in a last tile of 16-48 columns each consumer warpgroup zeroes its A
@@ -29,7 +30,8 @@ MXRT_STATIC_ASSERT(ACCUM == 0 || ACCUM == 1, "ACCUM: 0 or 1");
 MXRT_STATIC_ASSERT(STAGES >= 3 && STAGES <= 6, "STAGES: 3..6 stages");
 MXRT_STATIC_ASSERT(BN == 128 || BN == 256, "BN: 128 or 256 output columns a tile");
 MXRT_STATIC_ASSERT(STAGES * (16 + BN / 8) <= 220, "STAGES x (16 + BN / 8) KB of shared memory");
-MXRT_STATIC_ASSERT(MODE == 0 || (MODE == 1 && ACCUM == 0), "MODE: 0 the wgrad, 1 the lens forward / dgrad");
+MXRT_STATIC_ASSERT(MODE == 0 || (MODE == 1 && ACCUM == 0) || (MODE == 2 && BN == 128 && OUT_DTYPE == MXRT_OUT_F32),
+                   "MODE: 0 the wgrad, 1 the lens forward / dgrad, 2 float32 factors per 128 columns (BN 128, f32 out)");
 #define BM 128
 #define GROUP_M 8
 #include "gemm_tile_raster.h"
@@ -79,7 +81,7 @@ MXRT_DEVICE void wg_fence_acc(float (&d)[WG_REGS]) {
 extern "C" __global__ void __launch_bounds__(384, 1)
     gemm_wgrad_bf16_sm90(const __grid_constant__ mxrt_tmap tma, const __grid_constant__ mxrt_tmap tmb,
                          void* __restrict__ out, const i32* __restrict__ ends, const u32* __restrict__ gate, u32 m,
-                         u32 n, u32 G, u32 k) {
+                         u32 n, u32 G, u32 k, const float* __restrict__ fa, const float* __restrict__ fb) {
   if (gate != nullptr && *gate != 0u) return;  // the exact fallback computes every output (uniform: the whole CTA)
   extern __shared__ u8 smem_raw[];
   u8* dsm = smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u);
@@ -113,12 +115,18 @@ extern "C" __global__ void __launch_bounds__(384, 1)
       m0 += start;
       row_end = m;
     }
+    (void)fa;
+    (void)fb;
     c0 = 0u;
     c1 = g == G ? 0u : k;  // the tail multiplies nothing
     brow = (g == G ? 0u : g) * n + n0;
   }
 #else
   (void)k;
+#if MODE == 0
+  (void)fa;
+  (void)fb;
+#endif
   g = MXRT_BID_Z;
   ws_tile(MXRT_BID_X, (m + BM - 1u) / BM, (n + BN - 1u) / BN, m0, n0);
   c0 = g == 0u ? 0u : (u32)ends[g - 1u];
@@ -156,6 +164,44 @@ extern "C" __global__ void __launch_bounds__(384, 1)
   float acc[WG_REGS];
 #pragma unroll
   for (int i = 0; i < WG_REGS; ++i) acc[i] = 0.0f;
+#if MODE == 2
+  // blocks of 128 columns (two stages): the block's eight k16 wgmmas into a partial p from zero, then
+  // acc += p * fb[col] * fa[row] (one FMUL + FFMA an element)
+  {
+    const u32 r0 = m0 + 64u * w + 16u * (t / 32u) + lane / 4u, cq0 = n0 + 2u * (lane % 4u);
+    const u32 nb = nk / 2u, b0 = c0 / 128u;
+    float p[WG_REGS];
+    for (u32 kb = 0; kb < nb; ++kb) {
+      const u64 b = b0 + kb;
+      const float fa0 = r0 < m ? fa[b * m + r0] : 0.0f, fa1 = r0 + 8u < m ? fa[b * m + r0 + 8u] : 0.0f;
+#pragma unroll
+      for (int i = 0; i < WG_REGS; ++i) p[i] = 0.0f;
+#pragma unroll
+      for (u32 h = 0; h < 2; ++h) {
+        const u32 kt = 2u * kb + h, slot = kt % STAGES;
+        mbar_wait(full0 + 8u * slot, (kt / STAGES) & 1u);
+        const u32 ta = tiles + slot * WG_STAGE + w * 64u * 128u, tb = tiles + slot * WG_STAGE + WG_ATILE;
+        wg_fence();
+#pragma unroll
+        for (u32 s = 0; s < 4; ++s) wg_mma_bf16(p, make_desc(ta + 32u * s), make_desc(tb + 32u * s));
+        wg_commit();
+      }
+      wg_wait<0>();
+      wg_fence_acc(p);
+      mbar_arrive(empty0 + 8u * ((2u * kb) % STAGES));
+      mbar_arrive(empty0 + 8u * ((2u * kb + 1u) % STAGES));
+#pragma unroll
+      for (u32 j = 0; j < BN / 8u; ++j) {
+        const u32 col = cq0 + 8u * j;  // the column factors after the wait: 64 + 64 registers are live across it
+        const float f0 = col < n ? fb[b * n + col] : 0.0f, f1 = col + 1u < n ? fb[b * n + col + 1u] : 0.0f;
+#pragma unroll
+        for (u32 e = 0; e < 4; ++e) {  // accumulator 4 j + e: row r0 + 8 (e / 2), column cq0 + 8 j + e % 2
+          acc[4 * j + e] = fmaf(p[4 * j + e] * ((e & 1u) ? f1 : f0), e < 2u ? fa0 : fa1, acc[4 * j + e]);
+        }
+      }
+    }
+  }
+#else
   for (u32 kt = 0; kt < nk; ++kt) {
     const u32 slot = kt % STAGES;
     mbar_wait(full0 + 8u * slot, (kt / STAGES) & 1u);
@@ -185,6 +231,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
   }
   wg_wait<0>();
   wg_fence_acc(acc);
+#endif
   // ---------------- epilogue: this thread's rows r, r + 8 and column pairs 8 j + 2 q ----------------
   if (ACCUM && nk == 0u) return;  // out + 0: untouched
   const u32 r = m0 + 64u * w + 16u * (t / 32u) + lane / 4u;  // the m64 fragment: warp t / 32 holds 16 rows

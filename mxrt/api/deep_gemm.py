@@ -366,8 +366,11 @@ def k_grouped_fp8_gemm_nt_contiguous(
         ``[G]``, the same ks (the GPU kernel reads this one; on the host it is checked against ``ks``).
     recipe : ``(1, 1, gran_k)``, gran_k 128 (DeepGEMM) or 32 (MX).
 
-    Device operands run the generic kernel (MODE 4: float32 1x128 scales as DeepGEMM's SM90 recipe, UE8M0 at
-    1x32 or 1x128), host operands the float64 twin.
+    Device operands on sm_90a run the ``sm90_bf16`` route (mxrt/ops/grouped_wgrad_bf16.py: the groups' blocks laid
+    out as bf16 ``[mn, sum(ks)]`` by one pass, then bf16 wgmmas with fp32 accumulation: float32 scales applied per
+    128 columns to a partial computed in the tensor core, UE8M0 folded into the operands exactly; blocks outside
+    the exact window go to the generic kernel), elsewhere the generic kernel (MODE 4); host operands the float64
+    twin.
     """
     op = "k_grouped_fp8_gemm_nt_contiguous"
     _flags(op, compiled_dims, False, True, use_psum_layout)

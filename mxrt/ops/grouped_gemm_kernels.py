@@ -230,15 +230,32 @@ GEMM_WGRAD_BF16_SM90 = KernelSpec(
         ),
         # MODE 1: the forward / dgrad by group_lens with float32 out (a bf16-out build spilled 656 bytes offline)
         defines(ACCUM=0, BN=256, MODE=1, OUT_DTYPE=F32, STAGES=WGRAD_BF16_STAGES[256]),
+        # MODE 2: DeepGEMM's k-grouped wgrad with float32 scales (a partial per 128 columns, promoted once), f32 out
+        *(defines(ACCUM=acc, BN=128, MODE=2, OUT_DTYPE=F32, STAGES=WGRAD_BF16_STAGES[128]) for acc in (0, 1)),
     ),
     targets=("sm_90a",),
     expect_mma=(("sm_90a", ("wgmma.mma_async.sync.aligned.m64n",)),),
+)
+
+#: DeepGEMM's k-grouped operands (group blocks K-major one after another) as one bf16 [rows, sum(ks)] matrix
+#: (kernels_src/gemm/kgrouped_to_bf16.hip, mxrt/ops/grouped_wgrad_bf16.py): E8M0 scales folded in (SCALED 1) or
+#: the codes alone (SCALED 0: float32 scales, applied per 128 columns by the MODE 2 GEMM)
+KGROUPED_TO_BF16_THREADS = 256
+KGROUPED_TO_BF16 = KernelSpec(
+    symbol="kgrouped_to_bf16",
+    file="gemm/kgrouped_to_bf16.hip",
+    required=("EFMT", "SCALED", "THREADS"),
+    variants=tuple(
+        defines(EFMT=FMT_CODES[f], SCALED=sc, THREADS=KGROUPED_TO_BF16_THREADS) for f in _SM90_FP8 for sc in (0, 1)
+    ),
+    targets=("sm_90a",),
 )
 
 SPECS = (
     GEMM_MX_GROUPED_GENERIC,
     GROUPED_OFFSETS,
     GEMM_WGRAD_BF16_SM90,
+    KGROUPED_TO_BF16,
     GEMM_MX_GROUPED_GFX950,
     GEMM_MX_GROUPED_GFX942,
     GEMM_MX_GROUPED_SM90,

@@ -106,7 +106,7 @@ def unsupported(target: str, p: GroupedGemmProblem) -> str | None:
     if p.kind == "kgrouped":
         return (
             "kind 'kgrouped' (DeepGEMM's k-grouped wgrad writes float32, which the fp8 wgmma partials cannot meet at "
-            "1e-5; per-group row strides would need tensor maps made on the device): the generic kernel runs it"
+            "1e-5; per-group row strides would need tensor maps made on the device): the sm90_bf16 route runs it"
         )
     if p.kind not in GROUPED_SM90_KINDS:
         return f"kind {p.kind!r}: the sm90 grouped kernel runs {GROUPED_SM90_KINDS} (the generic kernel the others)"

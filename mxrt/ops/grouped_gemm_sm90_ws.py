@@ -7,7 +7,7 @@ Serves the forward / dgrad by device ``group_lens`` (``"lens"``) and DeepGEMM's 
 untouched) and ``"masked"`` layouts with E8M0 row-major scales and bfloat16 / float16 out (e2m1 operands expanded to
 e4m3 first, as :mod:`mxrt.ops.grouped_gemm_sm90`); the DeepGEMM layouts also with DeepGEMM's Hopper recipe (float32
 scales, a 1x128, b 128x128: build ``SCALE_F32``, whose stage is one 128-K block accumulated over its four k32 steps in
-the tensor core and promoted once, DeepGEMM's own precision; b's scales widened to one row per b row first).
+the tensor core and promoted once, DeepGEMM's own precision; b's 128 x 128 scales read per block row in place).
 
 Group sizes never leave the device: each CTA builds the schedule in shared memory (``"lens"``: the row offsets and
 row-tile prefix of ``gemm_grouped_tiles.h``; ``"masked"``: the row-tile prefix of the clamped ``masked_m``, so only
@@ -101,8 +101,8 @@ def unsupported(target: str, p: GroupedGemmProblem) -> str | None:
         a_sf, b_sf, kb = tuple(p.a.scales.shape), tuple(p.b.scales.shape), int(p.b.shape[-1])
         if a_sf != (p.m, _cdiv(p.k, 128)) or b_sf != (p.num_groups * _cdiv(p.n, 128), _cdiv(kb, 128)):
             return f"float32 scales of shapes {a_sf}, {b_sf}: expected a 1x128 and b 128x128 per group, row-major"
-        if max(p.m, p.num_groups * p.n) * 4 * _cdiv(max(p.k, kb), 128) >= _LIMIT:
-            return "float32 scale bytes of a or of b widened to its rows reach 2^31 (32-bit offsets)"
+        if max(a_sf[0] * a_sf[1], b_sf[0] * b_sf[1]) * 4 >= _LIMIT:
+            return "float32 scale bytes of a or b reach 2^31 (32-bit offsets)"
     # the TMA, format and size rules the two kernels share (the older one has no float32 scales)
     why = grouped_gemm_sm90.unsupported(target, dataclasses.replace(p, scale_f32=False) if p.scale_f32 else p)
     if why is not None:
@@ -131,13 +131,6 @@ def kernel_defines(p: GroupedGemmProblem) -> Defines:
     )
 
 
-def f32_b_scales(p: GroupedGemmProblem) -> Any:
-    """b's float32 128x128 scales ``[G * ceil(n/128), ceil(kb/128)]`` widened to one row per b row ``[G * n,
-    ceil(kb/128)]`` (device ops, no synchronisation): the engine reads scales per b row."""
-    sb = p.b.scales.reshape(p.num_groups, _cdiv(p.n, 128), -1)
-    return sb.repeat(128, axis=1)[:, : p.n].reshape(p.num_groups * p.n, -1)
-
-
 def launch_config(p: GroupedGemmProblem, num_sms: int | None = None) -> LaunchConfig:
     return LaunchConfig(grid=grid(p, num_sms), block=(THREADS, 1, 1), shared_mem=smem_bytes())
 
@@ -159,11 +152,9 @@ def launch_sm90_ws(p: GroupedGemmProblem, groups: Any, out: Any, arch: Any) -> N
     flags = grouped_gemm_sm90.launch_flags(p, groups, out)
     u32 = np.uint32
     kb = int(p.b.shape[-1])
-    if p.scale_f32:  # one float32 word per row and 128-K stage (strides in bytes)
-        sb, strides = f32_b_scales(p), (4 * _cdiv(p.k, 128), 4 * _cdiv(kb, 128))
-    else:
-        sb, strides = p.b.scales, (_cdiv(p.k, 32), _cdiv(kb, 32))
-    args = (tma, tmb, p.a.scales, sb, out, groups)
+    # scale row strides in bytes: E8M0 one byte per 32 K; float32 one word per 128 K (b's rows: 128-row blocks)
+    strides = (4 * _cdiv(p.k, 128), 4 * _cdiv(kb, 128)) if p.scale_f32 else (_cdiv(p.k, 32), _cdiv(kb, 32))
+    args = (tma, tmb, p.a.scales, p.b.scales, out, groups)
     args += (u32(p.m), u32(p.n), u32(p.k), u32(strides[0]), u32(strides[1]), u32(p.num_groups))
     args += (u32(p.max_m), u32(flags))
     launch(p.op, kernel, cfg, args)

@@ -7,8 +7,12 @@ the forward clamped and cut at m, its MODE 0), and one wgmma kernel (kernels_src
 wgrad's column ranges, MODE 1 each group's row tiles against its own weight rows (rows past the last group stored as
 zeros). It serves what the torch route cannot: the wgrad with float32 out (its default: ``torch._grouped_mm`` writes
 bf16 only) or ``accumulate``, every wgrad where torch is absent or a CUDA graph is being captured, and the forward /
-dgrad with float32 out, all of which ran on the generic kernel (~0.03x ``torch._grouped_mm``); no host
-synchronisation, CUDA-graph capturable. Measured (H100, session 15, RESULTS.md): float32 wgrad median 0.67x
+dgrad with float32 out, all of which ran on the generic kernel (~0.03x ``torch._grouped_mm``); and DeepGEMM's
+k-grouped wgrad (``"kgrouped"``: each group's K-major blocks one after another), whose operands one pass
+(kernels_src/gemm/kgrouped_to_bf16.hip) lays out as bf16 ``[rows, sum(ks)]`` matrices: UE8M0 scales folded in
+exactly (then MODE 0, as the wgrad), or with DeepGEMM's float32 scales the codes alone, the scales applied per
+128 columns by MODE 2 (one partial per 128 columns in the tensor core, promoted once: fp32 accumulation throughout).
+No host synchronisation, CUDA-graph capturable. Measured (H100, session 15, RESULTS.md): float32 wgrad median 0.67x
 ``torch._grouped_mm`` bf16, fwd / dgrad 0.68x (eager), 0.68x / 0.71x kernel-only.
 
 Exact for every input: the dequantisation passes raise a device gate word where a block's scale lies outside the
@@ -17,10 +21,11 @@ kernel then returns before it writes anything, and the gated generic kernel comp
 into the untouched ``out``) with mxrt's exact semantics.
 
 Envelope (:func:`unsupported`): the ``"wgrad"`` layout with ``Mc % 16 == 0`` and ``align % 16 == 0`` (every group's
-range a whole number of k16 steps), or ``"lens"`` with ``k % 16 == 0`` (``b`` may be padded past k); at most
-``codes.GROUPED_MAX_GROUPS`` groups, sizes below 2^31; the forward / dgrad with float32 out only (the other out
-dtypes have the torch route and the grouped engine; a bf16-out build of MODE 1 spilled). Memory: the bf16
-copies of both operands (``2 * rows * round_up(K, 8)`` bytes each), from CuPy's pool for the call.
+range a whole number of k16 steps), ``"lens"`` with ``k % 16 == 0`` (``b`` may be padded past k), ``"kgrouped"`` with
+fp8 codes (ks multiples of 32, of 128 with float32 scales: the pass raises the gate where the device ks are not); at
+most ``codes.GROUPED_MAX_GROUPS`` groups, sizes below 2^31; the forward / dgrad with float32 out only (the other out
+dtypes have the torch route and the grouped engine; a bf16-out build of MODE 1 spilled). Memory: the bf16 copies of both
+operands (``2 * rows * round_up(K, 8)`` bytes each), from CuPy's pool for the call.
 """
 
 from __future__ import annotations
@@ -33,11 +38,13 @@ from .. import codes
 from .._kinds import dtype_name
 from ..errors import ShapeError
 from ..problems.grouped_gemm import GroupedGemmProblem
+from ..runtime.kernel_spec import defines
 from .dequant import check_dequant_limits
 from .grouped_gemm_kernels import GEMM_WGRAD_BF16_SM90, WGRAD_BF16_STAGES
 from .grouped_gemm_torch import padded  # the workspaces' row length, as the torch route's
 
 NAME = "sm90_bf16"
+_FP8 = ("e4m3", "e5m2")
 TARGET = "sm_90a"
 _LIMIT = 2**31
 _TILE = 128
@@ -57,8 +64,10 @@ def unsupported(target: str, p: GroupedGemmProblem) -> str | None:
     """Why this route cannot run ``p`` on ``target`` (None: it can)."""
     if target != TARGET:
         return f"the bf16 route runs on {TARGET}, not {target!r}"
-    if p.kind not in ("wgrad", "lens"):
-        return f"the {p.kind!r} layout (the route serves group_lens forward / dgrad and the variable-K wgrad)"
+    if p.kind not in ("wgrad", "lens", "kgrouped"):
+        return f"the {p.kind!r} layout (the route serves group_lens forward / dgrad and the variable-K wgrads)"
+    if p.kind == "kgrouped" and (p.a_fmt not in _FP8 or p.b_fmt not in _FP8 or p.k % 128):
+        return f"k-grouped formats ({p.a_fmt}, {p.b_fmt}) or sum(ks) = {p.k} (expected fp8 codes, a multiple of 128)"
     if p.kind == "wgrad" and (p.k % 16 or p.align % 16):
         return f"Mc = {p.k}, align = {p.align}: expected multiples of 16 (each group's range whole k16 steps)"
     if p.kind == "lens" and p.k % 16:
@@ -66,6 +75,10 @@ def unsupported(target: str, p: GroupedGemmProblem) -> str | None:
     if p.kind == "lens" and dtype_name(p.out_dtype) != "float32":
         return f"out dtype {dtype_name(p.out_dtype)} (the forward / dgrad here write float32 only)"
     b_rows = int(np.prod(p.b.shape[:-1]))
+    if p.kind == "kgrouped":  # a / b: [m | n, sum(ks)] views of the flat codes
+        if max(p.m, p.n, p.k) >= _LIMIT or max(p.m, p.n) * p.k >= 2**40 or p.num_groups * p.m * p.n >= 2**40:
+            return "sizes of 2^31 or more (32-bit TMA coordinates and grid)"
+        return None if 1 <= p.num_groups <= codes.GROUPED_MAX_GROUPS else f"{p.num_groups} groups"
     if not 1 <= p.num_groups <= codes.GROUPED_MAX_GROUPS:
         return f"{p.num_groups} groups (the exact fallback takes 1 to {codes.GROUPED_MAX_GROUPS})"
     tiles = -(-p.m // _TILE) * -(-p.n // _TILE) + (p.num_groups + 1) * -(-p.n // _TILE)
@@ -82,20 +95,22 @@ def unsupported(target: str, p: GroupedGemmProblem) -> str | None:
 _KERNELS: dict = {}
 
 
-def _kernel(p: GroupedGemmProblem, arch: Any, bn: int) -> tuple[Any, Any]:
-    """The build for ``p`` (cached with its shared-memory attribute set: no driver query per call) and its launch."""
+def _kernel(p: GroupedGemmProblem, arch: Any, bn: int) -> tuple[Any, Any, int]:
+    """The build for ``p`` (cached with its shared-memory attribute set: no driver query per call), its launch and
+    its tile width (MODE 2: 128 whatever ``bn`` asks)."""
     from ..runtime.launch import LaunchConfig
 
     lens = p.kind == "lens"
+    mode = 1 if lens else (2 if p.kind == "kgrouped" and p.scale_f32 else 0)
+    bn = 128 if mode == 2 else bn  # MODE 2 holds a partial beside the accumulators: 128 columns
     st = WGRAD_BF16_STAGES[bn]
     smem = smem_bytes(st, bn)
-    key = (codes.GEMM_OUT_DTYPE_CODES[dtype_name(p.out_dtype)], bool(p.accumulate), lens, bn, arch)
+    key = (codes.GEMM_OUT_DTYPE_CODES[dtype_name(p.out_dtype)], bool(p.accumulate), mode, bn, arch)
     kernel = _KERNELS.get(key)
     if kernel is None:
         from ..runtime.compiler import build
-        from ..runtime.kernel_spec import defines
 
-        extra = {"MODE": 1} if lens else {}
+        extra = {"MODE": mode} if mode else {}
         d = defines(ACCUM=int(p.accumulate), BN=bn, OUT_DTYPE=key[0], STAGES=st, **extra)
         kernel = build(GEMM_WGRAD_BF16_SM90, d, arch)
         if kernel.max_dynamic_shared_size_bytes < smem:
@@ -106,7 +121,7 @@ def _kernel(p: GroupedGemmProblem, arch: Any, bn: int) -> tuple[Any, Any]:
         grid = ((-(-p.m // _TILE) + p.num_groups + 1) * tiles_n, 1, 1)
     else:
         grid = (-(-p.m // _TILE) * tiles_n, 1, p.num_groups)
-    return kernel, LaunchConfig(grid, (384, 1, 1), smem)
+    return kernel, LaunchConfig(grid, (384, 1, 1), smem), bn
 
 
 def run(p: GroupedGemmProblem, groups: Any, out: Any, arch: Any, bn: int | None = None) -> Any:
@@ -121,6 +136,8 @@ def run(p: GroupedGemmProblem, groups: Any, out: Any, arch: Any, bn: int | None 
     from .grouped_gemm_torch import launch_offsets
 
     bn = BN if bn is None else bn
+    if p.kind == "kgrouped":
+        return _run_kgrouped(p, groups, out, arch, bn)
     lens = p.kind == "lens"
     kp = padded(p.k)
     b_rows, kb = int(np.prod(p.b.shape[:-1])), int(p.b.shape[-1])  # lens: b may be padded past k (never multiplied)
@@ -138,7 +155,48 @@ def run(p: GroupedGemmProblem, groups: Any, out: Any, arch: Any, bn: int | None 
     dev = wa.data.device_id
     tma = tensor_map_arg(wa.data.ptr, p.m, 2 * kp, _TILE, dev)
     tmb = tensor_map_arg(wb.data.ptr, b_rows, 2 * kbp, bn, dev)
-    kernel, cfg = _kernel(p, arch, bn)
-    u32 = np.uint32
-    launch(p.op, kernel, cfg, (tma, tmb, out, ends, gate, u32(p.m), u32(p.n), u32(p.num_groups), u32(p.k)))
+    kernel, cfg, bn = _kernel(p, arch, bn)
+    u32, null = np.uint32, np.uint64(0)
+    args = (tma, tmb, out, ends, gate, u32(p.m), u32(p.n), u32(p.num_groups), u32(p.k), null, null)
+    launch(p.op, kernel, cfg, args)
+    return gate
+
+
+def _run_kgrouped(p: GroupedGemmProblem, groups: Any, out: Any, arch: Any, bn: int) -> Any:
+    """DeepGEMM's k-grouped wgrad (``p.a`` / ``p.b``: the flat codes viewed ``[m | n, sum(ks)]``, scales ``[m | n,
+    sum(ks) / 32]`` UE8M0 or ``[m | n, sum(ks) / 128]`` float32): the group ends (a bad split raises the gate), one
+    pass per operand into bf16 ``[rows, sum(ks)]`` (the gate where a block leaves the window or an end is not a
+    multiple of 32), and the GEMM: MODE 0 on the scaled operands, or MODE 2 with the float32 scales transposed to
+    ``[sum(ks) / 128, rows]`` (one row of factors per 128 columns)."""
+    from ..runtime import alloc
+    from ..runtime.compiler import build
+    from ..runtime.launch import LaunchConfig, launch
+    from .gemm_sm90 import tensor_map_arg
+    from .grouped_gemm_kernels import KGROUPED_TO_BF16, KGROUPED_TO_BF16_THREADS
+    from .grouped_gemm_torch import launch_offsets
+
+    u32, null = np.uint32, np.uint64(0)
+    total, g = p.k, p.num_groups
+    gate = alloc.zeros(1, np.uint32)
+    ends = launch_offsets(p.op, groups, total, 1, total, arch, gate)  # the generic kernel's MODE 4 ends
+    scaled = not p.scale_f32
+    ws = []
+    for x, fmt, rows in ((p.a, p.a_fmt, p.m), (p.b, p.b_fmt, p.n)):
+        w = alloc.empty((rows, total), np.uint16)
+        d = defines(EFMT=codes.FMT_CODES[fmt], SCALED=int(scaled), THREADS=KGROUPED_TO_BF16_THREADS)
+        blocks = max(1, min(-(-rows * total // (16 * KGROUPED_TO_BF16_THREADS)), 2**20))
+        cfg = LaunchConfig((blocks, 1, 1), (KGROUPED_TO_BF16_THREADS, 1, 1), 0)
+        args = (x.data, x.scales if scaled else null, w, ends, gate, u32(rows), u32(total), u32(g))
+        launch(p.op, build(KGROUPED_TO_BF16, d, arch), cfg, args)
+        ws.append(w)
+    kernel, cfg, bn = _kernel(p, arch, bn)
+    dev = ws[0].data.device_id
+    tma = tensor_map_arg(ws[0].data.ptr, p.m, 2 * total, _TILE, dev)
+    tmb = tensor_map_arg(ws[1].data.ptr, p.n, 2 * total, bn, dev)
+    if scaled:
+        fa = fb = null
+    else:  # [rows, sum(ks) / 128] -> [sum(ks) / 128, rows]: a block's factors contiguous
+        fa, fb = (x.scales.T.copy() for x in (p.a, p.b))
+    args = (tma, tmb, out, ends, gate, u32(p.m), u32(p.n), u32(g), u32(total), fa, fb)
+    launch(p.op, kernel, cfg, args)
     return gate

@@ -1,7 +1,8 @@
-"""A small run of DeepGEMM's Hopper recipe (float32 scales, a 1x128, b 128x128) on the grouped engine's SCALE_F32
-builds (MXRT_GROUPED_GEMM_KERNEL=sm90_ws) for compute-sanitizer (memcheck, racecheck, synccheck): contiguous ids with
--1 rows, an n tail and a K tail, masked with masked_m 0 / 1 / max_m. Exits non-zero on any mismatch against the host
-twins (mxrt.deep_gemm on numpy) or a written row the call does not own; skips (exit 0) off sm_90a."""
+"""A small run of DeepGEMM's Hopper recipe (float32 scales, a 1x128, b 128x128) on the grouped engine's SCALE_F32 builds
+(MXRT_GROUPED_GEMM_KERNEL=sm90_ws) for compute-sanitizer (memcheck, racecheck, synccheck): contiguous ids with -1
+rows, an n tail and a K tail, masked with masked_m 0 / 1 / max_m; then the k-grouped wgrad on the sm90_bf16 route
+(float32 scales and UE8M0, c accumulated in place, an empty group, m / n tails). Exits non-zero on any mismatch
+against the host twins (mxrt.deep_gemm on numpy) or a written row the call does not own; skips (exit 0) off sm_90a."""
 
 from __future__ import annotations
 
@@ -60,6 +61,26 @@ def main() -> int:
         bad += int((h[i, r:] != 0xFFFF).any())
         if r:
             bad += close(h[i, :r].view(BF16), ref[i, :r])
+    # the k-grouped wgrad on the sm90_bf16 route: float32 scales (MODE 2) and UE8M0 (MODE 0), c accumulated in place
+    os.environ["MXRT_GROUPED_GEMM_KERNEL"] = "sm90_bf16"
+    ks, m, n = [256, 0, 128, 384], 136, 200
+    total = sum(ks)
+    for recipe in ("f32", "ue8m0"):
+        ops = []
+        for rows in (m, n):
+            codes, sf = mxrt.per_token_cast_to_fp8(rng.standard_normal((rows, total)), recipe == "ue8m0")
+            if recipe == "ue8m0":
+                sf = (sf.view(np.uint32) >> 23).astype(np.uint8)
+            starts = np.cumsum([0, *ks[:-1]])
+            blocks = [codes[:, s0 : s0 + kk].reshape(-1) for s0, kk in zip(starts, ks, strict=True)]
+            ops.append((np.concatenate(blocks), sf))
+        c = rng.standard_normal((len(ks), m, n)).astype(np.float32)
+        want = c.copy()
+        deep_gemm.k_grouped_fp8_gemm_nt_contiguous(ops[0], ops[1], want, ks, np.array(ks, np.int32), c=want)
+        d = cupy.asarray(c)
+        ksd = cupy.asarray(np.array(ks, np.int32))
+        deep_gemm.k_grouped_fp8_gemm_nt_contiguous(dev(*ops[0]), dev(*ops[1]), d, ks, ksd, c=d)
+        bad += close(d.get(), want, 1e-5)
     print(f"mismatches {bad}")
     return int(bad > 0)
 

@@ -247,7 +247,8 @@ MXRT_DEVICE void ws_engine(const Sm90Smem& S, const Walk& wk, const void* ta, co
       // (A rows 0..127, then B rows 0..127)
       const u32 w = pw - 1u;
       // a stage's 4 scale bytes form one aligned word (per operand: the grouped B's rows may be longer than K)
-      const bool word_a = (wk.sa_stride() & 3u) == 0u, word_b = (wk.sb_stride() & 3u) == 0u;
+      const bool word_a = SCALE_F32 || (wk.sa_stride() & 3u) == 0u;  // SCALE_F32: float32 words
+      const bool word_b = SCALE_F32 || (wk.sb_stride() & 3u) == 0u;
       const u32 words_a = (wk.a_rows() * wk.sa_stride() + 3u) / 4u, words_b = (wk.b_rows() * wk.sb_stride() + 3u) / 4u;
       // a stage's 4 scale bytes of one row: one aligned word when the row stride % 4 == 0, else the two aligned words
       // around them (funnel-shifted at the conversion). They are copied by cp.async into the warp's WS_AHEAD-deep
@@ -259,11 +260,12 @@ MXRT_DEVICE void ws_engine(const Sm90Smem& S, const Walk& wk, const void* ta, co
       const WsScales<SLB> lay_b(sb, wk.b_rows(), kbs);
 #if SCALE_F32
       // b's float32 scales per 128 x 128 block [G, ceil(n/128), *]: every row of a stage's B tile (rows g n + n0 ..,
-      // n0 % 128 == 0; rows past the group masked) reads its block's scale row (g, n0 / 128), from y = yb(c)
+      // n0 % 128 == 0; rows past the group masked) reads its block's scale row (g, n0 / 128), from y = yb(c): once
+      // per stage
       const u32 nb = (wk.n + 127u) / 128u;
-      auto srow_b = [&](u32 y, u32) { return (y / wk.n) * nb + (y % wk.n) / 128u; };
+      auto srow_b = [&](u32 y) { return (y / wk.n) * nb + (y % wk.n) / 128u; };
 #else
-      auto srow_b = [](u32, u32 row) { return row; };
+      auto srow_b = [](u32) { return 0u; };
 #endif
       typename Walk::Cursor ci = wk.start();
       for (u32 d = 0; d < w && wk.live(ci); ++d) wk.next(ci);
@@ -275,6 +277,7 @@ MXRT_DEVICE void ws_engine(const Sm90Smem& S, const Walk& wk, const void* ta, co
       };
       auto issue = [&](u32 g, u32 sl) {
         if (g < total && wk.live(ci)) {
+          const u32 sb_stage = srow_b(wk.yb(ci));
 #pragma unroll 4
           for (u32 i = 0; i < 8; ++i) {
             const u32 r = lane + 32u * i;
@@ -283,7 +286,7 @@ MXRT_DEVICE void ws_engine(const Sm90Smem& S, const Walk& wk, const void* ta, co
             if (row < (is_a ? wk.a_end(ci) : wk.b_end(ci))) {
               const u32 dst = smem_addr(stage_w + (sl * 256u + r) * WS_WORDS);
               if ((is_a ? SLA : SLB) == MXRT_SCALE_LAYOUT_NONE) {
-                const u32 srow = is_a ? row : srow_b(wk.yb(ci), row);
+                const u32 srow = is_a || !SCALE_F32 ? row : sb_stage;
                 const u32 o = srow * (is_a ? wk.sa_stride() : wk.sb_stride()) + ci.kt * KSTEPS;  // < 2^31 (launcher)
                 const u32* wp = reinterpret_cast<const u32*>(is_a ? sa : sb) + (o >> 2);
                 ws_cp4(dst, wp);
@@ -307,6 +310,7 @@ MXRT_DEVICE void ws_engine(const Sm90Smem& S, const Walk& wk, const void* ta, co
         asm volatile("cp.async.wait_group %0;" ::"n"(WS_AHEAD - 1) : "memory");  // stage g's copies landed
         if (g >= STAGES) mbar_wait(S.empty0 + 8 * slot, ((g / STAGES) - 1u) & 1u);
         bool wide = false;
+        const u32 sb_stage = srow_b(wk.yb(cc));
 #pragma unroll 4
         for (u32 i = 0; i < 8; ++i) {
           const u32 r = lane + 32u * i;
@@ -316,7 +320,7 @@ MXRT_DEVICE void ws_engine(const Sm90Smem& S, const Walk& wk, const void* ta, co
           const u32* sw = stage_w + (sl * 256u + r) * WS_WORDS;
           u32 bytes;
           if ((is_a ? SLA : SLB) == MXRT_SCALE_LAYOUT_NONE) {
-            const u32 srow = is_a ? row : srow_b(wk.yb(cc), row);
+            const u32 srow = is_a || !SCALE_F32 ? row : sb_stage;
             const u32 o = srow * (is_a ? wk.sa_stride() : wk.sb_stride()) + kt * KSTEPS;
             const u32 hi = (o >> 2) + 1u < (is_a ? words_a : words_b) ? sw[1] : 0u;
             bytes = !in ? 0u : (is_a ? word_a : word_b) ? sw[0] : __funnelshift_r(sw[0], hi, 8u * (o & 3u));

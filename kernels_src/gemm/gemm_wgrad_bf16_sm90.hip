@@ -166,14 +166,19 @@ extern "C" __global__ void __launch_bounds__(384, 1)
   for (int i = 0; i < WG_REGS; ++i) acc[i] = 0.0f;
 #if MODE == 2
   // blocks of 128 columns (two stages): the block's eight k16 wgmmas into a partial p from zero, then
-  // acc += p * fb[col] * fa[row] (one FMUL + FFMA an element)
+  // acc += p * fb[col] * fa[row] (one FMUL + FFMA an element). The factors' global loads are issued before the
+  // wgmmas: fa's two per thread in registers, fb's 128 of the tile one per thread, parked in shared memory (a
+  // buffer per warpgroup and block parity; the warpgroup's barrier after the stores also orders the reads of the
+  // block two back before them) and read after the wait (64 + 64 registers are live across it)
   {
+    __shared__ __align__(16) float fb_s[2][2][BN];
     const u32 r0 = m0 + 64u * w + 16u * (t / 32u) + lane / 4u, cq0 = n0 + 2u * (lane % 4u);
     const u32 nb = nk / 2u, b0 = c0 / 128u;
     float p[WG_REGS];
     for (u32 kb = 0; kb < nb; ++kb) {
       const u64 b = b0 + kb;
       const float fa0 = r0 < m ? fa[b * m + r0] : 0.0f, fa1 = r0 + 8u < m ? fa[b * m + r0 + 8u] : 0.0f;
+      const float fbt = n0 + t < n ? fb[b * n + n0 + t] : 0.0f;  // column n0 + t of the tile
 #pragma unroll
       for (int i = 0; i < WG_REGS; ++i) p[i] = 0.0f;
 #pragma unroll
@@ -186,14 +191,21 @@ extern "C" __global__ void __launch_bounds__(384, 1)
         for (u32 s = 0; s < 4; ++s) wg_mma_bf16(p, make_desc(ta + 32u * s), make_desc(tb + 32u * s));
         wg_commit();
       }
+      float* fbk = fb_s[w][kb & 1u];
+      fbk[t] = fbt;
+      if (w == 0u) {
+        asm volatile("bar.sync 1, 128;" ::: "memory");
+      } else {
+        asm volatile("bar.sync 2, 128;" ::: "memory");
+      }
       wg_wait<0>();
       wg_fence_acc(p);
       mbar_arrive(empty0 + 8u * ((2u * kb) % STAGES));
       mbar_arrive(empty0 + 8u * ((2u * kb + 1u) % STAGES));
 #pragma unroll
       for (u32 j = 0; j < BN / 8u; ++j) {
-        const u32 col = cq0 + 8u * j;  // the column factors after the wait: 64 + 64 registers are live across it
-        const float f0 = col < n ? fb[b * n + col] : 0.0f, f1 = col + 1u < n ? fb[b * n + col + 1u] : 0.0f;
+        const float2 f01 = *reinterpret_cast<const float2*>(fbk + cq0 - n0 + 8u * j);
+        const float f0 = f01.x, f1 = f01.y;
 #pragma unroll
         for (u32 e = 0; e < 4; ++e) {  // accumulator 4 j + e: row r0 + 8 (e / 2), column cq0 + 8 j + e % 2
           acc[4 * j + e] = fmaf(p[4 * j + e] * ((e & 1u) ? f1 : f0), e < 2u ? fa0 : fa1, acc[4 * j + e]);

@@ -3,17 +3,18 @@ weights 128x128) on a GPU, against ``torch._grouped_mm`` in bf16 on the dequanti
 without DeepGEMM runs), same run, same GPU (run from the repository root).
 
     python benchmarks/bench_deepgemm_api.py [--json FILE] [--reps 5] [--kernel auto|generic|sm90_ws|sm90_bf16]
-        [--quick] [--layouts contiguous,masked,k-grouped]
+        [--quick] [--layouts contiguous,masked,k-grouped] [--timing events|graph]
 
 Shapes: DeepGEMM's own grouped benchmarks (tests/test_core.py of deepseek-ai/DeepGEMM): contiguous (groups, rows per
 group, n, k) = (4, 8192, 4096, 7168), (4, 8192, 7168, 2048), (8, 4096, 4096, 7168), (8, 4096, 7168, 2048); masked
-(groups, max_m = expected_m, n, k) = (1, 1024, 4096, 7168), (2, 512, 7168, 2048), (4, 256, 4096, 7168),
-(16, 256, 7168, 2048) with every group full; k-grouped wgrad (groups, m, n, K per group) = (4, 4096, 7168, 8192),
-(4, 7168, 2048, 8192), (8, 4096, 7168, 4096), (8, 7168, 2048, 4096), float32 out accumulated into ``d`` (the peer
-writes bf16: its only out dtype). Timing: CUDA events around eager calls (both sides on the legacy stream),
-median of --reps. Columns: mxrt us / TFLOP/s, torch bf16 us, ratio (torch time / mxrt time), calc_diff of mxrt's output
-against torch's (a sanity column). ``--kernel`` sets MXRT_GROUPED_GEMM_KERNEL (``generic``: the portable kernel these
-calls ran on before session 16; ``--quick`` runs the first shape of each layout only).
+(groups, max_m = expected_m, n, k) = (1, 1024, 4096, 7168), (2, 512, 7168, 2048), (4, 256, 4096, 7168), (16, 256, 7168,
+2048) with every group full; k-grouped wgrad (groups, m, n, K per group) = (4, 4096, 7168, 8192), (4, 7168, 2048, 8192),
+(8, 4096, 7168, 4096), (8, 7168, 2048, 4096), float32 out accumulated into ``d`` (the peer writes bf16: its only out
+dtype). Timing: CUDA events around eager calls (both sides on the legacy stream), median of --reps; ``--timing graph``:
+CUDA-graph replays on both sides (kernel time only). Columns: mxrt us / TFLOP/s, torch bf16 us, ratio (torch time / mxrt
+time), calc_diff of mxrt's output against torch's (a sanity column). ``--kernel`` sets MXRT_GROUPED_GEMM_KERNEL
+(``generic``: the portable kernel these calls ran on before session 16; ``--quick`` runs the first shape of each layout
+only).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import sys
 import cupy
 import numpy as np
 
+import mxrt
 import mxrt.deep_gemm as deep_gemm
 from mxrt.bench import core
 
@@ -109,11 +111,7 @@ def run(layout: str, g: int, m: int, n: int, k: int, reps: int, rng: np.random.G
         def peer():
             return torch._grouped_mm(ta, tb.transpose(-2, -1))
 
-    mx()
-    peer()
-    cupy.cuda.Device().synchronize()
-    t_mx = core.cupy_median_time(lambda: [mx() for _ in range(5)], reps) / 5
-    t_pt = core.cupy_median_time(lambda: [peer() for _ in range(5)], reps) / 5
+    t_mx, t_pt = _time(mx, peer, reps)
     ref = peer().double().reshape(d.shape)
     got = torch.from_dlpack(d).view(torch.bfloat16).double()
     diff = float(1 - 2 * (got * ref).sum() / (got * got + ref * ref).sum())  # calc_diff, on the device
@@ -153,11 +151,7 @@ def run_k_grouped(g: int, m: int, n: int, kg: int, reps: int, rng: np.random.Gen
     def peer():
         return torch._grouped_mm(ta, tb, offs=offs)
 
-    mx()
-    peer()
-    cupy.cuda.Device().synchronize()
-    t_mx = core.cupy_median_time(lambda: [mx() for _ in range(5)], reps) / 5
-    t_pt = core.cupy_median_time(lambda: [peer() for _ in range(5)], reps) / 5
+    t_mx, t_pt = _time(mx, peer, reps)
     d.fill(0)
     mx()
     ref = peer().double()
@@ -171,14 +165,38 @@ def run_k_grouped(g: int, m: int, n: int, kg: int, reps: int, rng: np.random.Gen
     }  # fmt: skip
 
 
+TIMING = "events"
+
+
+def _time(mx, peer, reps: int) -> tuple[float, float]:
+    """Seconds per call of mxrt's and the peer's: CUDA events around 5 eager calls on the legacy stream (median of
+    ``reps``), or with ``--timing graph`` CUDA-graph replays on both sides (kernel time only: no host time)."""
+    if TIMING == "graph":
+        with mxrt.runtime.debug():  # real allocations inside the capture (the k-grouped route's workspaces)
+            t_mx, how = core.time_cupy([mx], reps)
+        t_pt, how_pt = core.time_torch([peer], reps)
+        if how != "graph" or how_pt != "graph":
+            print(f"    timing fell back to events (mxrt {how}, torch {how_pt})")
+        return t_mx, t_pt
+    mx()
+    peer()
+    cupy.cuda.Device().synchronize()
+    t_mx = core.cupy_median_time(lambda: [mx() for _ in range(5)], reps) / 5
+    t_pt = core.cupy_median_time(lambda: [peer() for _ in range(5)], reps) / 5
+    return t_mx, t_pt
+
+
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--json")
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--kernel", default="auto", choices=("auto", "generic", "sm90_ws", "sm90_bf16"))
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--timing", default="events", choices=("events", "graph"))
     ap.add_argument("--layouts", default="", help="comma-separated: contiguous, masked, k-grouped (default all)")
     args = ap.parse_args(argv)
+    global TIMING
+    TIMING = args.timing
     if args.kernel != "auto":
         os.environ["MXRT_GROUPED_GEMM_KERNEL"] = args.kernel
     rng = np.random.default_rng(0)
@@ -188,7 +206,7 @@ def main(argv: list[str]) -> int:
     cases += [("k-grouped", s) for s in K_GROUPED[: 1 if args.quick else None]]
     if args.layouts:
         cases = [c for c in cases if c[0] in args.layouts.split(",")]
-    print(f"device {core.device_name()}, kernel {args.kernel}", flush=True)
+    print(f"device {core.device_name()}, kernel {args.kernel}, timing {args.timing}", flush=True)
     for layout, shape in cases:
         r = run(layout, *shape, args.reps, rng)
         rows.append(r)

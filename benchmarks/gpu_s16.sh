@@ -46,6 +46,21 @@ if has bench; then
   timeout ${T_BENCH:-200} python3 benchmarks/bench_deepgemm_api.py --json "$OUT/bench_deepgemm.json" 2>&1 \
     | tee "$OUT/bench_deepgemm.txt" | tail -12
 fi
+if has bench_graph; then
+  step "bench DeepGEMM API, CUDA-graph replays both sides (kernel time)"
+  timeout ${T_BENCH:-240} python3 benchmarks/bench_deepgemm_api.py --timing graph --json "$OUT/bench_deepgemm_graph.json" \
+    2>&1 | tee "$OUT/bench_deepgemm_graph.txt" | tail -14
+fi
+if has ncu_kg; then
+  step "ncu: the k-grouped MODE 2 kernel on the first k-grouped shape"
+  timeout 200 ncu -k regex:gemm_wgrad_bf16_sm90 -s 3 -c 1 --section SpeedOfLight --section SchedulerStats \
+    --section WarpStateStats --section ComputeWorkloadAnalysis --section LaunchStats \
+    --metrics "regex:smsp__pcsamp_warps_issue_stalled_.*,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active" \
+    python3 benchmarks/bench_deepgemm_api.py --layouts k-grouped --quick --reps 1 > "$OUT/ncu_kg.txt" 2>&1
+  grep -E "Duration|Compute \(SM\)|Memory Throughput|Issue Slots Busy|No Eligible|Eligible Warps|Warp Cycles Per Issued|Registers|hmma_cycles" \
+    "$OUT/ncu_kg.txt" | head -14
+  grep -E "pcsamp_warps_issue_stalled" "$OUT/ncu_kg.txt" | awk '$NF+0 > 500' | sort -k3 -n -r | head -10
+fi
 if has bench_generic; then
   step "bench DeepGEMM API on the generic kernel (--quick)"
   timeout ${T_BENCH:-200} python3 benchmarks/bench_deepgemm_api.py --kernel generic --quick --reps 2 2>&1 | tail -5

@@ -258,3 +258,67 @@ def test_k_grouped_gate_falls_back_exactly(monkeypatch, case):
     assert np.array_equal(np.isnan(h), np.isnan(want))
     ok = ~np.isnan(want)
     assert np.linalg.norm(h[ok] - want[ok]) <= 1e-5 * np.linalg.norm(want[ok])
+
+
+def test_contiguous_groups_sharing_a_tile():
+    """ids aligned to 32 rows only (several groups in one 128-row tile: the engine's per-id rounds) and -1 rows
+    between them, with float32 scales."""
+    rng = np.random.default_rng(31)
+    lens = np.array([40, 0, 17, 100, 3, 64])
+    ids = mxrt.contiguous_m_indices(lens, 32)
+    m, n, k, g = ids.size, 136, 256, lens.size
+    x, w = values(rng, (m, k)), values(rng, (g, n, k))
+    ca, sa = _cast(x, "e4m3", 1, rng, 6)
+    cb, sb = _cast(w, "e4m3", 128, rng, 6)
+    d = cupy.full((m, n), 0xFFFF, cupy.uint16)
+    deep_gemm.m_grouped_fp8_gemm_nt_contiguous(_dev((ca, sa)), _dev((cb, sb)), d, cupy.asarray(ids))
+    h = d.get()
+    own = ids >= 0
+    assert (h[~own] == 0xFFFF).all()
+    a64, b64 = _dequant(ca, sa, 1), _dequant(cb, sb, 128)
+    want = np.concatenate([a64[ids == i] @ b64[i].T for i in range(g)])
+    got = h.view(BF16)[own].astype(np.float64)
+    check(got, want, "bfloat16")
+    _rows_close(got, want, "groups sharing tiles")
+
+
+def test_k_grouped_many_groups_and_graph_replay(monkeypatch):
+    """64 groups (some empty), then a CUDA-graph replay after new ks are written into the same device buffer (same
+    total): the route reads its group ends on the device."""
+    monkeypatch.setenv("MXRT_GROUPED_GEMM_KERNEL", "sm90_bf16")
+    rng = np.random.default_rng(32)
+    g, m, n = 64, 128, 256
+    ks = list(rng.choice([0, 128, 256], g))
+    (qa, _), (qb, _) = _kgrouped(rng, ks, m, n, ("e4m3", "e4m3"), "f32", 4)
+    total = sum(ks)
+
+    def cat(q, rows, kk):  # the flat blocks read under the split kk: [rows, total] dequantised
+        flat, sf = q
+        offs = np.cumsum([0, *(rows * c for c in kk)])
+        codes = np.concatenate([flat[o : o + rows * c].reshape(rows, c) for o, c in zip(offs, kk, strict=False)], 1)
+        return codes.astype(np.float64) * np.repeat(sf.astype(np.float64), 128, axis=1)
+
+    def want_for(kk):
+        av, bv = cat(qa, m, kk), cat(qb, n, kk)
+        starts = np.cumsum([0, *kk[:-1]])
+        return np.stack([av[:, s : s + c] @ bv[:, s : s + c].T for s, c in zip(starts, kk, strict=True)])
+
+    a, b = _kg_dev(qa), _kg_dev(qb)
+    ksd = cupy.asarray(np.array(ks, np.int32))
+    d = cupy.full((g, m, n), np.nan, cupy.float32)
+    deep_gemm.k_grouped_fp8_gemm_nt_contiguous(a, b, d, ks, ksd)
+    check(d.get().astype(np.float64), want_for(ks), "float32", "64 groups")
+    with mxrt.runtime.debug():  # real allocations, no synchronisation inside the capture
+        stream = cupy.cuda.Stream()
+        with stream:
+            stream.begin_capture()
+            deep_gemm.k_grouped_fp8_gemm_nt_contiguous(a, b, d, ks, ksd)
+            graph = stream.end_capture()
+        new = list(np.roll(ks, 5))  # same total, other split (the host ks are not re-read by the device)
+        ksd[...] = cupy.asarray(np.array(new, np.int32))
+        d.fill(np.nan)
+        cupy.cuda.Device().synchronize()
+        graph.launch(stream=stream)
+        stream.synchronize()
+    assert sum(new) == total
+    check(d.get().astype(np.float64), want_for(new), "float32", "replay with new ks")

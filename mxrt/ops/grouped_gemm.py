@@ -328,7 +328,7 @@ def grouped_gemm_gpu(p: GroupedGemmProblem) -> Any:
         groups = groups.astype("int32")  # a device op, no synchronisation
     out = _device_out(p)
     if out.size and p.n and plan.spec is _SM90_WS:
-        grouped_gemm_sm90_ws.launch_sm90_ws(p, groups, out, arch)
+        grouped_gemm_sm90_ws.launch_sm90_ws(p, groups, out, arch, plan)
     elif out.size and p.n and plan.spec is _SM90:
         grouped_gemm_sm90.launch_sm90(p, groups, out, arch)
     elif out.size and p.n:  # every other case has nothing to write

@@ -98,9 +98,10 @@ def grid(p: GroupedGemmProblem) -> tuple[int, int, int]:
     return (max(1, _cdiv(p.n, bn)) * tiles_m(p, bm), 1, p.num_groups if p.kind in ("masked", "wgrad") else 1)
 
 
-def unsupported(target: str, p: GroupedGemmProblem) -> str | None:
+def unsupported(target: str, p: GroupedGemmProblem, f32_scales: bool = False) -> str | None:
     """Why the Hopper grouped kernel does not run ``p`` on ``target`` (a short reason), or None when it does.
-    Device pointers are checked only for device problems (a host problem is uploaded to fresh, aligned buffers)."""
+    Device pointers are checked only for device problems (a host problem is uploaded to fresh, aligned buffers).
+    ``f32_scales``: float32 scales are taken (the grouped engine's own check of them, which shares the rest)."""
     if target != TARGET:
         return f"no Hopper grouped GEMM kernel for target {target!r} (it needs {TARGET})"
     if p.kind == "kgrouped":
@@ -110,8 +111,8 @@ def unsupported(target: str, p: GroupedGemmProblem) -> str | None:
         )
     if p.kind not in GROUPED_SM90_KINDS:
         return f"kind {p.kind!r}: the sm90 grouped kernel runs {GROUPED_SM90_KINDS} (the generic kernel the others)"
-    if p.scale_f32:
-        return "float32 scales (DeepGEMM's Hopper recipe) run on the generic kernel"
+    if p.scale_f32 and not f32_scales:
+        return "float32 scales (DeepGEMM's Hopper recipe) run on the grouped engine or the generic kernel"
     if p.a_fmt not in _FMTS or p.b_fmt not in _FMTS:
         return f"formats ({p.a_fmt}, {p.b_fmt}) are not e4m3 / e5m2 / e2m1"
     if dtype_name(p.out_dtype) == "float32" and not p.a_fmt == p.b_fmt == "e2m1":

@@ -24,7 +24,6 @@ DeepGEMM's, and everything the older kernel declines (TMA alignment, k == 0, 2^3
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import numpy as np
@@ -104,7 +103,7 @@ def unsupported(target: str, p: GroupedGemmProblem) -> str | None:
         if max(a_sf[0] * a_sf[1], b_sf[0] * b_sf[1]) * 4 >= _LIMIT:
             return "float32 scale bytes of a or b reach 2^31 (32-bit offsets)"
     # the TMA, format and size rules the two kernels share (the older one has no float32 scales)
-    why = grouped_gemm_sm90.unsupported(target, dataclasses.replace(p, scale_f32=False) if p.scale_f32 else p)
+    why = grouped_gemm_sm90.unsupported(target, p, f32_scales=True)
     if why is not None:
         return why
     if p.num_groups < 1:
@@ -135,20 +134,28 @@ def launch_config(p: GroupedGemmProblem, num_sms: int | None = None) -> LaunchCo
     return LaunchConfig(grid=grid(p, num_sms), block=(THREADS, 1, 1), shared_mem=smem_bytes())
 
 
+_KERNELS: dict = {}
+
+
 def _kernel(d: Defines, arch: Any, smem: int) -> Any:
-    from ..runtime.compiler import build_with_smem
+    """The build of ``d`` with its shared-memory attribute set, cached (no build lookup per eager call)."""
+    kernel = _KERNELS.get((d, arch, smem))
+    if kernel is None:
+        from ..runtime.compiler import build_with_smem
 
-    return build_with_smem(GEMM_MX_GROUPED_SM90_WS, d, arch, smem)
+        kernel = _KERNELS[(d, arch, smem)] = build_with_smem(GEMM_MX_GROUPED_SM90_WS, d, arch, smem)
+    return kernel
 
 
-def launch_sm90_ws(p: GroupedGemmProblem, groups: Any, out: Any, arch: Any) -> None:
+def launch_sm90_ws(p: GroupedGemmProblem, groups: Any, out: Any, arch: Any, plan: Any = None) -> None:
     """Launch ``p`` (a device problem :func:`unsupported` accepted, ``out`` non-empty, bfloat16 as uint16) on the
-    current stream; no host synchronisation."""
+    current stream; no host synchronisation. ``plan``: its :class:`mxrt.ops.grouped_gemm.GroupedPlan` (defines and
+    launch configuration computed once), else computed here."""
     from ..runtime.launch import launch
 
     tma, tmb = grouped_gemm_sm90.tensor_maps(p, arch, BM, BN)
-    cfg = launch_config(p, arch.num_cus)
-    kernel = _kernel(kernel_defines(p), arch, cfg.shared_mem)
+    d, cfg = (plan.defines, plan.cfg) if plan is not None else (kernel_defines(p), launch_config(p, arch.num_cus))
+    kernel = _kernel(d, arch, cfg.shared_mem)
     flags = grouped_gemm_sm90.launch_flags(p, groups, out)
     u32 = np.uint32
     kb = int(p.b.shape[-1])

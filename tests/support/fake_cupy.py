@@ -355,7 +355,7 @@ def _reset_caches() -> None:
     """Forget every plan / launch cache that may hold fake kernels or fake pointers."""
     from mxrt.api import gemm as api_gemm
     from mxrt.api import quant as api_quant
-    from mxrt.ops import gemm_decode, gemm_sm90
+    from mxrt.ops import gemm_decode, gemm_sm90, grouped_gemm_sm90_ws, grouped_wgrad_bf16
     from mxrt.ops import quant as ops_quant
 
     launch = importlib.import_module("mxrt.runtime.launch")
@@ -370,6 +370,8 @@ def _reset_caches() -> None:
         gemm_decode._KERNELS,
         importlib.import_module("mxrt.runtime.compiler")._SMEM,
         ops_quant._ROWWISE_KERNELS,
+        grouped_gemm_sm90_ws._KERNELS,
+        grouped_wgrad_bf16._KERNELS,
         launch._BLOCKS,
     ):
         cache.clear()

@@ -322,3 +322,28 @@ def test_k_grouped_many_groups_and_graph_replay(monkeypatch):
         stream.synchronize()
     assert sum(new) == total
     check(d.get().astype(np.float64), want_for(new), "float32", "replay with new ks")
+
+
+@pytest.mark.parametrize("recipe", ["f32", "ue8m0"])
+def test_k_grouped_device_ks_the_host_cannot_check(monkeypatch, recipe):
+    """Device ks that differ from the host's (not multiples of the route's 128 / 32 columns, or not summing to
+    sum(ks)) raise the route's gate: the generic kernel computes every output, so auto gives its bits exactly."""
+    rng = np.random.default_rng(33)
+    ks, m, n = [128, 256, 128], 64, 96
+    (qa, _), (qb, _) = _kgrouped(rng, ks, m, n, ("e4m3", "e4m3"), recipe, 2)
+    a, b = _kg_dev(qa), _kg_dev(qb)
+    for dev_ks in ([192, 64, 256], [16, 496, 0], [128, 128, 0]):
+        ksd = cupy.asarray(np.array(dev_ks, np.int32))
+        got = cupy.full((3, m, n), np.nan, cupy.float32)
+        monkeypatch.delenv("MXRT_GROUPED_GEMM_KERNEL", raising=False)
+        deep_gemm.k_grouped_fp8_gemm_nt_contiguous(a, b, got, ks, ksd)
+        want = cupy.full((3, m, n), np.nan, cupy.float32)
+        monkeypatch.setenv("MXRT_GROUPED_GEMM_KERNEL", "generic")
+        deep_gemm.k_grouped_fp8_gemm_nt_contiguous(a, b, want, ks, ksd)
+        g, w = got.get(), want.get()
+        ends = np.cumsum(dev_ks)
+        gated = sum(dev_ks) != sum(ks) or bool((ends % (128 if recipe == "f32" else 32)).any())
+        if gated:
+            assert np.array_equal(g.view(np.uint32), w.view(np.uint32)), f"device ks {dev_ks}"
+        else:  # a split the route takes (UE8M0 at 32 columns): the same math on the tensor cores
+            check(g.astype(np.float64), w.astype(np.float64), "float32", f"device ks {dev_ks}")

@@ -168,12 +168,14 @@ def test_bf16_route_takes_the_k_grouped_wgrad():
     from mxrt.ops import grouped_wgrad_bf16 as R
 
     def p(**kw):
-        base = dict(kind="kgrouped", k=1024, align=0, num_groups=4, m=200, n=328, op="k_grouped_fp8_gemm_nt_contiguous")
+        base = dict(kind="kgrouped", k=1024, align=0, num_groups=4, m=200, n=328, op="k_grouped", scale_f32=True)
         base.update(b=NS(shape=(328, 1024)), out_dtype=np.dtype("float32"), a_fmt="e4m3", b_fmt="e5m2")
         return NS(**{**base, **kw})
 
     assert R.unsupported("sm_90a", p()) is None
-    assert "multiple of 128" in R.unsupported("sm_90a", p(k=1056))
+    assert "multiple of 32" in R.unsupported("sm_90a", p(k=1040, scale_f32=False))  # UE8M0: chunks of 32 columns
+    assert R.unsupported("sm_90a", p(k=1056, scale_f32=False)) is None
+    assert "of 128 with float32" in R.unsupported("sm_90a", p(k=1056))
     assert "formats" in R.unsupported("sm_90a", p(a_fmt="e2m1"))
     assert "groups" in R.unsupported("sm_90a", p(num_groups=0))
     assert "2^31" in R.unsupported("sm_90a", p(m=2**31))

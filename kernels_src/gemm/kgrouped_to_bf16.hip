@@ -3,12 +3,12 @@
 //          k-grouped operand (group g a K-major [rows, K_g] block at P[g] rows) as one [rows, total] matrix, exactly;
 //          f = 2^(s[r, (P[g] + j) / 32] - 127) with SCALED 1 (E8M0 per 32 columns), 1 with SCALED 0 (codes only);
 //          gate[0] |= 1 where a block leaves the bf16 GEMM window (s outside e4m3 [10, 134] / e5m2 [17, 142], 255
-//          included) or holds a NaN / Inf code, |= 4 where an end is not a multiple of 32 or past total
+//          included) or holds a NaN / Inf code, |= 4 where an end is not a multiple of align (32 or 128) or past total
 // args     const u8* q | const u8* s [rows, total / 32] (SCALED 1; else null) | u16* out [rows, total] bf16 | const
-//          i32* ends [G] (P[g + 1]) | u32* gate | u32 rows, total, G
+//          i32* ends [G] (P[g + 1]) | u32* gate | u32 rows, total, G, align (MODE 2 GEMMs need 128, chunks 32)
 // grid     (min(ceil(rows * total / 16 / THREADS), 2^20),1,1)   block (THREADS,1,1)   smem static (MXRT_MAX_GROUPS) x 4
 // defines  THREADS (256), EFMT (MXRT_FMT_E4M3 / _E5M2), SCALED (0 / 1)   set by mxrt/ops/grouped_wgrad_bf16.py
-// requires sm_90a; q, out 16-byte aligned; total % 32 == 0; rows * total < 2^40; G <= MXRT_MAX_GROUPS
+// requires sm_90a; q, out 16-byte aligned; total % 32 == 0, align % 32 == 0; rows total < 2^40; G <= MXRT_MAX_GROUPS
 //                                                                     checked by mxrt/ops/grouped_wgrad_bf16.py
 //
 // A grid-stride loop over 16-code chunks (16 bytes in, 32 out): a chunk never straddles a group (ends % 32 == 0, else
@@ -28,13 +28,13 @@ MXRT_STATIC_ASSERT(SCALED == 0 || SCALED == 1, "SCALED: 0 (codes) or 1 (E8M0 per
 
 extern "C" __global__ void __launch_bounds__(THREADS)
     kgrouped_to_bf16(const u8* __restrict__ q, const u8* __restrict__ s, u16* __restrict__ out,
-                     const i32* __restrict__ ends, u32* __restrict__ gate, u32 rows, u32 total, u32 G) {
+                     const i32* __restrict__ ends, u32* __restrict__ gate, u32 rows, u32 total, u32 G, u32 align) {
   __shared__ i32 e_s[MXRT_MAX_GROUPS];
   u32 odd = 0u;  // an end this layout cannot take (every CTA checks all: chunks must not straddle groups)
   for (u32 i = MXRT_TID_X; i < G; i += THREADS) {
     const i32 e = ends[i];
     e_s[i] = e;
-    odd |= ((e & 31) != 0 || e < 0 || (u32)e > total) ? 1u : 0u;
+    odd |= (e < 0 || (u32)e % align != 0u || (u32)e > total) ? 1u : 0u;
   }
   if (__syncthreads_or(odd)) {
     if (MXRT_BID_X == 0u && MXRT_TID_X == 0u) atomicOr(gate, 4u);

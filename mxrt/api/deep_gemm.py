@@ -12,15 +12,15 @@ does not):
   ``sfb [G, n, ceil(k/32)]``;
 - packed UE8M0 (int32, four bytes per int, little-endian, DeepGEMM's SM100 form) at the same granularities.
 
-``d`` is written in place (numpy, torch CPU or CUDA tensors, CuPy), rows DeepGEMM does not compute are left
-untouched, and the functions return None like DeepGEMM's. The numpy twin computes every group in float64 from the
-exactly dequantized operands and rounds once. Device operands run the grouped kernels (mxrt.ops.grouped_gemm; on
-sm_90a the contiguous / masked calls with UE8M0 scales run gemm_mx_grouped_sm90, the rest the generic kernel): UE8M0
-scales after an exact widening of coarser granularities to 1x32 on the device, float32 scales in DeepGEMM's Hopper
-recipe (a 1x128, b 128x128; the k-grouped wgrad 1x128 per channel) through its SCALE_F32 build; a device psum layout
-is turned into per-row ids by device ops. ``compiled_dims``, ``expected_m`` and ``expected_m_for_psum_layout`` are
-tuning hints there and are only checked; ``disable_ue8m0_cast`` and ``ensure_zero_padding`` are accepted (float32
-scales are always applied exactly, as DeepGEMM's SM90 path does).
+``d`` is written in place (numpy, torch CPU or CUDA tensors, CuPy), rows DeepGEMM does not compute are left untouched,
+and the functions return None like DeepGEMM's. The numpy twin computes every group in float64 from the exactly
+dequantized operands and rounds once. Device operands run the grouped kernels (mxrt.ops.grouped_gemm): on sm_90a the
+contiguous / masked calls run the grouped engine (UE8M0 scales after an exact widening of coarser granularities to 1x32
+on the device; DeepGEMM's float32 Hopper recipe, a 1x128, b 128x128, on its SCALE_F32 builds) and the k-grouped wgrad
+the sm90_bf16 route (mxrt.ops.grouped_wgrad_bf16); elsewhere the generic kernel (its SCALE_F32 builds for float32
+scales). A device psum layout is turned into per-row ids by device ops. ``compiled_dims``, ``expected_m`` and
+``expected_m_for_psum_layout`` are tuning hints there and are only checked; ``disable_ue8m0_cast`` and
+``ensure_zero_padding`` are accepted (float32 scales are always applied exactly, as DeepGEMM's SM90 path does).
 """
 
 from __future__ import annotations

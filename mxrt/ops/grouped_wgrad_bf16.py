@@ -66,8 +66,11 @@ def unsupported(target: str, p: GroupedGemmProblem) -> str | None:
         return f"the bf16 route runs on {TARGET}, not {target!r}"
     if p.kind not in ("wgrad", "lens", "kgrouped"):
         return f"the {p.kind!r} layout (the route serves group_lens forward / dgrad and the variable-K wgrads)"
-    if p.kind == "kgrouped" and (p.a_fmt not in _FP8 or p.b_fmt not in _FP8 or p.k % 128):
-        return f"k-grouped formats ({p.a_fmt}, {p.b_fmt}) or sum(ks) = {p.k} (expected fp8 codes, a multiple of 128)"
+    if p.kind == "kgrouped" and (p.a_fmt not in _FP8 or p.b_fmt not in _FP8 or p.k % (128 if p.scale_f32 else 32)):
+        return (
+            f"k-grouped formats ({p.a_fmt}, {p.b_fmt}) or sum(ks) = {p.k} (expected fp8 codes, a multiple of 32; "
+            "of 128 with float32 scales)"
+        )
     if p.kind == "wgrad" and (p.k % 16 or p.align % 16):
         return f"Mc = {p.k}, align = {p.align}: expected multiples of 16 (each group's range whole k16 steps)"
     if p.kind == "lens" and p.k % 16:
@@ -166,8 +169,8 @@ def _run_kgrouped(p: GroupedGemmProblem, groups: Any, out: Any, arch: Any, bn: i
     """DeepGEMM's k-grouped wgrad (``p.a`` / ``p.b``: the flat codes viewed ``[m | n, sum(ks)]``, scales ``[m | n,
     sum(ks) / 32]`` UE8M0 or ``[m | n, sum(ks) / 128]`` float32): the group ends (a bad split raises the gate), one
     pass per operand into bf16 ``[rows, sum(ks)]`` (the gate where a block leaves the window or an end is not a
-    multiple of 32), and the GEMM: MODE 0 on the scaled operands, or MODE 2 with the float32 scales transposed to
-    ``[sum(ks) / 128, rows]`` (one row of factors per 128 columns)."""
+    multiple of 32, of 128 with float32 scales), and the GEMM: MODE 0 on the scaled operands, or MODE 2 with the
+    float32 scales transposed to ``[sum(ks) / 128, rows]`` (one row of factors per 128 columns)."""
     from ..runtime import alloc
     from ..runtime.compiler import build
     from ..runtime.launch import LaunchConfig, launch
@@ -186,7 +189,8 @@ def _run_kgrouped(p: GroupedGemmProblem, groups: Any, out: Any, arch: Any, bn: i
         d = defines(EFMT=codes.FMT_CODES[fmt], SCALED=int(scaled), THREADS=KGROUPED_TO_BF16_THREADS)
         blocks = max(1, min(-(-rows * total // (16 * KGROUPED_TO_BF16_THREADS)), 2**20))
         cfg = LaunchConfig((blocks, 1, 1), (KGROUPED_TO_BF16_THREADS, 1, 1), 0)
-        args = (x.data, x.scales if scaled else null, w, ends, gate, u32(rows), u32(total), u32(g))
+        align = u32(32 if scaled else 128)  # the ends MODE 0's chunks / MODE 2's blocks need (else the gate)
+        args = (x.data, x.scales if scaled else null, w, ends, gate, u32(rows), u32(total), u32(g), align)
         launch(p.op, build(KGROUPED_TO_BF16, d, arch), cfg, args)
         ws.append(w)
     kernel, cfg, bn = _kernel(p, arch, bn)

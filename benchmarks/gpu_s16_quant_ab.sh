@@ -14,8 +14,9 @@ done
 for rep in 1 2; do
   for tree in ${TREES:-.}; do
     echo "=== tree $tree, round $rep"
-    PYTHONPATH=$tree:$tree/tests timeout 200 python3 -m mxrt.cli bench grouped-quant --no-progress \
-      --json "$OUT/gq_$(basename $tree)_$rep.json" 2>&1 | grep -E "row\+col graph|dual_grouped|d2d"
+    # `python -m` puts the working directory first on sys.path: run it from inside the tree
+    (cd $tree && PYTHONPATH=$PWD:$PWD/tests timeout 200 python3 -m mxrt.cli bench grouped-quant --no-progress \
+      --json "$OUT/gq_$(basename $tree)_$rep.json" 2>&1 | grep -E "^\| (grouped row\+col graph|dual_grouped|d2d)")
   done
 done
 echo "=== GPU tests of the grouped quantizers (working tree)"

@@ -23,7 +23,7 @@ MXRT_STATIC_ASSERT(THREADS == 256, "quantize_mx_dual_grouped: THREADS must be 25
 #if defined(MXRT_HIP)
 #define QDG_MIN_BLOCKS 2  // wave64 CDNA: 2 x 4 waves per CU leave 256 VGPRs a lane (3 spilled in 2-D fp6 builds)
 #else
-#define QDG_MIN_BLOCKS 3
+#define QDG_MIN_BLOCKS 4  // 64 registers, no spill (mxrt/ops/grouped_kernels.py PERSISTENT_CTAS mirrors it)
 #endif
 
 #define TILE_M 32

@@ -8,10 +8,12 @@ from ..codes import FMT_CODES, IN_DTYPE_CODES
 from ..runtime.kernel_spec import KernelSpec, define_grid
 
 QUANT_GROUPED_THREADS = 256
-#: persistent grids of quantize_mx_dual_grouped / quantize_mx_grouped_rowcol: CTAs per SM (NVIDIA) / CU (AMD), the
-#: kernels' __launch_bounds__ minimum (QDG_MIN_BLOCKS / QRC_MIN_BLOCKS), each walking tiles with the next one's loads
-#: in flight
-PERSISTENT_CTAS = {"nvidia": 3, "amd": 2}
+#: persistent grids of quantize_mx_grouped_rowcol / quantize_mx_dual_grouped: CTAs per SM (NVIDIA) / CU (AMD), the
+#: kernels' __launch_bounds__ minimum (QRC_MIN_BLOCKS / QDG_MIN_BLOCKS), each walking tiles with the next one's loads
+#: in flight. Both are latency-bound (ncu, session 16 call 6: achieved occupancy 35% with 3 CTAs); 4 CTAs of 64
+#: registers fill the register file: +8-9% (dual) and +6-7% (row+col, whose (256, 4) builds spill 8-24 bytes) on an
+#: H200 (session 16 call 10)
+PERSISTENT_CTAS = {"nvidia": 4, "amd": 2}
 
 
 #: 32-row tiles per unit of those kernels (MXG_SUB of mx_group.h): a unit's column side leaves as whole lines (1 on

@@ -450,7 +450,10 @@ MXRT_DEVICE void ws_engine(const Sm90Smem& S, const Walk& wk, const void* ta, co
         // the stage's math, instantiated fast / wide behind one CTA-uniform branch per stage
         auto stage = [&](auto wide_c) {
           constexpr bool W = decltype(wide_c)::value;
-#if DIAG == 1
+#if DIAG == 1 || SCALE_F32
+          // one 128-K partial: the stage's four k32 steps accumulate in the tensor core, one promotion (the DIAG
+          // timing skeleton; the float32-scale build: DeepGEMM's recipe and its precision, one factor a stage, never
+          // wide)
 #if WS_MODE <= 2
           wg_fence();
           wgmma_k32(p0, make_desc(ab), make_desc(bb));
@@ -461,23 +464,11 @@ MXRT_DEVICE void ws_engine(const Sm90Smem& S, const Walk& wk, const void* ta, co
           fence_regs(p0);
 #endif
 #if WS_MODE == 0
-          promote(acc, p0, sak[0], sak[8], sbk, W);
+          promote(acc, p0, sak[0], sak[8], sbk, SCALE_F32 ? false : W);
 #else
           (void)sak;
           (void)sbk;
 #endif
-#elif SCALE_F32
-          // one 128-K block of float32 factors: its four k32 steps accumulate in the tensor core, one promotion
-          // (DeepGEMM's Hopper recipe and its precision; never wide)
-          (void)W;
-          wg_fence();
-          wgmma_k32(p0, make_desc(ab), make_desc(bb));
-#pragma unroll
-          for (u32 j = 1; j < KSTEPS; ++j) wgmma_k32_acc(p0, make_desc(ab + 32u * j), make_desc(bb + 32u * j));
-          wg_commit();
-          wg_wait<0>();
-          fence_regs(p0);
-          promote(acc, p0, sak[0], sak[8], sbk, false);
 #else
 #define WS_ISSUE(P, J)                                                    \
   do {                                                                    \

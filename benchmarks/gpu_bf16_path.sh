@@ -7,11 +7,7 @@
 #   (c) timing: the development script's rows (fp32 / bf16 out beside sm90_ws, generic fp32, cuBLAS bf16 and
 #       compiled dequantize + cuBLAS).
 # Logs in $OUT (or ./gpu_out). Usage on the device: bash benchmarks/gpu_bf16_path.sh
-set -u
-cd "$(dirname "$0")/.."
-export PYTHONPATH=$PWD:$PWD/tests PYTHONUNBUFFERED=1
-OUT=${OUT:-./gpu_out}
-mkdir -p "$OUT"
+source "$(dirname "$0")/gpu_common.sh"
 DEADLINE=${DEADLINE:-570}
 step() { echo; echo "=== $* (t=${SECONDS}s)"; }
 cap() { local left=$((DEADLINE - SECONDS - 10)); ((left < 5)) && left=5; ((left < $1)) && echo "$left" || echo "$1"; }

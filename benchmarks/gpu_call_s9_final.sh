@@ -2,11 +2,7 @@
 # Closing device calls on merged main (sessions 9-12): PART=1 the GEMM GPU suites (every dense path incl. sm90_bf16 /
 # sm90_ws / decode, the grouped GEMMs), PART=2 the other GPU test files and the GPU `mxrt check`; FILES: a list of
 # test files instead (CHECK=1: the GPU `mxrt check` after them).
-set -u
-cd "$(dirname "$0")/.."
-export PYTHONPATH=$PWD:$PWD/tests PYTHONUNBUFFERED=1
-OUT=${OUT:-./gpu_out}
-mkdir -p "$OUT"
+source "$(dirname "$0")/gpu_common.sh"
 echo "=== prebuild ($(date +%T))"
 timeout 200 python3 benchmarks/prebuild.py ${PREBUILD:-gemm_mx_generic gemm_mx_sm90 gemm_mx_sm90_ws gemm_mx_sm90_bf16 \
   mx_gemm_window_check e2m1_to_e4m3 gemm_mx_decode_sm90 gemm_mx_grouped_sm90 gemm_mx_grouped_sm90_ws \

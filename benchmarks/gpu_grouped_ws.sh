@@ -3,14 +3,7 @@
 # grouped smoke, the #330 benchmark as an A/B of the engine against the older Hopper grouped kernel (fwd / dgrad).
 # Logs under $OUT. Usage on the device (steps in any order; the first call: "prebuild tests"):
 #   bash benchmarks/gpu_grouped_ws.sh "prebuild tests smoke bench"
-set -u
-cd "$(dirname "$0")/.."
-export PYTHONPATH=$PWD:$PWD/tests PYTHONUNBUFFERED=1
-OUT=${OUT:-./gpu_out}
-mkdir -p "$OUT"
-steps=" ${1:-prebuild tests} "
-step() { echo; echo "=== $* ($(date +%T))"; }
-has() { [[ $steps == *" $1 "* ]]; }
+source "$(dirname "$0")/gpu_common.sh" "${1:-prebuild tests}"
 step device; nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader
 if has prebuild; then  # 16 engine builds + the older kernel's 43 + the e2m1 expansion, 16 at a time
   step prebuild

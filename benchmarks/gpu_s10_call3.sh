@@ -1,11 +1,7 @@
 #!/usr/bin/env bash
 # Session 10 device call 3 (one H200, < 10 min): the dequantizer with CH = 8 / 16 (timing + ncu), fp16 out and the
 # new automatic policy of sm90_cublas (tests), the crossover with m = 384.
-set -u
-cd "$(dirname "$0")/.."
-export PYTHONPATH=$PWD:$PWD/tests PYTHONUNBUFFERED=1
-OUT=${OUT:-./gpu_out}
-mkdir -p "$OUT"
+source "$(dirname "$0")/gpu_common.sh"
 echo "=== prebuild"; python3 benchmarks/prebuild.py dequantize_mx gemm_mx_generic gemm_mx_splitk_reduce gemm_mx_sm90_ws \
   gemm_mx_sm90_bf16 mx_gemm_window_check e2m1_to_e4m3 quantize_mx_rowwise preshuffle_scales --jobs 16 2>&1 | tail -2
 echo "=== pytest"

@@ -5,14 +5,7 @@
 # gate argument), bench (bench_grouped_gemm.py: auto = the route, events timing; BENCH_ARGS appended), bench_ws
 # (the grouped engine alone, fwd / dgrad, for the A/B in the same run). Logs under $OUT.
 #   bash benchmarks/gpu_s11_torch_route.sh "prebuild tests smoke"
-set -u
-cd "$(dirname "$0")/.."
-export PYTHONPATH=$PWD:$PWD/tests PYTHONUNBUFFERED=1
-OUT=${OUT:-./gpu_out}
-mkdir -p "$OUT"
-steps=" ${1:-prebuild tests} "
-step() { echo; echo "=== $* ($(date +%T))"; }
-has() { [[ $steps == *" $1 "* ]]; }
+source "$(dirname "$0")/gpu_common.sh" "${1:-prebuild tests}"
 step device; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 if has prebuild; then
   step prebuild

@@ -5,14 +5,7 @@
 # synccheck of tests/support/gpu_decode_wg_smoke.py), sweep (bench_decode.py --wg-sweep SWEEP), bench (bench_decode.py
 # table, BENCH_ARGS appended), ab (session 14: a same-machine A/B, see the step). Logs under $OUT.
 #   bash benchmarks/gpu_s12_decode_wg.sh "prebuild tests sweep"
-set -u
-cd "$(dirname "$0")/.."
-export PYTHONPATH=$PWD:$PWD/tests PYTHONUNBUFFERED=1
-OUT=${OUT:-./gpu_out}
-mkdir -p "$OUT"
-steps=" ${1:-prebuild tests} "
-step() { echo; echo "=== $* ($(date +%T))"; }
-has() { [[ $steps == *" $1 "* ]]; }
+source "$(dirname "$0")/gpu_common.sh" "${1:-prebuild tests}"
 step device; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 if has prebuild; then
   step prebuild

@@ -6,14 +6,7 @@
 # bench_ab (gpt-oss B = 4 rows with plans off, bf16 peer only: the "before" ratios on this machine), bench (all
 # shapes within BENCH_BUDGET s, plans on, both peers). Logs under $OUT.
 #   bash benchmarks/gpu_s12_grouped_host.sh "prebuild tests profile bench_ab bench"
-set -u
-cd "$(dirname "$0")/.."
-export PYTHONPATH=$PWD:$PWD/tests PYTHONUNBUFFERED=1
-OUT=${OUT:-./gpu_out}
-mkdir -p "$OUT"
-steps=" ${1:-prebuild tests profile bench_ab bench} "
-step() { echo; echo "=== $* ($(date +%T))"; }
-has() { [[ $steps == *" $1 "* ]]; }
+source "$(dirname "$0")/gpu_common.sh" "${1:-prebuild tests profile bench_ab bench}"
 step device
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 python3 -c "import torch, cupy; print('torch', torch.__version__, 'cupy', cupy.__version__)"

@@ -1,10 +1,6 @@
 #!/usr/bin/env bash
 # Session 14, call 6: ncu of sm90_decode_wg on one cell, stream-K grid against the older grid (CASE "M N K", FMT).
-set -u
-cd "$(dirname "$0")/.."
-export PYTHONPATH=$PWD:$PWD/tests PYTHONUNBUFFERED=1
-OUT=${OUT:-./gpu_out}
-mkdir -p "$OUT"
+source "$(dirname "$0")/gpu_common.sh"
 timeout 200 python3 benchmarks/prebuild.py gemm_mx_decode_sm90_wg --jobs 16 2>&1 | tail -1
 for ctas in ${CTAS:-132 0}; do
   echo "=== ncu ${CASE:-64 8192 8192} ${FMT:-e4m3} ctas $ctas"

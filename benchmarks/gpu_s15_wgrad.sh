@@ -5,14 +5,7 @@
 # --passes wgrad: float32 out on auto), bench_fwd (fwd / dgrad float32 out), bench_bf16 (bfloat16 wgrad on this
 # route against the torch route). Logs under $OUT.
 #   bash benchmarks/gpu_s15_wgrad.sh "prebuild tests bench"
-set -u
-cd "$(dirname "$0")/.."
-export PYTHONPATH=$PWD:$PWD/tests PYTHONUNBUFFERED=1
-OUT=${OUT:-./gpu_out}
-mkdir -p "$OUT"
-steps=" ${1:-prebuild tests} "
-step() { echo; echo "=== $* ($(date +%T))"; }
-has() { [[ $steps == *" $1 "* ]]; }
+source "$(dirname "$0")/gpu_common.sh" "${1:-prebuild tests}"
 step device; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 if has prebuild; then
   step prebuild

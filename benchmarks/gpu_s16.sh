@@ -1,18 +1,11 @@
 #!/usr/bin/env bash
 # Session 16 (issue 11): DeepGEMM's Hopper recipe (float32 scales) on the grouped engine (SCALE_F32 builds of
-# kernels_src/gemm/gemm_mx_grouped_sm90_ws.hip) and the k-grouped wgrad on the sm90_bf16 route. Steps (any order): prebuild, tests (the recipe's GPU file, the
-# grouped suite's DeepGEMM tests on auto), smoke (memcheck / racecheck / synccheck of
+# kernels_src/gemm/gemm_mx_grouped_sm90_ws.hip) and the k-grouped wgrad on the sm90_bf16 route. Steps (any order):
+# prebuild, tests (the recipe's GPU file, the grouped suite's DeepGEMM tests on auto, the route's file), smoke (memcheck / racecheck / synccheck of
 # tests/support/gpu_deepgemm_f32_smoke.py), bench (benchmarks/bench_deepgemm_api.py on auto), bench_generic (its first
 # shapes on the generic kernel these calls ran on before). Logs under $OUT.
 #   bash benchmarks/gpu_s16.sh "prebuild tests smoke bench"
-set -u
-cd "$(dirname "$0")/.."
-export PYTHONPATH=$PWD:$PWD/tests PYTHONUNBUFFERED=1
-OUT=${OUT:-./gpu_out}
-mkdir -p "$OUT"
-steps=" ${1:-prebuild tests} "
-step() { echo; echo "=== $* ($(date +%T))"; }
-has() { [[ $steps == *" $1 "* ]]; }
+source "$(dirname "$0")/gpu_common.sh" "${1:-prebuild tests}"
 step device; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 if has prebuild; then
   step prebuild

@@ -1,11 +1,7 @@
 #!/usr/bin/env bash
 # Session 16: A/B of two source trees on one GPU, interleaved (A, B, A, B): bench_deepgemm_api.py with LAYOUTS.
 #   AB_OLD=ab_6cab LAYOUTS=contiguous,k-grouped bash benchmarks/gpu_s16_ab.sh
-set -u
-cd "$(dirname "$0")/.."
-OUT=${OUT:-./gpu_out}
-mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1
+source "$(dirname "$0")/gpu_common.sh"  # each tree's runs set their own PYTHONPATH
 nvidia-smi --query-gpu=name --format=csv,noheader
 for tree in "$AB_OLD" .; do
   PYTHONPATH=$tree:$tree/tests timeout 300 python3 $tree/benchmarks/prebuild.py gemm_mx_grouped_sm90_ws \

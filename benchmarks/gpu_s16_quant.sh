@@ -2,13 +2,7 @@
 # Session 16 (issue 11 quantizer targets): where the grouped / dual quantizers spend their time. Steps: bench (mxrt
 # bench grouped-quant + quant), ncu (SOL, scheduler, instruction mix of rowcol / dual / plain), src (full set with
 # source for rowcol, top SASS lines by stall samples). Logs under $OUT.
-set -u
-cd "$(dirname "$0")/.."
-export PYTHONPATH=$PWD:$PWD/tests PYTHONUNBUFFERED=1
-OUT=${OUT:-./gpu_out}
-mkdir -p "$OUT"
-steps=" ${1:-bench ncu} "
-has() { [[ $steps == *" $1 "* ]]; }
+source "$(dirname "$0")/gpu_common.sh" "${1:-bench ncu}"
 nvidia-smi --query-gpu=name --format=csv,noheader
 timeout 200 python3 benchmarks/prebuild.py quantize_mx_grouped_rowcol quantize_mx_dual_grouped quantize_mx_dual \
   quantize_mx_grouped --jobs 16 2>&1 | tail -1

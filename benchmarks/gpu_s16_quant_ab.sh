@@ -1,11 +1,7 @@
 #!/usr/bin/env bash
 # Session 16: A/B/C of the grouped quantizers' persistent CTAs per SM (trees in TREES, interleaved twice):
 # `mxrt bench grouped-quant`, then the grouped quantizers' GPU tests on the working tree.
-set -u
-cd "$(dirname "$0")/.."
-OUT=${OUT:-./gpu_out}
-mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1
+source "$(dirname "$0")/gpu_common.sh"  # each tree's runs set their own PYTHONPATH
 nvidia-smi --query-gpu=name --format=csv,noheader
 for tree in ${TREES:-.}; do
   PYTHONPATH=$tree:$tree/tests timeout 200 python3 $tree/benchmarks/prebuild.py quantize_mx_grouped_rowcol \

@@ -4,12 +4,7 @@
 # benchmarks with QUANT_BENCH=1). Logs go to $OUT (or ./gpu_out),
 # six files at most (the device tool returns eight).
 # Usage on the device: bash benchmarks/gpu_session.sh
-set -u
-cd "$(dirname "$0")/.."
-export PYTHONPATH=$PWD:$PWD/tests PYTHONUNBUFFERED=1
-OUT=${OUT:-./gpu_out}
-mkdir -p "$OUT"
-step() { echo; echo "=== $*"; }
+source "$(dirname "$0")/gpu_common.sh"
 step "device"; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 python3 -m mxrt.cli info --compile 2>&1 | tee "$OUT/info.txt"
 step "pytest -m gpu"

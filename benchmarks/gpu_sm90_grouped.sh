@@ -2,14 +2,7 @@
 # Device calls of the sm90 grouped GEMM work (session 6): prebuild, GPU tests, sanitizers over the grouped smoke,
 # the #330 benchmark, a dense 8192^3 timing after the tile factoring. Logs under $OUT. Usage on the device:
 #   bash benchmarks/gpu_sm90_grouped.sh "prebuild tests smoke bench dense"
-set -u
-cd "$(dirname "$0")/.."
-export PYTHONPATH=$PWD:$PWD/tests PYTHONUNBUFFERED=1
-OUT=${OUT:-./gpu_out}
-mkdir -p "$OUT"
-steps=" ${1:-prebuild tests smoke bench} "
-step() { echo; echo "=== $* ($(date +%T))"; }
-has() { [[ $steps == *" $1 "* ]]; }
+source "$(dirname "$0")/gpu_common.sh" "${1:-prebuild tests smoke bench}"
 step device; nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader
 if has prebuild; then
   step prebuild; timeout 240 python3 benchmarks/prebuild.py gemm_mx_grouped_sm90 ${PREBUILD_MORE:-} --jobs 16 2>&1 | tail -8

@@ -13,11 +13,7 @@
 #       below one wave (128 / 32 / 64 tiles of 128 x 128), which auto_decline leaves to sm90_wgmma today, on both.
 # Logs in $OUT (or ./gpu_out), 5 files: info.txt, pytest.txt, sanitizer.txt, bench.txt, bench_gemm.json.
 # Usage on the device: bash benchmarks/gpu_ws_path.sh
-set -u
-cd "$(dirname "$0")/.."
-export PYTHONPATH=$PWD:$PWD/tests PYTHONUNBUFFERED=1
-OUT=${OUT:-./gpu_out}
-mkdir -p "$OUT"
+source "$(dirname "$0")/gpu_common.sh"
 DEADLINE=${DEADLINE:-555}  # seconds of this script; each step gets min(its own cap, what is left - 10)
 step() { echo; echo "=== $* (t=${SECONDS}s)"; }
 cap() { local left=$((DEADLINE - SECONDS - 10)); ((left < 5)) && left=5; ((left < $1)) && echo "$left" || echo "$1"; }

@@ -329,3 +329,41 @@ def test_k_grouped_device_ks_the_host_cannot_check(monkeypatch, recipe):
             assert np.array_equal(g.view(np.uint32), w.view(np.uint32)), f"device ks {dev_ks}"
         else:  # a split the route takes (UE8M0 at 32 columns): the same math on the tensor cores
             check(g.astype(np.float64), w.astype(np.float64), "float32", f"device ks {dev_ks}")
+
+
+def test_planned_calls_match_unplanned(monkeypatch):
+    """The second call of a signature runs its kept launch (mxrt.api.deep_gemm call plans): bitwise the unplanned
+    result (MXRT_GROUPED_PLANS=0), rows it does not own untouched, and new device contents (masked_m, codes) read."""
+    from mxrt.api import deep_gemm as api
+
+    monkeypatch.delenv("MXRT_GROUPED_GEMM_KERNEL", raising=False)
+    rng = np.random.default_rng(34)
+    g, max_m, n, k = 4, 200, 256, 384
+    x, w = values(rng, (g, max_m, k)), values(rng, (g, n, k))
+    ca, sa = _cast(x, "e4m3", 1, rng, 3)
+    cb, sb = _cast(w, "e4m3", 128, rng, 3)
+    a, b = _dev((ca, sa)), _dev((cb, sb))
+    mm = cupy.asarray(np.array([0, 1, 199, 200], np.int32))
+    api.clear_plans()
+    outs = []
+    d = cupy.empty((g, max_m, n), cupy.uint16)
+    for plans in ("0", "1", "1"):  # unplanned, the key's first (validated) call, the plan
+        monkeypatch.setenv("MXRT_GROUPED_PLANS", plans)
+        d.fill(0xFFFF)
+        deep_gemm.m_grouped_fp8_gemm_nt_masked(a, b, d, mm, 128)
+        outs.append(d.get().copy())
+    assert len(api._PLANS) == 1
+    assert (outs[0] == outs[1]).all() and (outs[0] == outs[2]).all()
+    mm[...] = cupy.asarray(np.array([3, 0, 50, 7], np.int32))  # new device contents, same buffer: the plan reads them
+    a[0][...] = cupy.asarray(np.roll(ca.view(np.uint8), 1, axis=1))
+    d = cupy.full((g, max_m, n), 0xFFFF, cupy.uint16)
+    deep_gemm.m_grouped_fp8_gemm_nt_masked(a, b, d, mm, 128)  # a new d: a new key (validated route)
+    deep_gemm.m_grouped_fp8_gemm_nt_masked(a, b, d, mm, 128)  # planned
+    assert len(api._PLANS) == 2
+    ca2 = np.roll(ca.view(np.uint8), 1, axis=1).view(ca.dtype)
+    a64, b64 = _dequant(ca2, sa, 1), _dequant(cb, sb, 128)
+    h = d.get()
+    for i, r in enumerate([3, 0, 50, 7]):
+        assert (h[i, r:] == 0xFFFF).all()
+        if r:
+            check(h[i, :r].view(BF16).astype(np.float64), a64[i, :r] @ b64[i].T, "bfloat16", f"group {i}")

@@ -305,3 +305,58 @@ def test_launch_packs_the_float32_recipe():
         vals = state["launches"][0][5]
         assert vals[2:6] == (sa_d.data.ptr, sb_d.data.ptr, d.data.ptr, ids_d.data.ptr)
         assert vals[6:] == (ids.size, n, k, 4 * 3, 4 * 3, g, 0, 1)  # strides: 3 float32 words a row
+
+
+def _f32_masked_args(cp, rng, g=3, max_m=130, n=200, k=384):
+    x, w = rng.standard_normal((g, max_m, k)), rng.standard_normal((g, n, k))
+    ca = np.stack([mxrt.per_token_cast_to_fp8(x[i], False)[0] for i in range(g)])
+    sa = np.stack([mxrt.per_token_cast_to_fp8(x[i], False)[1] for i in range(g)])
+    cb, sb = (np.stack(v) for v in zip(*(mxrt.per_block_cast_to_fp8(w[i], False) for i in range(g)), strict=True))
+    a, b = (cp.asarray(ca), cp.asarray(sa)), (cp.asarray(cb), cp.asarray(sb))
+    return a, b, cp.zeros((g, max_m, n), np.uint16), cp.asarray(np.array([0, 7, 130], np.int32))
+
+
+def test_deepgemm_call_plans(monkeypatch):
+    """A repeated masked / contiguous call on the same C-contiguous device arrays launches the kept engine launch
+    again (no validation, no route search: the validated body is not entered), with the same packed parameters; other
+    arrays are another key; arrays the route would convert (int64 masked_m) and MXRT_GROUPED_PLANS=0 get no plan."""
+    from mxrt.api import deep_gemm as api
+
+    with fake_cupy.install(record=True) as state:
+        cp = sys.modules["cupy"]
+        rng = np.random.default_rng(7)
+        a, b, d, mm = _f32_masked_args(cp, rng)
+        deep_gemm.m_grouped_fp8_gemm_nt_masked(a, b, d, mm, 64)
+        assert len(api._PLANS) == 1
+        first = state["launches"][-1]
+        calls = []
+        body = api._masked
+        monkeypatch.setattr(api, "_masked", lambda *args: calls.append(1) or body(*args))
+        deep_gemm.m_grouped_fp8_gemm_nt_masked(a, b, d, mm, 64)
+        assert calls == [] and state["launches"][-1][1:] == first[1:]  # the plan: same kernel, grid, parameters
+        d2 = cp.zeros(d.shape, np.uint16)
+        deep_gemm.m_grouped_fp8_gemm_nt_masked(a, b, d2, mm, 64)  # another output buffer: another key, validated
+        assert calls == [1] and len(api._PLANS) == 2 and state["launches"][-1][5][4] == d2.data.ptr
+        deep_gemm.m_grouped_fp8_gemm_nt_masked(a, b, d, mm, 32)  # another scalar: another key
+        assert calls == [1, 1]
+        mm64 = cp.asarray(np.array([0, 7, 130], np.int64))
+        for _ in range(2):  # int64 masked_m: launched as int64 (flag), same pointers, so planned as well
+            deep_gemm.m_grouped_fp8_gemm_nt_masked(a, b, d, mm64, 64)
+        assert calls == [1, 1, 1]
+        # contiguous: int64 ids are converted to int32 on the device (a new buffer): never planned
+        ids = mxrt.contiguous_m_indices(np.array([50, 0, 130]), 128)
+        qa = mxrt.per_token_cast_to_fp8(rng.standard_normal((ids.size, 384)), False)
+        ac = (cp.asarray(qa[0]), cp.asarray(qa[1]))
+        dc = cp.zeros((ids.size, 200), np.uint16)
+        n_plans = len(api._PLANS)
+        for dtype in (np.int64, np.int64):
+            deep_gemm.m_grouped_fp8_gemm_nt_contiguous(ac, b, dc, cp.asarray(ids.astype(dtype)))
+        assert len(api._PLANS) == n_plans
+        ids32 = cp.asarray(ids)
+        deep_gemm.m_grouped_fp8_gemm_nt_contiguous(ac, b, dc, ids32)
+        assert len(api._PLANS) == n_plans + 1
+        monkeypatch.setenv("MXRT_GROUPED_PLANS", "0")
+        api.clear_plans()
+        deep_gemm.m_grouped_fp8_gemm_nt_masked(a, b, d, mm, 64)
+        deep_gemm.m_grouped_fp8_gemm_nt_masked(a, b, d, mm, 64)
+        assert calls == [1, 1, 1, 1, 1] and api._PLANS == {}

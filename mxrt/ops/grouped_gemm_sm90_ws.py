@@ -24,6 +24,9 @@ DeepGEMM's, and everything the older kernel declines (TMA alignment, k == 0, 2^3
 
 from __future__ import annotations
 
+import contextlib
+import threading
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -135,6 +138,21 @@ def launch_config(p: GroupedGemmProblem, num_sms: int | None = None) -> LaunchCo
 
 
 _KERNELS: dict = {}
+#: launch_sm90_ws's record of its launches while :func:`recording` is active on this thread (call plans)
+_RECORD = threading.local()
+
+
+@contextlib.contextmanager
+def recording(into: list) -> Iterator[list]:
+    """Append ``(kernel, cfg, args, map_ptrs)`` of every engine launch on this thread to ``into`` meanwhile:
+    ``args`` with each array as its device pointer (``np.uint64``), ``map_ptrs`` the code buffers the tensor maps
+    address (the inputs' own unless e2m1 codes were expanded)."""
+    prev = getattr(_RECORD, "into", None)
+    _RECORD.into = into
+    try:
+        yield into
+    finally:
+        _RECORD.into = prev
 
 
 def _kernel(d: Defines, arch: Any, smem: int) -> Any:
@@ -165,3 +183,9 @@ def launch_sm90_ws(p: GroupedGemmProblem, groups: Any, out: Any, arch: Any, plan
     args += (u32(p.m), u32(p.n), u32(p.k), u32(strides[0]), u32(strides[1]), u32(p.num_groups))
     args += (u32(p.max_m), u32(flags))
     launch(p.op, kernel, cfg, args)
+    into = getattr(_RECORD, "into", None)
+    if into is not None:
+        ptr = lambda x: np.uint64(x.data.ptr) if hasattr(x, "data") and hasattr(x.data, "ptr") else x  # noqa: E731
+        a_map = p.a.data.data.ptr if p.a_fmt != "e2m1" else None
+        b_map = p.b.data.data.ptr if p.b_fmt != "e2m1" else None
+        into.append((kernel, cfg, tuple(ptr(x) for x in args), (a_map, b_map)))

@@ -362,6 +362,7 @@ def _reset_caches() -> None:
 
     api_gemm.clear_plans()
     importlib.import_module("mxrt.api.grouped_gemm").clear_plans()
+    importlib.import_module("mxrt.api.deep_gemm").clear_plans()
     for cache in (
         gemm_sm90._LAUNCHES,
         gemm_sm90._KERNELS,

@@ -7,7 +7,8 @@ echo "=== prebuild ($(date +%T))"
 timeout 200 python3 benchmarks/prebuild.py ${PREBUILD:-gemm_mx_generic gemm_mx_sm90 gemm_mx_sm90_ws gemm_mx_sm90_bf16 \
   mx_gemm_window_check e2m1_to_e4m3 gemm_mx_decode_sm90 gemm_mx_grouped_sm90 gemm_mx_grouped_sm90_ws \
   gemm_mx_grouped_generic gemm_mx_splitk_reduce dequantize_mx grouped_offsets gemm_mx_decode_sm90_wg \
-  ep_route_count ep_route_scatter ep_recv_map ep_gather_rows gemm_wgrad_bf16_sm90} --jobs 16 2>&1 | tail -2
+  ep_route_count ep_route_scatter ep_recv_map ep_gather_rows gemm_wgrad_bf16_sm90 kgrouped_to_bf16 \
+  quantize_mx_grouped_rowcol quantize_mx_dual_grouped} --jobs 16 2>&1 | tail -2
 if [[ -n ${FILES:-} ]]; then
   :  # the caller's list
 elif [[ ${PART:-1} == 1 ]]; then
@@ -18,7 +19,7 @@ else
   FILES="tests/test_gpu_grouped.py tests/test_gpu_interop.py tests/test_gpu_moe.py tests/test_gpu_moe_gemm.py \
     tests/test_gpu_quant.py tests/test_gpu_dequant.py tests/test_gpu_layouts.py tests/test_gpu_moe_combine.py tests/test_ep.py tests/test_ep_readme.py \
     tests/test_gpu_grouped_torch.py tests/test_torch_grouped.py tests/test_decode_table.py tests/test_grouped_plans.py \
-    tests/test_gpu_grouped_wgrad_bf16.py"
+    tests/test_gpu_grouped_wgrad_bf16.py tests/test_gpu_deepgemm_hopper_recipe.py"
 fi
 echo "=== pytest -m gpu PART=${PART:-1} ($(date +%T))"
 timeout ${T_TESTS:-420} python3 -m pytest -q -m gpu $FILES -o filterwarnings=default -p no:cacheprovider -rfE \

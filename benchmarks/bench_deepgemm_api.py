@@ -37,22 +37,36 @@ K_GROUPED = [(4, 4096, 7168, 8192), (4, 7168, 2048, 8192), (8, 4096, 7168, 4096)
 E4M3_MAX = 448.0
 
 
+RECIPE = "f32"
+
+
+def _sf(amax: cupy.ndarray) -> cupy.ndarray:
+    """amax / 448 (float32), or with ``--recipe ue8m0`` rounded up to a power of two (DeepGEMM's ceil_to_ue8m0)."""
+    sf = (cupy.maximum(amax, 1e-4) / E4M3_MAX).astype(cupy.float32)
+    return cupy.exp2(cupy.ceil(cupy.log2(sf))).astype(cupy.float32) if RECIPE == "ue8m0" else sf
+
+
+def as_recipe(sf: cupy.ndarray) -> cupy.ndarray:
+    """The scales as the call takes them: float32, or UE8M0 bytes (the exponents of the powers of two)."""
+    return (sf.view(cupy.uint32) >> 23).astype(cupy.uint8) if RECIPE == "ue8m0" else sf
+
+
 def cast_rows(x: cupy.ndarray) -> tuple[cupy.ndarray, cupy.ndarray]:
     """DeepGEMM's per_token_cast_to_fp8 on the device: ``x [..., mn, k]`` -> e4m3 codes, float32 scales per 1 x 128."""
     *lead, mn, k = x.shape
     blocks = x.reshape(*lead, mn, k // 128, 128)
-    sf = cupy.maximum(cupy.abs(blocks).max(axis=-1), 1e-4) / E4M3_MAX
+    sf = _sf(cupy.abs(blocks).max(axis=-1))
     codes = _e4m3((blocks / sf[..., None]).reshape(x.shape))
-    return codes, sf.astype(cupy.float32)
+    return codes, sf
 
 
 def cast_blocks(w: cupy.ndarray) -> tuple[cupy.ndarray, cupy.ndarray]:
     """DeepGEMM's per_block_cast_to_fp8 on the device: ``w [G, n, k]`` -> codes, float32 scales per 128 x 128."""
     g, n, k = w.shape
     blocks = w.reshape(g, n // 128, 128, k // 128, 128)
-    sf = cupy.maximum(cupy.abs(blocks).max(axis=(2, 4)), 1e-4) / E4M3_MAX
+    sf = _sf(cupy.abs(blocks).max(axis=(2, 4)))
     codes = _e4m3((blocks / sf[:, :, None, :, None]).reshape(w.shape))
-    return codes, sf.astype(cupy.float32)
+    return codes, sf
 
 
 def _e4m3(v: cupy.ndarray) -> cupy.ndarray:
@@ -92,8 +106,10 @@ def run(layout: str, g: int, m: int, n: int, k: int, reps: int, rng: np.random.G
         offs = torch.arange(1, g + 1, device="cuda", dtype=torch.int32) * m
         ta = dequant(ca, sa, 1)
 
+        ra, rb = as_recipe(sa), as_recipe(sb)
+
         def mx():
-            deep_gemm.m_grouped_fp8_gemm_nt_contiguous((ca, sa), (cb, sb), d, ids)
+            deep_gemm.m_grouped_fp8_gemm_nt_contiguous((ca, ra), (cb, rb), d, ids)
 
         def peer():
             return torch._grouped_mm(ta, tb.transpose(-2, -1), offs=offs)
@@ -105,8 +121,10 @@ def run(layout: str, g: int, m: int, n: int, k: int, reps: int, rng: np.random.G
         d = cupy.empty((g, m, n), cupy.uint16)
         ta = dequant(ca, sa, 1)
 
+        ra, rb = as_recipe(sa), as_recipe(sb)
+
         def mx():
-            deep_gemm.m_grouped_fp8_gemm_nt_masked((ca, sa), (cb, sb), d, mm, m)
+            deep_gemm.m_grouped_fp8_gemm_nt_masked((ca, ra), (cb, rb), d, mm, m)
 
         def peer():
             return torch._grouped_mm(ta, tb.transpose(-2, -1))
@@ -193,10 +211,11 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--kernel", default="auto", choices=("auto", "generic", "sm90_ws", "sm90_bf16"))
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--timing", default="events", choices=("events", "graph"))
+    ap.add_argument("--recipe", default="f32", choices=("f32", "ue8m0"), help="contiguous / masked scales")
     ap.add_argument("--layouts", default="", help="comma-separated: contiguous, masked, k-grouped (default all)")
     args = ap.parse_args(argv)
-    global TIMING
-    TIMING = args.timing
+    global TIMING, RECIPE
+    TIMING, RECIPE = args.timing, args.recipe
     if args.kernel != "auto":
         os.environ["MXRT_GROUPED_GEMM_KERNEL"] = args.kernel
     rng = np.random.default_rng(0)

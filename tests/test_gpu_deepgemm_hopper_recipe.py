@@ -367,3 +367,49 @@ def test_planned_calls_match_unplanned(monkeypatch):
         assert (h[i, r:] == 0xFFFF).all()
         if r:
             check(h[i, :r].view(BF16).astype(np.float64), a64[i, :r] @ b64[i].T, "bfloat16", f"group {i}")
+
+
+@pytest.mark.parametrize("kind", ["masked", "contiguous"])
+def test_ue8m0_per_128_on_the_engine(kind):
+    """UE8M0 bytes at DeepGEMM's granularity (a 1x128, b 128x128) run the engine's per-128 build: scale bytes far
+    outside the fast window on both sides (wide stages: a's 2^-107..2^-7, b's 2^13..2^93) against the float64
+    dequantised reference, each row on its own; K and n tails."""
+    rng = np.random.default_rng(35)
+    g, n, k = 4, 200, 320
+    kb = -(-k // 128)
+    if kind == "masked":
+        max_m = 160
+        rows_shape, masked = (g, max_m, k), np.array([0, 1, 159, 160], np.int32)
+    else:
+        lens = np.array([130, 0, 77, 256])
+        ids = mxrt.contiguous_m_indices(lens, 128)
+        rows_shape = (ids.size, k)
+    ca = (rng.standard_normal(rows_shape) * 4).astype(FP8["e4m3"])
+    cb = (rng.standard_normal((g, n, k)) * 4).astype(FP8["e4m3"])
+    sa = rng.integers(20, 121, (*rows_shape[:-1], kb)).astype(np.uint8)
+    sb = rng.integers(140, 221, (g, -(-n // 128), kb)).astype(np.uint8)
+    a64 = ca.astype(np.float64) * np.repeat(np.exp2(sa.astype(np.float64) - 127), 128, axis=-1)[..., :k]
+    fb = np.repeat(np.repeat(np.exp2(sb.astype(np.float64) - 127), 128, axis=-2)[:, :n], 128, axis=-1)[..., :k]
+    b64 = cb.astype(np.float64) * fb
+    a = (cupy.asarray(ca.view(np.uint8)), cupy.asarray(sa))
+    b = (cupy.asarray(cb.view(np.uint8)), cupy.asarray(sb))
+    if kind == "masked":
+        d = cupy.full((g, max_m, n), 0xFFFF, cupy.uint16)
+        deep_gemm.m_grouped_fp8_gemm_nt_masked(a, b, d, cupy.asarray(masked), 64)
+        h = d.get()
+        for i, r in enumerate(masked):
+            assert (h[i, r:] == 0xFFFF).all()
+            if r:
+                got, want = h[i, :r].view(BF16).astype(np.float64), a64[i, :r] @ b64[i].T
+                check(got, want, "bfloat16", f"group {i}")
+                _rows_close(got, want, f"group {i}")
+    else:
+        d = cupy.full((ids.size, n), 0xFFFF, cupy.uint16)
+        deep_gemm.m_grouped_fp8_gemm_nt_contiguous(a, b, d, cupy.asarray(ids))
+        h = d.get()
+        own = ids >= 0
+        assert (h[~own] == 0xFFFF).all()
+        want = np.concatenate([a64[ids == i] @ b64[i].T for i in range(g)])
+        got = h.view(BF16)[own].astype(np.float64)
+        check(got, want, "bfloat16")
+        _rows_close(got, want, "contiguous")

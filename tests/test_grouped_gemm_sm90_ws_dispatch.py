@@ -22,7 +22,7 @@ import mxrt
 import mxrt.deep_gemm as deep_gemm
 from mxrt import codes
 from mxrt.errors import UnsupportedArchError
-from mxrt.ops import grouped_gemm_kernels, grouped_gemm_sm90_ws
+from mxrt.ops import grouped_gemm_kernels, grouped_gemm_sm90, grouped_gemm_sm90_ws
 from mxrt.ops.grouped_gemm import choose_kernel, grouped_plan
 from mxrt.problems.grouped_gemm import grouped_gemm_problem, wgrad_problem
 
@@ -360,3 +360,36 @@ def test_deepgemm_call_plans(monkeypatch):
         deep_gemm.m_grouped_fp8_gemm_nt_masked(a, b, d, mm, 64)
         deep_gemm.m_grouped_fp8_gemm_nt_masked(a, b, d, mm, 64)
         assert calls == [1, 1, 1, 1, 1] and api._PLANS == {}
+
+
+def test_ue8m0_per_128_recipe_runs_the_per_128_build(monkeypatch):
+    """UE8M0 bytes at DeepGEMM's granularity (a 1x128, b 128x128) on device operands: one problem for the engine's
+    SCALE_F32 2 build (scales read in place, strides of one byte per 128 K); with the generic kernel forced (or off
+    sm_90a) the scales are widened to 1x32 as before. The older kernel and the generic plan refuse such problems."""
+    with fake_cupy.install(record=True) as state:
+        cp = sys.modules["cupy"]
+        rng = np.random.default_rng(8)
+        g, max_m, n, k = 3, 130, 200, 384
+        x, w = rng.standard_normal((g, max_m, k)), rng.standard_normal((g, n, k))
+        ca = np.stack([mxrt.per_token_cast_to_fp8(x[i], True)[0] for i in range(g)])
+        sa = np.stack([mxrt.per_token_cast_to_fp8(x[i], True)[1] for i in range(g)])
+        cb, sb = (np.stack(v) for v in zip(*(mxrt.per_block_cast_to_fp8(w[i], True) for i in range(g)), strict=True))
+        ue = lambda s: (s.view(np.uint32) >> 23).astype(np.uint8)  # noqa: E731  (powers of two: their exponents)
+        sa_d, sb_d = cp.asarray(ue(sa)), cp.asarray(ue(sb))
+        a, b = (cp.asarray(ca), sa_d), (cp.asarray(cb), sb_d)
+        d, mm = cp.zeros((g, max_m, n), np.uint16), cp.asarray(np.array([0, 7, 130], np.int32))
+        deep_gemm.m_grouped_fp8_gemm_nt_masked(a, b, d, mm, 64)
+        (rec,) = _launches(state)
+        kernel = next(kk for kk in state["builds"] if kk.name == "gemm_mx_grouped_sm90_ws")
+        assert kernel.defines["SCALE_F32"] == 2 and kernel.defines in [dict(v) for v in WS.variants]
+        assert rec[5][2:4] == (sa_d.data.ptr, sb_d.data.ptr)  # read in place: nothing widened
+        assert rec[5][6:] == (g * max_m, n, k, 3, 3, g, max_m, 1)  # strides: one byte per 128 K
+        state["launches"].clear()
+        monkeypatch.setenv("MXRT_GROUPED_GEMM_KERNEL", "generic")
+        deep_gemm.m_grouped_fp8_gemm_nt_masked(a, b, d, mm, 64)
+        assert [r[1] for r in state["launches"]] == ["gemm_mx_grouped_generic"]
+    p = _f32(_masked())
+    p = dataclasses.replace(p, scale_f32=False, sf_k128=True)
+    assert "UE8M0 per 128 K" in grouped_gemm_sm90.unsupported("sm_90a", p)
+    with pytest.raises(UnsupportedArchError, match="UE8M0 scales per 128 K"):
+        grouped_plan(p, "sm_90a", force="generic")

@@ -22,7 +22,8 @@
 // Every role derives the same (tile, stage) sequence from the walk itself: no schedule is shared at run time.
 // defines  as gemm_mx_sm90_ws.hip: A_FMT, B_FMT, OUT_DTYPE, ATOMIC 0, BM BN 128, STAGES, DBUF 0, DIAG, SPLIT,
 //          WS_MODE, SLA, SLB; SCALE_F32 (default 0; 1: DeepGEMM's Hopper recipe, float32 scales, a's one word per row
-//          and 128-K stage, b's per 128 x 128 block (a walk with a member n); one factor and one promotion per stage)
+//          and 128-K stage, b's per 128 x 128 block (a walk with a member n); one factor and one promotion per stage;
+//          2: the same granularity with E8M0 bytes, promoted fast or wide as the MX builds)
 #pragma once
 #if !defined(SLA) || !defined(SLB)
 #error "SLA and SLB must be defined by the launcher (gemm_sm90_tile.h would default them to row-major)"
@@ -44,8 +45,11 @@ MXRT_STATIC_ASSERT(WS_MODE == 0 || (DIAG == 1 && (WS_MODE == 2 || WS_MODE == 3 |
 #ifndef SCALE_F32
 #define SCALE_F32 0
 #endif
-MXRT_STATIC_ASSERT(SCALE_F32 == 0 || (SCALE_F32 == 1 && SLA == 0 && SLB == 0 && SPLIT == 0 && DIAG == 0),
-                   "SCALE_F32 1: row-major float32 scales, SPLIT 0, DIAG 0");
+MXRT_STATIC_ASSERT(SCALE_F32 == 0 || ((SCALE_F32 == 1 || SCALE_F32 == 2) && SLA == 0 && SLB == 0 && SPLIT == 0 &&
+                                      DIAG == 0),
+                   "SCALE_F32 1 / 2: row-major float32 / E8M0 scales per 128 K, SPLIT 0, DIAG 0");
+// a stage's step through a scale row, in bytes: 4 E8M0 bytes (MX), one float32 word, one E8M0 byte per 128 K
+#define WS_SROW_STEP (SCALE_F32 == 2 ? 1u : (u32)KSTEPS)
 
 #define WS_THREADS 384
 #define WS_PRODUCER_REGS 56
@@ -287,7 +291,7 @@ MXRT_DEVICE void ws_engine(const Sm90Smem& S, const Walk& wk, const void* ta, co
               const u32 dst = smem_addr(stage_w + (sl * 256u + r) * WS_WORDS);
               if ((is_a ? SLA : SLB) == MXRT_SCALE_LAYOUT_NONE) {
                 const u32 srow = is_a || !SCALE_F32 ? row : sb_stage;
-                const u32 o = srow * (is_a ? wk.sa_stride() : wk.sb_stride()) + ci.kt * KSTEPS;  // < 2^31 (launcher)
+                const u32 o = srow * (is_a ? wk.sa_stride() : wk.sb_stride()) + ci.kt * WS_SROW_STEP;  // < 2^31
                 const u32* wp = reinterpret_cast<const u32*>(is_a ? sa : sb) + (o >> 2);
                 ws_cp4(dst, wp);
                 if (!(is_a ? word_a : word_b) && (o >> 2) + 1u < (is_a ? words_a : words_b)) ws_cp4(dst + 4u, wp + 1);
@@ -321,18 +325,25 @@ MXRT_DEVICE void ws_engine(const Sm90Smem& S, const Walk& wk, const void* ta, co
           u32 bytes;
           if ((is_a ? SLA : SLB) == MXRT_SCALE_LAYOUT_NONE) {
             const u32 srow = is_a || !SCALE_F32 ? row : sb_stage;
-            const u32 o = srow * (is_a ? wk.sa_stride() : wk.sb_stride()) + kt * KSTEPS;
+            const u32 o = srow * (is_a ? wk.sa_stride() : wk.sb_stride()) + kt * WS_SROW_STEP;
             const u32 hi = (o >> 2) + 1u < (is_a ? words_a : words_b) ? sw[1] : 0u;
-            bytes = !in ? 0u : (is_a ? word_a : word_b) ? sw[0] : __funnelshift_r(sw[0], hi, 8u * (o & 3u));
+            if (SCALE_F32 == 2)  // the stage's byte inside the aligned word copied around it
+              bytes = !in ? 0u : (sw[0] >> (8u * (o & 3u))) & 255u;
+            else
+              bytes = !in ? 0u : (is_a ? word_a : word_b) ? sw[0] : __funnelshift_r(sw[0], hi, 8u * (o & 3u));
           } else {
             bytes = !in ? 0u : is_a ? lay_a.bytes(sw, row, kt) : lay_b.bytes(sw, row, kt);
           }
           float* dst = is_a ? S.sa_s + r
                             : S.sb_s + (((r - 128u) >> 1) & 3u) * SB_T + 2u * ((r - 128u) >> 3) + (r & 1u);
           const u32 step = is_a ? BM : 4u * SB_T;
-#if SCALE_F32
+#if SCALE_F32 == 1
           // the stage's one float32 factor (its word: byte offset row * stride + 4 kt); the consumers read j = 0
           dst[slot * KSTEPS * step] = in ? __uint_as_float(bytes) : 0.0f;
+#elif SCALE_F32 == 2
+          // the stage's one E8M0 factor (byte row * stride + kt); a byte outside the fast window makes the stage wide
+          dst[slot * KSTEPS * step] = in ? e8m0_f32(bytes) : 0.0f;
+          wide |= in && e8m0_wide(bytes);
 #else
 #pragma unroll
           for (u32 j = 0; j < KSTEPS; ++j) {
@@ -452,8 +463,8 @@ MXRT_DEVICE void ws_engine(const Sm90Smem& S, const Walk& wk, const void* ta, co
           constexpr bool W = decltype(wide_c)::value;
 #if DIAG == 1 || SCALE_F32
           // one 128-K partial: the stage's four k32 steps accumulate in the tensor core, one promotion (the DIAG
-          // timing skeleton; the float32-scale build: DeepGEMM's recipe and its precision, one factor a stage, never
-          // wide)
+          // timing skeleton; the per-128 builds: DeepGEMM's recipe and its precision, one factor a stage, float32
+          // never wide, E8M0 wide where a byte leaves the fast window)
 #if WS_MODE <= 2
           wg_fence();
           wgmma_k32(p0, make_desc(ab), make_desc(bb));
@@ -464,7 +475,7 @@ MXRT_DEVICE void ws_engine(const Sm90Smem& S, const Walk& wk, const void* ta, co
           fence_regs(p0);
 #endif
 #if WS_MODE == 0
-          promote(acc, p0, sak[0], sak[8], sbk, SCALE_F32 ? false : W);
+          promote(acc, p0, sak[0], sak[8], sbk, SCALE_F32 == 1 ? false : W);
 #else
           (void)sak;
           (void)sbk;

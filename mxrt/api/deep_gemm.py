@@ -286,7 +286,43 @@ def _pair(op: str, a: Any, b: Any, a_ndim: int, recipe: Any, recipe_a: Any, reci
     return qa, qb
 
 
+def _k128_problem(op: str, qa: _Operand, qb: _Operand, groups: Any, kind: str, out: Any, max_m: int) -> Any:
+    """DeepGEMM's granularity (a 1x128, b 128x128) with UE8M0 bytes on device operands as one problem for the grouped
+    engine's per-128 build (one promotion per 128 K, wide where a byte leaves the fast window), or None where the
+    engine does not take it (another target, a forced kernel, its envelope): then the scales are widened to 1x32."""
+    if not (qa.device and qa.kind == "e8m0" and qa.gran == (1, 128) and qb.gran == (128, 128)):
+        return None
+    from ..ops import grouped_gemm as grouped_ops
+    from ..ops.grouped_gemm_kernels import GEMM_MX_GROUPED_SM90_WS
+    from ..runtime.arch import get_arch
+
+    xp = _xp(qa.sf)
+    g = int(qb.data.shape[0])
+
+    def operand(q: _Operand, rows: int) -> MXArray:
+        sf = xp.ascontiguousarray(q.sf)
+        return MXArray(xp.ascontiguousarray(q.data).reshape(-1, q.k), sf.reshape(-1, sf.shape[-1]), q.fmt, 32, 1,
+                       (rows, q.k), "given")  # fmt: skip
+
+    size = g if kind == "masked" else out.shape[0]
+    grp = _device_ints(groups, op, "masked_m" if kind == "masked" else "grouped_layout", size)
+    p = GroupedGemmProblem(
+        op, kind, g, out.shape[0], qb.mn, qa.k, operand(qa, out.shape[0]), operand(qb, g * qb.mn), qa.fmt, qb.fmt,
+        grp, max_m, 0, np.dtype(ml_dtypes.bfloat16), out, False, True, sf_gmn_b=128, sf_k128=True,
+    )  # fmt: skip
+    try:
+        takes = grouped_ops.choose_kernel(p, get_arch().target) is GEMM_MX_GROUPED_SM90_WS
+    except UnsupportedArchError:  # a forced kernel that cannot run it: the widened problem says so
+        takes = False
+    return p if takes else None
+
+
 def _run_mx(op: str, qa: _Operand, qb: _Operand, groups: Any, kind: str, d_native: Any, d: Any, max_m: int = 0) -> None:
+    out = d_native.reshape(-1, d_native.shape[-1])
+    p = _k128_problem(op, qa, qb, groups, kind, out, max_m)
+    if p is not None:
+        run_grouped(p, "auto", interop.HOST, out, out)
+        return
     gb = qb.mx()
     b3 = (gb[0].reshape(-1, qb.mn, qb.k), gb[1].reshape(-1, qb.mn, gb[1].shape[-1]), gb[2])
     out = d_native.reshape(-1, d_native.shape[-1])

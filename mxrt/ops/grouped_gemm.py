@@ -168,6 +168,8 @@ def grouped_plan(
     if grid[1] > MAX_GRID_YZ or grid[2] > MAX_GRID_YZ:
         raise ShapeError(f"{op}: the launch grid {grid} is past 65535 in y or z (too many row tiles or groups)")
     spec = choose_kernel(p, target, force)
+    if p.sf_k128 and spec is not _SM90_WS:  # mxrt.api.deep_gemm builds these for the engine only
+        raise UnsupportedArchError(f"{op}: UE8M0 scales per 128 K run on the Hopper grouped engine, not {spec.symbol}")
     if spec is _SM90_WS:  # the Hopper grouped engine: persistent 1-D grid, 384 threads
         cfg = grouped_gemm_sm90_ws.launch_config(p, num_sms)
         return GroupedPlan(grouped_gemm_sm90_ws.kernel_defines(p), cfg, spec, p.m, p.n, p.k, kb, g, extra)
@@ -221,7 +223,7 @@ _GENERIC_PLANS: dict = {}
 def _generic_plan(p: GroupedGemmProblem) -> GroupedPlan:
     """The generic kernel's plan of ``p`` (the torch route's exact fallback): host math, cached by all it reads."""
     key = (p.kind, p.a_fmt, p.b_fmt, dtype_name(p.out_dtype), p.m, p.n, p.k, tuple(p.b.shape), p.num_groups)
-    key += (p.align, p.max_m, p.accumulate, p.scale_f32, p.sf_gmn_b)
+    key += (p.align, p.max_m, p.accumulate, p.scale_f32, p.sf_gmn_b, p.sf_k128)
     plan = _GENERIC_PLANS.get(key)
     if plan is None:
         if len(_GENERIC_PLANS) >= 1024:

@@ -175,7 +175,8 @@ SM90_WS_STAGES = 4
 
 
 def _sm90_ws_v(fa: str, fb: str, mode: int, out: int, scale_f32: int = 0) -> Defines:
-    extra = {"SCALE_F32": 1} if scale_f32 else {}
+    """A grouped engine build; ``scale_f32``: 0 MX (E8M0 per 32), 1 float32 per 128, 2 E8M0 per 128."""
+    extra = {"SCALE_F32": scale_f32} if scale_f32 else {}
     return defines(A_FMT=FMT_CODES[fa], B_FMT=FMT_CODES[fb], MODE=mode, OUT_DTYPE=out, STAGES=SM90_WS_STAGES, **extra)
 
 
@@ -194,8 +195,8 @@ GEMM_MX_GROUPED_SM90_WS = KernelSpec(
         ),
         # DeepGEMM contiguous (ids) / masked: fp8 pairs, bf16 out
         *(_sm90_ws_v(fa, fb, mode, BF16) for mode in (1, 2) for fa in _SM90_FP8 for fb in _SM90_FP8),
-        # the same with DeepGEMM's Hopper recipe (float32 1x128 / 128x128 scales)
-        *(_sm90_ws_v(fa, fb, mode, BF16, 1) for mode in (1, 2) for fa, fb in DEEPGEMM_PAIRS),
+        # the same with DeepGEMM's Hopper recipe (float32 1x128 / 128x128 scales) and its granularity in UE8M0 bytes
+        *(_sm90_ws_v(fa, fb, mode, BF16, sc) for sc in (1, 2) for mode in (1, 2) for fa, fb in DEEPGEMM_PAIRS),
     ),
     targets=("sm_90a",),
     expect_mma=(("sm_90a", ("wgmma.mma_async",)),),

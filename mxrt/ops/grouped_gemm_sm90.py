@@ -111,8 +111,8 @@ def unsupported(target: str, p: GroupedGemmProblem, f32_scales: bool = False) ->
         )
     if p.kind not in GROUPED_SM90_KINDS:
         return f"kind {p.kind!r}: the sm90 grouped kernel runs {GROUPED_SM90_KINDS} (the generic kernel the others)"
-    if p.scale_f32 and not f32_scales:
-        return "float32 scales (DeepGEMM's Hopper recipe) run on the grouped engine or the generic kernel"
+    if (p.scale_f32 or p.sf_k128) and not f32_scales:
+        return "float32 scales or UE8M0 per 128 K (DeepGEMM's recipe) run on the grouped engine or the generic kernel"
     if p.a_fmt not in _FMTS or p.b_fmt not in _FMTS:
         return f"formats ({p.a_fmt}, {p.b_fmt}) are not e4m3 / e5m2 / e2m1"
     if dtype_name(p.out_dtype) == "float32" and not p.a_fmt == p.b_fmt == "e2m1":

@@ -97,14 +97,15 @@ def unsupported(target: str, p: GroupedGemmProblem) -> str | None:
             f"{dtype_name(p.out_dtype)} output: the grouped engine stores bfloat16 / float16 (e2m1 x e2m1 with fp32 "
             "out runs on gemm_mx_grouped_sm90)"
         )
-    if p.scale_f32:
+    if p.scale_f32 or p.sf_k128:
+        what = "float32" if p.scale_f32 else "UE8M0 per-128"
         if p.kind not in ("indices", "masked") or p.sf_gmn_b != 128:
-            return f"float32 scales with kind {p.kind!r}, b's rows per scale {p.sf_gmn_b} (DeepGEMM's recipe only)"
+            return f"{what} scales with kind {p.kind!r}, b's rows per scale {p.sf_gmn_b} (DeepGEMM's recipe only)"
         a_sf, b_sf, kb = tuple(p.a.scales.shape), tuple(p.b.scales.shape), int(p.b.shape[-1])
         if a_sf != (p.m, _cdiv(p.k, 128)) or b_sf != (p.num_groups * _cdiv(p.n, 128), _cdiv(kb, 128)):
-            return f"float32 scales of shapes {a_sf}, {b_sf}: expected a 1x128 and b 128x128 per group, row-major"
+            return f"{what} scales of shapes {a_sf}, {b_sf}: expected a 1x128 and b 128x128 per group, row-major"
         if max(a_sf[0] * a_sf[1], b_sf[0] * b_sf[1]) * 4 >= _LIMIT:
-            return "float32 scale bytes of a or b reach 2^31 (32-bit offsets)"
+            return f"{what} scale bytes of a or b reach 2^31 (32-bit offsets)"
     # the TMA, format and size rules the two kernels share (the older one has no float32 scales)
     why = grouped_gemm_sm90.unsupported(target, p, f32_scales=True)
     if why is not None:
@@ -129,7 +130,7 @@ def kernel_defines(p: GroupedGemmProblem) -> Defines:
         MODE=GROUPED_GEMM_MODES[p.kind],
         OUT_DTYPE=codes.GEMM_OUT_DTYPE_CODES[dtype_name(p.out_dtype)],
         STAGES=SM90_WS_STAGES,
-        **({"SCALE_F32": 1} if p.scale_f32 else {}),
+        **({"SCALE_F32": 1} if p.scale_f32 else {"SCALE_F32": 2} if p.sf_k128 else {}),
     )
 
 
@@ -177,8 +178,12 @@ def launch_sm90_ws(p: GroupedGemmProblem, groups: Any, out: Any, arch: Any, plan
     flags = grouped_gemm_sm90.launch_flags(p, groups, out)
     u32 = np.uint32
     kb = int(p.b.shape[-1])
-    # scale row strides in bytes: E8M0 one byte per 32 K; float32 one word per 128 K (b's rows: 128-row blocks)
-    strides = (4 * _cdiv(p.k, 128), 4 * _cdiv(kb, 128)) if p.scale_f32 else (_cdiv(p.k, 32), _cdiv(kb, 32))
+    # scale row strides in bytes: E8M0 one byte per 32 K (or per 128 K); float32 one word per 128 K (b's rows:
+    # 128-row blocks where the scales are per 128 K)
+    if p.scale_f32:
+        strides = (4 * _cdiv(p.k, 128), 4 * _cdiv(kb, 128))
+    else:
+        strides = (_cdiv(p.k, 128), _cdiv(kb, 128)) if p.sf_k128 else (_cdiv(p.k, 32), _cdiv(kb, 32))
     args = (tma, tmb, p.a.scales, p.b.scales, out, groups)
     args += (u32(p.m), u32(p.n), u32(p.k), u32(strides[0]), u32(strides[1]), u32(p.num_groups))
     args += (u32(p.max_m), u32(flags))

@@ -89,6 +89,9 @@ class GroupedGemmProblem:
     #: ``b.scales`` float32 ``[G * ceil(n/sf_gmn_b), ceil(k/128)]``; GPU only (the host twin has its own path)
     scale_f32: bool = False
     sf_gmn_b: int = 1
+    #: DeepGEMM's granularity with UE8M0 bytes (built by mxrt.api.deep_gemm for the grouped engine only): ``a.scales``
+    #: uint8 ``[m, ceil(k/128)]``, ``b.scales`` uint8 ``[G * ceil(n/128), ceil(k/128)]`` (``sf_gmn_b`` 128)
+    sf_k128: bool = False
 
     @property
     def out_shape(self) -> tuple[int, ...]:

@@ -1,8 +1,9 @@
 """A small run of DeepGEMM's Hopper recipe (float32 scales, a 1x128, b 128x128) on the grouped engine's SCALE_F32 builds
 (MXRT_GROUPED_GEMM_KERNEL=sm90_ws) for compute-sanitizer (memcheck, racecheck, synccheck): contiguous ids with -1
-rows, an n tail and a K tail, masked with masked_m 0 / 1 / max_m; then the k-grouped wgrad on the sm90_bf16 route
-(float32 scales and UE8M0, c accumulated in place, an empty group, m / n tails). Exits non-zero on any mismatch
-against the host twins (mxrt.deep_gemm on numpy) or a written row the call does not own; skips (exit 0) off sm_90a."""
+rows, an n tail and a K tail, masked with masked_m 0 / 1 / max_m, also with UE8M0 bytes per 128 (the per-128 build's
+wide stages); then the k-grouped wgrad on the sm90_bf16 route (float32 scales and UE8M0, c accumulated in place, an
+empty group, m / n tails). Exits non-zero on any mismatch against the host twins (mxrt.deep_gemm on numpy) or a
+written row the call does not own; skips (exit 0) off sm_90a."""
 
 from __future__ import annotations
 
@@ -56,6 +57,18 @@ def main() -> int:
     deep_gemm.m_grouped_fp8_gemm_nt_masked(dev(ca3, sa3), dev(cb, sb), d, cupy.asarray(mm), max_m)
     ref = np.zeros((g, max_m, n), BF16)
     deep_gemm.m_grouped_fp8_gemm_nt_masked((ca3, sa3), (cb, sb), ref, mm, max_m)
+    h = d.get()
+    for i, r in enumerate(mm):
+        bad += int((h[i, r:] != 0xFFFF).any())
+        if r:
+            bad += close(h[i, :r].view(BF16), ref[i, :r])
+    # UE8M0 bytes at the same granularity: the engine's per-128 build (wide stages: bytes far from 127)
+    sa8 = rng.integers(30, 120, sa3.shape).astype(np.uint8)
+    sb8 = rng.integers(140, 220, sb.shape).astype(np.uint8)
+    d = cupy.full((g, max_m, n), 0xFFFF, cupy.uint16)
+    deep_gemm.m_grouped_fp8_gemm_nt_masked(dev(ca3, sa8), dev(cb, sb8), d, cupy.asarray(mm), max_m)
+    ref = np.zeros((g, max_m, n), BF16)
+    deep_gemm.m_grouped_fp8_gemm_nt_masked((ca3, sa8), (cb, sb8), ref, mm, max_m)
     h = d.get()
     for i, r in enumerate(mm):
         bad += int((h[i, r:] != 0xFFFF).any())

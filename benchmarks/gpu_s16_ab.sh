@@ -11,6 +11,6 @@ for rep in 1 2; do
   for tree in "$AB_OLD" .; do
     echo "=== tree $tree, round $rep"
     PYTHONPATH=$tree:$tree/tests timeout 200 python3 benchmarks/bench_deepgemm_api.py --layouts "${LAYOUTS:-contiguous,k-grouped}" \
-      --reps ${REPS:-5} --timing ${TIMING:-events} 2>&1 | grep -v "^device" | tee -a "$OUT/ab_$(basename $tree).txt"
+      --reps ${REPS:-5} --timing ${TIMING:-events} --recipe ${RECIPE:-f32} 2>&1 | grep -v "^device" | tee -a "$OUT/ab_$(basename $tree).txt"
   done
 done

@@ -9,3 +9,14 @@ mkdir -p "$OUT"
 steps=" ${1:-} "
 step() { echo; echo "=== $* ($(date +%T))"; }
 has() { [[ $steps == *" $1 "* ]]; }
+# sanitize SCRIPT [ARGS...]: a smoke script once, then under compute-sanitizer memcheck / racecheck / synccheck (logs
+# $OUT/san_TOOL.txt; one line each: rc, the tool's summary and the script's mismatch count)
+sanitize() {
+  timeout 60 python3 "$@" 2>&1 | tail -3
+  local tool extra
+  for tool in memcheck racecheck synccheck; do
+    extra=""; [[ $tool == memcheck ]] && extra="--leak-check no"
+    timeout ${T_SAN:-150} compute-sanitizer --tool $tool $extra python3 "$@" > "$OUT/san_$tool.txt" 2>&1
+    echo "$tool rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|mismatches' "$OUT/san_$tool.txt" | tail -2 | tr '\n' ' ')"
+  done
+}

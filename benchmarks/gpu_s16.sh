@@ -26,13 +26,7 @@ if has tests; then
 fi
 if has smoke; then
   step "DeepGEMM f32 smoke + compute-sanitizer"
-  timeout 60 python3 tests/support/gpu_deepgemm_f32_smoke.py 2>&1 | tail -3
-  for tool in memcheck racecheck synccheck; do
-    extra=""; [[ $tool == memcheck ]] && extra="--leak-check no"
-    timeout ${T_SAN:-150} compute-sanitizer --tool $tool $extra python3 tests/support/gpu_deepgemm_f32_smoke.py \
-      > "$OUT/san_$tool.txt" 2>&1
-    echo "$tool rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|mismatches' "$OUT/san_$tool.txt" | tail -2 | tr '\n' ' ')"
-  done
+  sanitize tests/support/gpu_deepgemm_f32_smoke.py
 fi
 if has bench; then
   step "bench DeepGEMM API, Hopper recipe (auto)"

@@ -102,6 +102,17 @@ def test_contiguous(pair, g, kind):
     assert (d2.get() == h).all(), "not bitwise-stable"
 
 
+def _check_masked(h: np.ndarray, masked, a64: np.ndarray, b64: np.ndarray, what: str = "") -> None:
+    """A masked call's result ``h`` (bf16 bits ``[G, max_m, n]``, poisoned 0xFFFF before the call): rows at or past
+    ``masked[g]`` untouched, the others against the float64 reference (calc_diff and each row on its own)."""
+    for i, r in enumerate(int(v) for v in masked):
+        assert (h[i, r:] == 0xFFFF).all(), f"{what} group {i}: rows past masked_m written"
+        if r:
+            got, want = h[i, :r].view(BF16).astype(np.float64), a64[i, :r] @ b64[i].T
+            check(got, want, "bfloat16", f"{what} group {i}")
+            _rows_close(got, want, f"{what} group {i}")
+
+
 @pytest.mark.parametrize("pair", PAIRS, ids="x".join)
 def test_masked(pair):
     rng = np.random.default_rng(11)
@@ -112,15 +123,7 @@ def test_masked(pair):
     cb, sb = _cast(w, pair[1], 128, rng, 30)
     d = cupy.full((g, max_m, n), 0xFFFF, cupy.uint16)
     deep_gemm.m_grouped_fp8_gemm_nt_masked(_dev((ca, sa)), _dev((cb, sb)), d, cupy.asarray(masked), max_m)
-    h = d.get()
-    a64, b64 = _dequant(ca, sa, 1), _dequant(cb, sb, 128)
-    for i in range(g):
-        r = int(masked[i])
-        assert (h[i, r:] == 0xFFFF).all(), f"group {i}: rows past masked_m written"
-        if r:
-            got, want = h[i, :r].view(BF16).astype(np.float64), a64[i, :r] @ b64[i].T
-            check(got, want, "bfloat16", f"group {i}")
-            _rows_close(got, want, f"group {i}")
+    _check_masked(d.get(), masked, _dequant(ca, sa, 1), _dequant(cb, sb, 128))
 
 
 def test_masked_graph_replay_with_new_masked_m():
@@ -147,11 +150,7 @@ def test_masked_graph_replay_with_new_masked_m():
             cupy.cuda.Device().synchronize()
             graph.launch(stream=stream)
             stream.synchronize()
-            h = d.get()
-            for i, r in enumerate(masked):
-                assert (h[i, r:] == 0xFFFF).all()
-                if r:
-                    check(h[i, :r].view(BF16).astype(np.float64), a64[i, :r] @ b64[i].T, "bfloat16", str(masked))
+            _check_masked(d.get(), masked, a64, b64, str(masked))
 
 
 # ---- k-grouped wgrad (the sm90_bf16 route: kgrouped_to_bf16 + gemm_wgrad_bf16_sm90 MODE 2 / MODE 0) ----------------
@@ -362,11 +361,7 @@ def test_planned_calls_match_unplanned(monkeypatch):
     assert len(api._PLANS) == 2
     ca2 = np.roll(ca.view(np.uint8), 1, axis=1).view(ca.dtype)
     a64, b64 = _dequant(ca2, sa, 1), _dequant(cb, sb, 128)
-    h = d.get()
-    for i, r in enumerate([3, 0, 50, 7]):
-        assert (h[i, r:] == 0xFFFF).all()
-        if r:
-            check(h[i, :r].view(BF16).astype(np.float64), a64[i, :r] @ b64[i].T, "bfloat16", f"group {i}")
+    _check_masked(d.get(), [3, 0, 50, 7], a64, b64, "planned")
 
 
 @pytest.mark.parametrize("kind", ["masked", "contiguous"])
@@ -396,13 +391,7 @@ def test_ue8m0_per_128_on_the_engine(kind):
     if kind == "masked":
         d = cupy.full((g, max_m, n), 0xFFFF, cupy.uint16)
         deep_gemm.m_grouped_fp8_gemm_nt_masked(a, b, d, cupy.asarray(masked), 64)
-        h = d.get()
-        for i, r in enumerate(masked):
-            assert (h[i, r:] == 0xFFFF).all()
-            if r:
-                got, want = h[i, :r].view(BF16).astype(np.float64), a64[i, :r] @ b64[i].T
-                check(got, want, "bfloat16", f"group {i}")
-                _rows_close(got, want, f"group {i}")
+        _check_masked(d.get(), masked, a64, b64, "ue8m0")
     else:
         d = cupy.full((ids.size, n), 0xFFFF, cupy.uint16)
         deep_gemm.m_grouped_fp8_gemm_nt_contiguous(a, b, d, cupy.asarray(ids))

@@ -14,7 +14,16 @@ import itertools
 import ml_dtypes
 import numpy as np
 import pytest
-from support.grouped_cases import check, dev, forced_sm90_kernel, group_lens, host, values, wgrad_operands
+from support.grouped_cases import (
+    check,
+    dev,
+    extreme_wgrad_operands,
+    forced_sm90_kernel,
+    group_lens,
+    host,
+    values,
+    wgrad_operands,
+)
 
 import mxrt
 import mxrt.deep_gemm as deep_gemm
@@ -405,23 +414,15 @@ def test_wgrad_format_pairs(pair, out_dtype):
 def test_wgrad_extreme_scale_pairs():
     """Legal extreme pairs (sa = 0 with sb = 254, ...) over every block of every group give the reference; a NaN
     scale byte gives exactly the reference's NaN entries, only inside its own group."""
-    rng = np.random.default_rng(22)
-    lens = np.array([150, 0, 90, 310])
-    qg, qx = wgrad_operands(rng, lens, 136, 72)
-    kb = qg.scales.shape[1]
-    base = np.linspace(0, 254, kb).astype(np.int64)
-    sa = np.clip(base + rng.integers(-6, 7, (136, kb)), 0, 254).astype(np.uint8)
-    sb = np.clip(254 - base + rng.integers(-6, 7, (72, kb)), 0, 254).astype(np.uint8)
-    sa[:, 0], sb[:, 0] = 0, 254
-    a, b = dataclasses.replace(qg, scales=sa), dataclasses.replace(qx, scales=sb)
+    a, b, lens = extreme_wgrad_operands(np.random.default_rng(22))
     p = wgrad_problem(a, b, lens, out_dtype="bfloat16")
     want, _ = grouped_gemm_f64(p)
     assert np.isfinite(want.astype(BF16)).all()
     got = host(mxrt.grouped_gemm_mx_wgrad(dev(a), dev(b), cupy.asarray(lens), out_dtype="bfloat16"), "bfloat16")
     check(got, want, "bfloat16", "extreme pairs")
-    sa2 = sa.copy()
+    sa2 = a.scales.copy()
     sa2[17, 6] = 255  # column block 6 = columns 192..223: group 2 (offsets 0, 160, 160, 256)
-    a2 = dataclasses.replace(qg, scales=sa2)
+    a2 = dataclasses.replace(a, scales=sa2)
     want, _ = grouped_gemm_f64(wgrad_problem(a2, b, lens, out_dtype="bfloat16"))
     got = host(mxrt.grouped_gemm_mx_wgrad(dev(a2), dev(b), cupy.asarray(lens), out_dtype="bfloat16"), "bfloat16")
     nan = np.isnan(want)

@@ -15,7 +15,16 @@ import itertools
 import ml_dtypes
 import numpy as np
 import pytest
-from support.grouped_cases import check, dev, forced_sm90_kernel, group_lens, host, values, wgrad_operands
+from support.grouped_cases import (
+    check,
+    dev,
+    extreme_wgrad_operands,
+    forced_sm90_kernel,
+    group_lens,
+    host,
+    values,
+    wgrad_operands,
+)
 
 import mxrt
 from mxrt.errors import UnsupportedArchError
@@ -113,20 +122,13 @@ def test_extreme_scale_pairs_and_nan_take_the_exact_fallback(session, accumulate
     generic kernel computes the reference (adding to the untouched out when accumulating); a NaN scale byte gives
     exactly the reference's NaN entries, only inside its own group."""
     rng = np.random.default_rng(22)
-    lens = np.array([150, 0, 90, 310])
-    qg, qx = wgrad_operands(rng, lens, 136, 72)
-    kb = qg.scales.shape[1]
-    base = np.linspace(0, 254, kb).astype(np.int64)
-    sa = np.clip(base + rng.integers(-6, 7, (136, kb)), 0, 254).astype(np.uint8)
-    sb = np.clip(254 - base + rng.integers(-6, 7, (72, kb)), 0, 254).astype(np.uint8)
-    sa[:, 0], sb[:, 0] = 0, 254
-    a, b = dataclasses.replace(qg, scales=sa), dataclasses.replace(qx, scales=sb)
+    a, b, lens = extreme_wgrad_operands(rng)
     for sa_nan in (None, (17, 6)):  # column block 6 = columns 192..223: group 2 (offsets 0, 160, 160, 256)
         a2 = a
         if sa_nan is not None:
-            s2 = sa.copy()
+            s2 = a.scales.copy()
             s2[sa_nan] = 255
-            a2 = dataclasses.replace(qg, scales=s2)
+            a2 = dataclasses.replace(a, scales=s2)
         want, _ = grouped_gemm_f64(wgrad_problem(a2, b, lens))
         kw = {}
         if accumulate:

@@ -32,6 +32,7 @@ import ml_dtypes
 import numpy as np
 
 from .._kinds import dtype_name, is_device_array
+from ..config import grouped_gemm_kernel_override, grouped_plans_enabled
 from ..errors import DtypeError, LayoutError, ShapeError, UnsupportedArchError, check_int
 from ..formats import MXArray
 from ..layouts._check import check_int_array
@@ -77,8 +78,6 @@ def _raw_key(x: Any) -> tuple | None:
 
 def _call_key(op: str, arrays: tuple, extra: tuple) -> tuple | None:
     """The plan key of one call (None: no plan, the validated route runs)."""
-    from ..config import grouped_gemm_kernel_override, grouped_plans_enabled
-
     if not grouped_plans_enabled():
         return None
     parts = []

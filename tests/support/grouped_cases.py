@@ -75,6 +75,20 @@ def wgrad_operands(rng: np.random.Generator, lens, n: int, k: int, pair=("e4m3",
     return qg, qx
 
 
+def extreme_wgrad_operands(rng: np.random.Generator) -> tuple[mxrt.MXArray, mxrt.MXArray, np.ndarray]:
+    """Wgrad operands whose scale pairs run over the legal extremes (sa + sb near 254 in every column block, from
+    sa = 0 with sb = 254 to the reverse, a little noise; the first block exactly 0 / 254): ``(a, b, lens)``, a
+    ``[136, Mc]``, b ``[72, Mc]``, lens ``[150, 0, 90, 310]`` (column blocks of 32 from offsets 0, 160, 160, 256)."""
+    lens = np.array([150, 0, 90, 310])
+    qg, qx = wgrad_operands(rng, lens, 136, 72)
+    kb = qg.scales.shape[1]
+    base = np.linspace(0, 254, kb).astype(np.int64)
+    sa = np.clip(base + rng.integers(-6, 7, (136, kb)), 0, 254).astype(np.uint8)
+    sb = np.clip(254 - base + rng.integers(-6, 7, (72, kb)), 0, 254).astype(np.uint8)
+    sa[:, 0], sb[:, 0] = 0, 254
+    return dataclasses.replace(qg, scales=sa), dataclasses.replace(qx, scales=sb), lens
+
+
 @contextmanager
 def forced_sm90_kernel(monkeypatch, kernel: str, poison: int) -> Iterator[Any]:
     """The GPU grouped tests' setup on Hopper: skip without a device or off sm_90a, force ``kernel`` through

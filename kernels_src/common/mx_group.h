@@ -38,6 +38,30 @@ MXRT_DEVICE void mxg_load_offsets(const i64* offs, i32 num_groups, i32 row, i32*
   for (u32 i = MXRT_TID_X; i <= (u32)num_groups; i += NT) dst[i] = (i32)offs[(u32)row * (u32)(num_groups + 1) + i];
 }
 
+// ---- a 32 x 128 input tile, loaded as raw 16-byte vectors, into shared memory as fp32 bit patterns ----------------
+// Thread t's vector `it` holds 16 / sizeof(IN) elements of tile row v / VPR from column (v % VPR) * PER, with
+// v = it * NT + t and VPR = 128 / PER vectors per row (the loads of quantize_mx_grouped_rowcol / _dual_grouped).
+// Unpacked here rather than at the load, so a warp waits for its loads only when it stages them.
+template <int IN, u32 NT, u32 PITCH, u32 LOADS>
+MXRT_DEVICE void mxg_stage_tile(const mxrt_u32x4 (&raw)[LOADS], u32* tile) {
+  constexpr u32 PER = 16 / MxrtIn<IN>::SIZE, VPR = 128 / PER;
+#pragma unroll
+  for (u32 it = 0; it < LOADS; ++it) {
+    const u32 v = it * NT + MXRT_TID_X;
+    u32 vals[PER];
+    mxrt_unpack16<IN>(raw[it], vals);
+#pragma unroll
+    for (u32 j = 0; j < PER; j += 4) {
+      mxrt_u32x4 o;
+      o.x = vals[j];
+      o.y = vals[j + 1];
+      o.z = vals[j + 2];
+      o.w = vals[j + 3];
+      *(mxrt_u32x4*)&tile[(v / VPR) * PITCH + (v % VPR) * PER + j] = o;
+    }
+  }
+}
+
 // ---- max over the 4 lanes of a quad (lanes 4j..4j+3 of a warp / wave) --------------------------------------
 // Every lane of the warp must call it (no lane may have exited).
 MXRT_DEVICE u32 mxg_quad_max(u32 v) {

@@ -42,26 +42,19 @@ constexpr u32 PER = 16 / MxrtIn<IN_DTYPE>::SIZE;   // input elements per 16-byte
 constexpr u32 VECS_PER_ROW = TILE_K / PER;
 constexpr u32 LOADS = TILE_M * VECS_PER_ROW / THREADS;  // 16-byte loads per thread per tile (2 or 4)
 
-// The registers of one tile in flight: element bits (fp32 patterns), zero past n and k.
+// One tile's loads in flight: the raw 16-byte input vectors, zero past n and k, unpacked only when the next tile
+// stages them (mxg_stage_tile; unpacked at the load, they stalled every warp on its fresh loads before the encode).
 MXRT_DEVICE void dg_load(const void* __restrict__ w, u32 grp, u32 ty, u32 tx, u32 un, u32 uk, i32 flags,
-                         u32 (&vals)[LOADS][PER]) {
+                         mxrt_u32x4 (&raw)[LOADS]) {
   const u32 tid = MXRT_TID_X;
   const u32 col0 = tx * TILE_K, row0 = ty * TILE_M;
-  const bool full_cols = col0 + TILE_K <= uk;
 #pragma unroll
   for (u32 it = 0; it < LOADS; ++it) {
     const u32 v = it * THREADS + tid;
     const u32 r = v / VECS_PER_ROW;
-    const u32 c = (v % VECS_PER_ROW) * PER;
-    const bool in_row = row0 + r < un;
-    const u32 base = grp * un * uk + (row0 + r) * uk + col0 + c;
-    if ((flags & MXRT_FLAG_VEC_IN) && full_cols && in_row) {
-      mxrt_unpack16<IN_DTYPE>(*(const mxrt_u32x4*)((const u8*)w + (u64)base * MxrtIn<IN_DTYPE>::SIZE), vals[it]);
-    } else {
-#pragma unroll
-      for (u32 j = 0; j < PER; ++j)
-        vals[it][j] = in_row && col0 + c + j < uk ? mxrt_load_elem<IN_DTYPE>(w, base + j) : 0u;
-    }
+    const u32 c = col0 + (v % VECS_PER_ROW) * PER;
+    const u32 valid = row0 + r < un && c < uk ? uk - c : 0u;
+    raw[it] = mxrt_load_raw16<IN_DTYPE>(w, grp * un * uk + (row0 + r) * uk + c, valid, flags & MXRT_FLAG_VEC_IN);
   }
 }
 
@@ -84,11 +77,11 @@ extern "C" __global__ void __launch_bounds__(THREADS, QDG_MIN_BLOCKS)
   const u32 ccol = tid - TILE_K;
   const u32 step = MXRT_NBID_X;
 
-  u32 vals[LOADS][PER];
+  mxrt_u32x4 raw[LOADS];
   u32 u = MXRT_BID_X;
   if (u < (u32)num_units) {
     const u32 rest = u / tiles_x;
-    dg_load(w, rest / quads, (rest % quads) * MXG_SUB, u % tiles_x, un, uk, flags, vals);
+    dg_load(w, rest / quads, (rest % quads) * MXG_SUB, u % tiles_x, un, uk, flags, raw);
   }
   for (; u < (u32)num_units; u += step) {
     const u32 tx = u % tiles_x, rest = u / tiles_x;
@@ -100,27 +93,13 @@ extern "C" __global__ void __launch_bounds__(THREADS, QDG_MIN_BLOCKS)
     for (u32 sub = 0; sub < nsub; ++sub) {
       const u32 row0 = (ty0 + sub) * TILE_M;
       // ---- the tile in flight -> shared memory; the next one's loads issued ----
-#pragma unroll
-      for (u32 it = 0; it < LOADS; ++it) {
-        const u32 v = it * THREADS + tid;
-        const u32 r = v / VECS_PER_ROW;
-        const u32 c = (v % VECS_PER_ROW) * PER;
-#pragma unroll
-        for (u32 j = 0; j < PER; j += 4) {
-          mxrt_u32x4 o;
-          o.x = vals[it][j];
-          o.y = vals[it][j + 1];
-          o.z = vals[it][j + 2];
-          o.w = vals[it][j + 3];
-          *(mxrt_u32x4*)&tile[r * TILE_PITCH + c + j] = o;
-        }
-      }
+      mxg_stage_tile<IN_DTYPE, THREADS, TILE_PITCH>(raw, tile);
       mxrt_sync();
       if (sub + 1 < nsub) {
-        dg_load(w, grp, ty0 + sub + 1, tx, un, uk, flags, vals);
+        dg_load(w, grp, ty0 + sub + 1, tx, un, uk, flags, raw);
       } else if (u + step < (u32)num_units) {
         const u32 un_ = u + step, rest_ = un_ / tiles_x;
-        dg_load(w, rest_ / quads, (rest_ % quads) * MXG_SUB, un_ % tiles_x, un, uk, flags, vals);
+        dg_load(w, rest_ / quads, (rest_ % quads) * MXG_SUB, un_ % tiles_x, un, uk, flags, raw);
       }
 
       u32 bits[MXRT_BLOCK];

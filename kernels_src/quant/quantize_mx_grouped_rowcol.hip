@@ -58,24 +58,18 @@ MXRT_DEVICE RcTile rc_tile(const i32* s_offs, const i32* s_prow, const i32* s_pc
   return w;
 }
 
-// The registers of one tile in flight: element bits (fp32 patterns), zero past the real rows and past k.
-MXRT_DEVICE void rc_load(const void* __restrict__ x, u32 col0, RcTile w, u32 uk, i32 flags, u32 (&vals)[LOADS][PER]) {
+// One tile's loads in flight: the raw 16-byte input vectors, zero past the real rows and past k. They stay raw
+// until the next tile's staging (mxg_stage_tile), so a warp waits for them only there: unpacked at once, the
+// conversion stalled every warp on its fresh loads before the encode (ncu, RESULTS.md session 17 call 1).
+MXRT_DEVICE void rc_load(const void* __restrict__ x, u32 col0, RcTile w, u32 uk, i32 flags, mxrt_u32x4 (&raw)[LOADS]) {
   const u32 tid = MXRT_TID_X;
-  const bool full_cols = col0 + TILE_K <= uk;
 #pragma unroll
   for (u32 it = 0; it < LOADS; ++it) {
     const u32 v = it * THREADS + tid;
     const u32 r = v / VECS_PER_ROW;
-    const u32 c = (v % VECS_PER_ROW) * PER;
-    const bool real = (i32)r < w.nreal;
-    const u32 base = ((u32)w.src0 + r) * uk + col0 + c;
-    if ((flags & MXRT_FLAG_VEC_IN) && full_cols && real) {
-      mxrt_unpack16<IN_DTYPE>(*(const mxrt_u32x4*)((const u8*)x + (u64)base * MxrtIn<IN_DTYPE>::SIZE), vals[it]);
-    } else {
-#pragma unroll
-      for (u32 j = 0; j < PER; ++j)
-        vals[it][j] = real && col0 + c + j < uk ? mxrt_load_elem<IN_DTYPE>(x, base + j) : 0u;
-    }
+    const u32 c = col0 + (v % VECS_PER_ROW) * PER;
+    const u32 valid = (i32)r < w.nreal && c < uk ? uk - c : 0u;
+    raw[it] = mxrt_load_raw16<IN_DTYPE>(x, ((u32)w.src0 + r) * uk + c, valid, flags & MXRT_FLAG_VEC_IN);
   }
 }
 
@@ -136,11 +130,13 @@ extern "C" __global__ void __launch_bounds__(THREADS, QRC_MIN_BLOCKS)
   const u32 quads = (n_col_tiles + MXG_SUB - 1) / MXG_SUB;
   const u32 num_units = quads * tiles_x;
   const u32 col_bytes = Fmt::BITS == 4 ? (u32)m_col_ub / 2 : (u32)m_col_ub;
-  u32 vals[LOADS][PER];
+  mxrt_u32x4 raw[LOADS];
   u32 u = MXRT_BID_X;
-  if (u < num_units)
-    rc_load(x, (u % tiles_x) * TILE_K,
-            rc_tile(s_offs, s_prow, s_pcol, num_groups, (i32)(u / tiles_x * MXG_SUB * TILE_M)), uk, flags, vals);
+  RcTile w = {0, 0, 0, 0};  // the tile in flight's rows (found once per tile, at its loads)
+  if (u < num_units) {
+    w = rc_tile(s_offs, s_prow, s_pcol, num_groups, (i32)(u / tiles_x * MXG_SUB * TILE_M));
+    rc_load(x, (u % tiles_x) * TILE_K, w, uk, flags, raw);
+  }
   for (; u < num_units; u += (u32)workers) {
     const u32 col0 = (u % tiles_x) * TILE_K;
     const u32 ty0 = (u / tiles_x) * MXG_SUB;
@@ -148,34 +144,18 @@ extern "C" __global__ void __launch_bounds__(THREADS, QRC_MIN_BLOCKS)
     const u32 ncols = uk - col0 < TILE_K ? uk - col0 : TILE_K;  // col0 < k: valid columns, row elements
 #pragma unroll 1
     for (u32 sub = 0; sub < nsub; ++sub) {
-#pragma unroll
-      for (u32 it = 0; it < LOADS; ++it) {
-        const u32 v = it * THREADS + tid;
-        const u32 r = v / VECS_PER_ROW;
-        const u32 c = (v % VECS_PER_ROW) * PER;
-#pragma unroll
-        for (u32 j = 0; j < PER; j += 4) {
-          mxrt_u32x4 o;
-          o.x = vals[it][j];
-          o.y = vals[it][j + 1];
-          o.z = vals[it][j + 2];
-          o.w = vals[it][j + 3];
-          *(mxrt_u32x4*)&tile[r * TILE_PITCH + c + j] = o;
-        }
-      }
+      mxg_stage_tile<IN_DTYPE, THREADS, TILE_PITCH>(raw, tile);
       mxrt_sync();
+      const RcTile wt = w;  // this tile's rows
       if (sub + 1 < nsub) {
-        rc_load(x, col0, rc_tile(s_offs, s_prow, s_pcol, num_groups, (i32)((ty0 + sub + 1) * TILE_M)), uk, flags,
-                vals);
+        w = rc_tile(s_offs, s_prow, s_pcol, num_groups, (i32)((ty0 + sub + 1) * TILE_M));
+        rc_load(x, col0, w, uk, flags, raw);
       } else if (u + (u32)workers < num_units) {
         const u32 un_ = u + (u32)workers;
-        rc_load(x, (un_ % tiles_x) * TILE_K,
-                rc_tile(s_offs, s_prow, s_pcol, num_groups, (i32)(un_ / tiles_x * MXG_SUB * TILE_M)), uk, flags,
-                vals);
+        w = rc_tile(s_offs, s_prow, s_pcol, num_groups, (i32)(un_ / tiles_x * MXG_SUB * TILE_M));
+        rc_load(x, (un_ % tiles_x) * TILE_K, w, uk, flags, raw);
       }
 
-      const i32 R0 = (i32)((ty0 + sub) * TILE_M);
-      const RcTile w = rc_tile(s_offs, s_prow, s_pcol, num_groups, R0);
       u32 bits[MXRT_BLOCK];
       if (is_row) {  // warp-uniform branch
 #pragma unroll
@@ -190,7 +170,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, QRC_MIN_BLOCKS)
 #pragma unroll
         for (int i = 0; i < MXRT_BLOCK; ++i) bits[i] = tile[i * TILE_PITCH + ccol];
       }
-      const bool real_block = is_row ? (i32)lane < w.nreal : w.nreal > 0;
+      const bool real_block = is_row ? (i32)lane < wt.nreal : wt.nreal > 0;
       const u32 sb = real_block ? mxrt_e8m0_from_amax_bits<Fmt>(mxrt_amax_bits(bits), scale_mode) : MXG_PAD_SCALE;
       mxrt_encode_block<Fmt>(bits, sb, words);
       if (is_row) {
@@ -201,8 +181,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, QRC_MIN_BLOCKS)
         stage.scol[ccol * MXG_SUB + sub] = (u8)sb;
       }
       mxrt_sync();  // staged; also: every read of tile is done, so the next tile may refill it
-      mxg_store_rows<Fmt, THREADS>(stage, q_row + (u64)(u32)w.dst0 * row_bytes + (Fmt::BITS == 4 ? col0 / 2 : col0),
-                                   row_bytes, s_row + (u64)(u32)w.dst0 * nb + col0 / MXRT_BLOCK, nb, (u32)w.nrow,
+      mxg_store_rows<Fmt, THREADS>(stage, q_row + (u64)(u32)wt.dst0 * row_bytes + (Fmt::BITS == 4 ? col0 / 2 : col0),
+                                   row_bytes, s_row + (u64)(u32)wt.dst0 * nb + col0 / MXRT_BLOCK, nb, (u32)wt.nrow,
                                    Fmt::BITS == 4 ? (ncols + 1) / 2 : ncols, (ncols + MXRT_BLOCK - 1) / MXRT_BLOCK,
                                    flags & MXRT_FLAG_VEC_OUT);
       // no barrier here: the next tile's first one orders these reads of `stage` before its staging writes

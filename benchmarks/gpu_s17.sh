@@ -32,11 +32,12 @@ if has ncu; then
   done
 fi
 if has src; then
-  w=${SRC_WHICH:-rowcol}
-  step "ncu full + source: $w"
-  timeout 200 ncu -k "regex:^$(kname $w)" -s 1 -c 1 --set full --import-source yes -f -o "$OUT/q_full" \
-    python3 benchmarks/ncu_grouped_quant.py $w 2048 > /dev/null 2>&1
-  python3 benchmarks/ncu_source_top.py "$OUT/q_full.ncu-rep" 45 "$OUT/src_$w.csv" 2>&1 | cut -c1-170 | head -50
+  for w in ${SRC_WHICH:-rowcol}; do
+    step "ncu full + source: $w"
+    timeout 200 ncu -k "regex:^$(kname $w)" -s 1 -c 1 --set full --import-source yes -f -o "$OUT/q_full_$w" \
+      python3 benchmarks/ncu_grouped_quant.py $w 2048 > /dev/null 2>&1
+    python3 benchmarks/ncu_source_top.py "$OUT/q_full_$w.ncu-rep" 24 2>&1 | cut -c1-150 | head -20
+  done
 fi
 if has bench; then
   step "bench grouped-quant"

@@ -48,6 +48,11 @@ def _amax_cases() -> np.ndarray:
     pow2 = np.ldexp(np.float32(1.0), np.arange(-149, 128)).astype(np.float32)
     with np.errstate(over="ignore"):
         near = (maxes[:, None] * pow2[None, :]).astype(np.float32).view(np.uint32).ravel()
+    # EVEN rounds up from half an element ulp below the next binade: (2 - 2^-(MBITS+1)) * 2^k, each side
+    mbits = np.array(sorted({f.mbits for f in FORMATS.values()}), np.float32)
+    with np.errstate(over="ignore"):
+        half = ((2 - np.exp2(-(mbits + 1)))[:, None] * pow2[None, :]).astype(np.float32).view(np.uint32).ravel()
+    near = np.concatenate([near, half])
     near = near[near < 0x7F800000]
     near = np.concatenate([near - 1, near, near + 1])
     special = np.array([0x7F800000, 0x7FC00000, 0x7F800001, 0x7FFFFFFF, 1, 0x400000, 0x7F7FFFFF], np.uint32)

@@ -70,6 +70,19 @@ MXRT_DEVICE void mxrt_load_block(const void* x, u32 base, u32 valid, bool vec, u
 
 // fp32 amax bits: unsigned max of |bits| (NaN patterns sort above +Inf, so NaN propagates).
 MXRT_DEVICE u32 mxrt_amax_bits(const u32* bits) {
+#if defined(MXRT_CUDA)
+  // a tree of NaN-propagating fp32 max of |x| (mxrt_absmax_bits): 31 instructions for 32 elements instead of 32
+  // masks and 16 three-way integer maxima; the same bits but for a NaN's payload (any NaN gives the NaN scale)
+  MXRT_STATIC_ASSERT(MXRT_BLOCK == 32, "mxrt_amax_bits: the tree below is written for 32 elements");
+  u32 m[MXRT_BLOCK / 2];
+#pragma unroll
+  for (int i = 0; i < MXRT_BLOCK / 2; ++i) m[i] = mxrt_absmax_bits(bits[2 * i], bits[2 * i + 1]);
+#pragma unroll
+  for (int i = 0; i < 8; ++i) m[i] = mxrt_absmax_bits(m[i], m[i + 8]);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) m[i] = mxrt_absmax_bits(m[i], m[i + 4]);
+  return mxrt_absmax_bits(mxrt_absmax_bits(m[0], m[2]), mxrt_absmax_bits(m[1], m[3]));
+#else
   u32 a = 0;
 #pragma unroll
   for (int i = 0; i < MXRT_BLOCK; ++i) {
@@ -77,6 +90,7 @@ MXRT_DEVICE u32 mxrt_amax_bits(const u32* bits) {
     a = v > a ? v : a;
   }
   return a;
+#endif
 }
 
 // ---- fast exact encoding --------------------------------------------------------------------------------

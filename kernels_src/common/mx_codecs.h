@@ -63,6 +63,23 @@ MXRT_DEVICE u32 mxrt_f16_bits_to_f32_bits(u32 h) {
 
 template <class F>
 MXRT_DEVICE u32 mxrt_e8m0_from_amax_bits(u32 a, i32 mode) {
+  if (a - 0x00800000u < 0x7F000000u) {
+    // a normal amax (exponent field E in [1, 254], the common case): every rule is e = E + c + (mantissa > t),
+    // the rules below with sig = 1.mantissa (24 bits): FLOOR never rounds up (t = all ones), CEIL whenever a
+    // mantissa bit is set, EVEN when adding half an element ulp carries into E, RCEIL when MAX_MANT * 2^D < sig
+    // (D = 23 - LOG2_MAX_MANT: MAX_MANT * 2^D has sig's bit length). c and t depend on the mode only, so a
+    // kernel's loop computes them once; the cost per block is a shift, a mask, a compare, an add and the clamp.
+    constexpr i32 D = 23 - F::LOG2_MAX_MANT;
+    const bool rceil = mode != MXRT_SCALE_FLOOR && mode != MXRT_SCALE_CEIL && mode != MXRT_SCALE_EVEN;
+    const u32 t = mode == MXRT_SCALE_FLOOR  ? 0x7FFFFFu
+                  : mode == MXRT_SCALE_CEIL ? 0u
+                  : mode == MXRT_SCALE_EVEN ? 0x7FFFFFu - (1u << (22 - F::MBITS))
+                                            : (F::MAX_MANT << D) - 0x800000u;
+    const i32 c = rceil ? D - 150 - F::EMAX + F::MBITS : -127 - F::EMAX;
+    i32 e = (i32)(a >> 23) + c + (i32)((a & 0x7FFFFFu) > t);
+    e = e < -127 ? -127 : (e > 127 ? 127 : e);
+    return (u32)(e + 127);
+  }
   if (a >= 0x7F800000u) return MXRT_E8M0_NAN;  // NaN or Inf in the block
   if (a == 0) return 0;                        // all-zero block
   i32 e;

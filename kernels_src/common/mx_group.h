@@ -121,37 +121,60 @@ MXRT_DEVICE void mxg_stage_codes(u8* dst, const u32* words) {
 
 // A staged tile's rows out, all NT threads (the caller synchronised after staging): qr is row 0's first code
 // byte, rows qr_stride apart, nrows stored, row_bytes valid code bytes per row (<= 4 * RB), row_blocks scales (sr:
-// row 0's first scale byte, sr_stride apart); vec: the code base and stride allow 16-byte stores.
+// row 0's first scale byte, sr_stride apart); vec: the code base and stride allow 16-byte stores. A thread's chunk
+// column and scale column are fixed (NT is a multiple of both widths): one base address each, fully unrolled steps
+// of a fixed stride, so all of a thread's shared loads issue before its global stores.
 template <class F, u32 NT>
 MXRT_DEVICE void mxg_store_rows(const MxgStage<F>& st, u8* qr, u32 qr_stride, u8* sr, u32 sr_stride, u32 nrows,
                                 u32 row_bytes, u32 row_blocks, bool vec) {
-  constexpr u32 CH = 4u * MxgStage<F>::RB / 16u;
-  for (u32 i = MXRT_TID_X; i < 32u * CH; i += NT) {
-    const u32 r = i / CH, ch = i % CH;
-    if (r < nrows && 16u * ch < row_bytes)
-      mxrt_put16(qr + (u64)r * qr_stride + 16u * ch, st.row + r * MxgStage<F>::RP + 16u * ch, row_bytes - 16u * ch,
-                vec);
+  constexpr u32 CH = 4u * MxgStage<F>::RB / 16u, RSTEP = NT / CH;
+  MXRT_STATIC_ASSERT(NT % CH == 0 && NT % 4u == 0, "mxg_store_rows: NT must be a multiple of the chunks per row");
+  const u32 ch = MXRT_TID_X % CH, r0 = MXRT_TID_X / CH;
+  if (16u * ch < row_bytes) {
+    u8* q = qr + (u64)r0 * qr_stride + 16u * ch;
+#pragma unroll
+    for (u32 j = 0; j < (32u + RSTEP - 1) / RSTEP; ++j) {
+      const u32 r = r0 + j * RSTEP;
+      if (r < 32u && r < nrows)
+        mxrt_put16(q + (u64)(j * RSTEP) * qr_stride, st.row + r * MxgStage<F>::RP + 16u * ch, row_bytes - 16u * ch, vec);
+    }
   }
-  for (u32 i = MXRT_TID_X; i < 32u * 4u; i += NT) {
-    const u32 r = i / 4u, b = i % 4u;
-    if (r < nrows && b < row_blocks) sr[(u64)r * sr_stride + b] = st.srow[i];
+  const u32 b = MXRT_TID_X % 4u, rs0 = MXRT_TID_X / 4u;
+  if (b < row_blocks) {
+    u8* q = sr + (u64)rs0 * sr_stride + b;
+#pragma unroll
+    for (u32 j = 0; j < (32u + NT / 4u - 1) / (NT / 4u); ++j) {
+      const u32 r = rs0 + j * (NT / 4u);
+      if (r < 32u && r < nrows) q[(u64)(j * (NT / 4u)) * sr_stride] = st.srow[r * 4u + b];
+    }
   }
 }
 
 // The column side of nsub (<= MXG_SUB) staged tiles out: column c's nsub blocks (all valid) to qc + c * qc_stride,
-// its nsub scales to sc + c * sc_stride, for c < ncols; vec_col: the base and stride allow 16-byte stores.
+// its nsub scales to sc + c * sc_stride, for c < ncols; vec_col: the base and stride allow 16-byte stores. As the
+// rows: a thread's chunk and block are fixed, one base address each, unrolled fixed steps.
 template <class F, u32 NT>
 MXRT_DEVICE void mxg_store_cols(const MxgStage<F>& st, u8* qc, u32 qc_stride, u8* sc, u32 sc_stride, u32 ncols,
                                 u32 nsub, bool vec_col) {
-  constexpr u32 RB = MxgStage<F>::RB, CH = MXG_SUB * RB / 16u;
-  const u32 ch_used = nsub * RB / 16u;
-  for (u32 i = MXRT_TID_X; i < 128u * CH; i += NT) {
-    const u32 c = i / CH, ch = i % CH;
-    if (c < ncols && ch < ch_used)
-      mxrt_put16(qc + (u64)c * qc_stride + 16u * ch, st.col + c * MxgStage<F>::CP + 16u * ch, 16u, vec_col);
+  constexpr u32 RB = MxgStage<F>::RB, CH = MXG_SUB * RB / 16u, CSTEP = NT / CH, SSTEP = NT / MXG_SUB;
+  MXRT_STATIC_ASSERT(NT % CH == 0 && NT % MXG_SUB == 0, "mxg_store_cols: NT must be a multiple of the chunks");
+  const u32 ch = MXRT_TID_X % CH, c0 = MXRT_TID_X / CH;
+  if (ch < nsub * RB / 16u) {
+    u8* q = qc + (u64)c0 * qc_stride + 16u * ch;
+#pragma unroll
+    for (u32 j = 0; j < (128u + CSTEP - 1) / CSTEP; ++j) {
+      const u32 c = c0 + j * CSTEP;
+      if (c < 128u && c < ncols)
+        mxrt_put16(q + (u64)(j * CSTEP) * qc_stride, st.col + c * MxgStage<F>::CP + 16u * ch, 16u, vec_col);
+    }
   }
-  for (u32 i = MXRT_TID_X; i < 128u * MXG_SUB; i += NT) {
-    const u32 c = i / MXG_SUB, b = i % MXG_SUB;
-    if (c < ncols && b < nsub) sc[(u64)c * sc_stride + b] = st.scol[i];
+  const u32 b = MXRT_TID_X % MXG_SUB, cs0 = MXRT_TID_X / MXG_SUB;
+  if (b < nsub) {
+    u8* q = sc + (u64)cs0 * sc_stride + b;
+#pragma unroll
+    for (u32 j = 0; j < (128u + SSTEP - 1) / SSTEP; ++j) {
+      const u32 c = cs0 + j * SSTEP;
+      if (c < 128u && c < ncols) q[(u64)(j * SSTEP) * sc_stride] = st.scol[c * MXG_SUB + b];
+    }
   }
 }

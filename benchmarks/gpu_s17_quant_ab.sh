@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Session 17: A/B of the quantizers across source trees (TREES, interleaved twice): `mxrt bench grouped-quant` and
 # `mxrt bench quant`; then, on the working tree, the quantizers' GPU tests and the two quant smokes under the
-# sanitizers (skip with SAN=0). Each tree's bench runs from inside the tree (`python -m` puts the cwd first).
+# sanitizers (skip with SAN=0; GQ=0 / QUANT=0 skip a bench). Each tree's bench runs from inside the tree (`python -m` puts the cwd first).
 source "$(dirname "$0")/gpu_common.sh"
 nvidia-smi --query-gpu=name --format=csv,noheader
 Q="quantize_mx_grouped_rowcol quantize_mx_dual_grouped quantize_mx_grouped quantize_mx_grouped_offsets quantize_mx_dual quantize_mx_rowwise"
@@ -11,8 +11,8 @@ done
 for rep in 1 2; do
   for tree in ${TREES:-.}; do
     echo "=== tree $tree, round $rep"
-    (cd $tree && PYTHONPATH=$PWD:$PWD/tests timeout 200 python3 -m mxrt.cli bench grouped-quant --no-progress \
-      --json "$OUT/gq_$(basename $tree)_$rep.json" 2>&1 | grep -E "^\| (grouped|dual_grouped|d2d)")
+    [[ ${GQ:-1} == 1 ]] && (cd $tree && PYTHONPATH=$PWD:$PWD/tests timeout 200 python3 -m mxrt.cli bench grouped-quant \
+      --no-progress --json "$OUT/gq_$(basename $tree)_$rep.json" 2>&1 | grep -E "^\| (grouped|dual_grouped|d2d)")
     [[ ${QUANT:-1} == 1 ]] && (cd $tree && PYTHONPATH=$PWD:$PWD/tests timeout 200 python3 -m mxrt.cli bench quant \
       --no-progress --json "$OUT/q_$(basename $tree)_$rep.json" 2>&1 | grep -E "^\| " | grep -v -E "^\| (op|---)")
   done

@@ -5,7 +5,7 @@
 source "$(dirname "$0")/gpu_common.sh" "${1:-tests ncu src}"
 nvidia-smi --query-gpu=name --format=csv,noheader
 kname() { case $1 in rowcol) echo quantize_mx_grouped_rowcol ;; dual) echo quantize_mx_dual_grouped ;;
-  plain) echo "quantize_mx_dual$" ;; esac; }
+  plain|plainbf) echo "quantize_mx_dual$" ;; esac; }
 if has tests; then
   step "review-mended GPU files"
   timeout 400 python3 -m pytest -q -x tests/test_gpu_deepgemm_hopper_recipe.py tests/test_gpu_grouped_wgrad_bf16.py \

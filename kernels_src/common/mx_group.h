@@ -136,7 +136,8 @@ MXRT_DEVICE void mxg_store_rows(const MxgStage<F>& st, u8* qr, u32 qr_stride, u8
     for (u32 j = 0; j < (32u + RSTEP - 1) / RSTEP; ++j) {
       const u32 r = r0 + j * RSTEP;
       if (r < 32u && r < nrows)
-        mxrt_put16(q + (u64)(j * RSTEP) * qr_stride, st.row + r * MxgStage<F>::RP + 16u * ch, row_bytes - 16u * ch, vec);
+        mxrt_put16(q + (u64)(j * RSTEP) * qr_stride, st.row + r * MxgStage<F>::RP + 16u * ch, row_bytes - 16u * ch,
+                   vec);
     }
   }
   const u32 b = MXRT_TID_X % 4u, rs0 = MXRT_TID_X / 4u;

@@ -16,6 +16,21 @@ MXRT_DEVICE u32 mxrt_half_to_f32_bits(u32 h) {
   return IN == MXRT_IN_BF16 ? h << 16 : mxrt_f16_to_f32_bits_fast(h);
 }
 
+#if !defined(MXRT_CUDA)
+// The unsigned max of each 16-bit half of a and b (mx_warp.h has the CUDA instruction).
+MXRT_DEVICE u32 mxrt_max_u16x2(u32 a, u32 b) {
+  const u32 lo = (a & 0xFFFFu) > (b & 0xFFFFu) ? a & 0xFFFFu : b & 0xFFFFu;
+  const u32 hi = (a >> 16) > (b >> 16) ? a >> 16 : b >> 16;
+  return lo | (hi << 16);
+}
+#endif
+
+// |x| of both 16-bit halves of a bf16 / fp16 word: unsigned 16-bit order is the magnitude order of both formats
+// (Inf above every finite value, NaN patterns above Inf), and the widening to fp32 bits is monotone, so the fp32 amax
+// bits of packed values are mxrt_half_to_f32_bits of their packed max (the same bits as mxrt_amax_n on the widened
+// values, NaN payloads included): a max per word instead of a mask and a max per element.
+#define MXRT_ABS16X2 0x7FFF7FFFu
+
 #define MXRT_BLOCK 32
 
 // Elements of IN_DTYPE per 16-byte vector.

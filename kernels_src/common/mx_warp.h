@@ -31,6 +31,12 @@ MXRT_DEVICE u32 mxrt_absmax_bits(u32 a, u32 b) {
   asm("{\n.reg .f32 x, y;\nabs.f32 x, %1;\nabs.f32 y, %2;\nmax.NaN.f32 %0, x, y;\n}" : "=r"(r) : "r"(a), "r"(b));
   return r;
 }
+// The unsigned max of each 16-bit half of a and b (max.u16x2; ptxas pairs them into VIMNMX3.U16x2).
+MXRT_DEVICE u32 mxrt_max_u16x2(u32 a, u32 b) {
+  u32 r;
+  asm("max.u16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+  return r;
+}
 // fp16 bits -> fp32 bits: the hardware conversion is exact for every finite value and subnormal (no .ftz).
 MXRT_DEVICE u32 mxrt_f16_to_f32_bits_fast(u32 h) {
   float f;

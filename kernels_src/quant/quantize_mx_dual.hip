@@ -75,6 +75,10 @@ typedef MxrtScaleLayout<SCALE_LAYOUT> Layout;
 #define PITCH (EPW == 2 ? 65u : 66u)
 MXRT_STATIC_ASSERT(UNROLL == 4 && 4 * ACROSS * 2 == TILE_K, "quantize_mx_dual: the lane maps cover the tile");
 
+// 1-D builds of 16-bit inputs take a block's amax from the packed words (mx_block.h MXRT_ABS16X2: a mask and a
+// 16x2 max per two elements, the same bits); the 2-D fp16 builds, at their 64-register cap, spilled 64 bytes with it.
+constexpr bool PACKED_AMAX = EPW == 2 && !BLOCK_2D;
+
 // Row path: the codes and the scale of one 16-byte chunk (row r of x, columns cs .. cs+PER) whose LPB lanes
 // have agreed on the scale byte sb.
 MXRT_DEVICE void store_row_chunk(const u32* bits, u32 sb, u32 r, u32 cs, u32 m, u32 k, bool lead, bool vec,
@@ -137,7 +141,14 @@ extern "C" __global__ void __launch_bounds__(THREADS DUAL_MIN_BLOCKS_ARG)
     const u32 c = u * THREADS + tid;
     u32 bits[PER];
     mxrt_unpack16<IN_DTYPE>(v[u], bits);
-    u32 amax = mxrt_amax_n<PER>(bits);
+    u32 amax;
+    if constexpr (PACKED_AMAX) {  // the chunk's 4 words as packed magnitudes, then their two halves
+      const u32 h = mxrt_max_u16x2(mxrt_max_u16x2(v[u].x & MXRT_ABS16X2, v[u].y & MXRT_ABS16X2),
+                                   mxrt_max_u16x2(v[u].z & MXRT_ABS16X2, v[u].w & MXRT_ABS16X2));
+      amax = mxrt_half_to_f32_bits<IN_DTYPE>((h & 0xFFFFu) > (h >> 16) ? h & 0xFFFFu : h >> 16);
+    } else {
+      amax = mxrt_amax_n<PER>(bits);
+    }
 #pragma unroll
     for (u32 o = 1; o < LPB; o <<= 1) {
       const u32 other = mxrt_shfl_xor(amax, (i32)o);
@@ -156,6 +167,7 @@ extern "C" __global__ void __launch_bounds__(THREADS DUAL_MIN_BLOCKS_ARG)
   const u32 rb = warp / 4u;
   const u32 tr0 = rb * MXRT_BLOCK + seg * RPL;  // first tile row of this lane
   u32 cbits[2][RPL];
+  u32 pmax = 0;  // PACKED_AMAX: both columns' magnitudes, packed as the words hold them
 #pragma unroll
   for (u32 i = 0; i < RPL; ++i) {
     const u32* t = tile + (tr0 + i) * PITCH + p * WPL;
@@ -163,6 +175,7 @@ extern "C" __global__ void __launch_bounds__(THREADS DUAL_MIN_BLOCKS_ARG)
       const u32 w = t[0];
       cbits[0][i] = mxrt_half_to_f32_bits<IN_DTYPE>(w & 0xFFFFu);
       cbits[1][i] = mxrt_half_to_f32_bits<IN_DTYPE>(w >> 16);
+      if (PACKED_AMAX) pmax = mxrt_max_u16x2(pmax, w & MXRT_ABS16X2);
     } else {
       const mxrt_u32x2 w = *(const mxrt_u32x2*)t;
       cbits[0][i] = w.x;
@@ -172,7 +185,11 @@ extern "C" __global__ void __launch_bounds__(THREADS DUAL_MIN_BLOCKS_ARG)
   u32 camax[2];
 #pragma unroll
   for (u32 j = 0; j < 2; ++j) {
-    camax[j] = mxrt_amax_n<RPL>(cbits[j]);
+    if (PACKED_AMAX) {
+      camax[j] = mxrt_half_to_f32_bits<IN_DTYPE>(j == 0 ? pmax & 0xFFFFu : pmax >> 16);
+    } else {
+      camax[j] = mxrt_amax_n<RPL>(cbits[j]);
+    }
 #pragma unroll
     for (u32 o = ACROSS; o < 32u; o <<= 1) {
       const u32 other = mxrt_shfl_xor(camax[j], (i32)o);

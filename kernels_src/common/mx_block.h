@@ -16,8 +16,8 @@ MXRT_DEVICE u32 mxrt_half_to_f32_bits(u32 h) {
   return IN == MXRT_IN_BF16 ? h << 16 : mxrt_f16_to_f32_bits_fast(h);
 }
 
-#if !defined(MXRT_CUDA)
-// The unsigned max of each 16-bit half of a and b (mx_warp.h has the CUDA instruction).
+#if !defined(MXRT_HAS_MAX_U16X2)
+// The unsigned max of each 16-bit half of a and b (mx_warp.h has the sm_90 instruction).
 MXRT_DEVICE u32 mxrt_max_u16x2(u32 a, u32 b) {
   const u32 lo = (a & 0xFFFFu) > (b & 0xFFFFu) ? a & 0xFFFFu : b & 0xFFFFu;
   const u32 hi = (a >> 16) > (b >> 16) ? a >> 16 : b >> 16;
@@ -85,7 +85,7 @@ MXRT_DEVICE void mxrt_load_block(const void* x, u32 base, u32 valid, bool vec, u
 
 // fp32 amax bits: unsigned max of |bits| (NaN patterns sort above +Inf, so NaN propagates).
 MXRT_DEVICE u32 mxrt_amax_bits(const u32* bits) {
-#if defined(MXRT_CUDA)
+#if defined(MXRT_HAS_ABSMAX_F32)
   // a tree of NaN-propagating fp32 max of |x| (mxrt_absmax_bits): 31 instructions for 32 elements instead of 32
   // masks and 16 three-way integer maxima; the same bits but for a NaN's payload (any NaN gives the NaN scale)
   MXRT_STATIC_ASSERT(MXRT_BLOCK == 32, "mxrt_amax_bits: the tree below is written for 32 elements");

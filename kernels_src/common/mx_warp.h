@@ -23,20 +23,26 @@ MXRT_DEVICE float mxrt_fadd(float a, float b) { return __fadd_rn(a, b); }  // ne
 MXRT_DEVICE float mxrt_fma(float a, float b, float c) { return __fmaf_rn(a, b, c); }
 #define MXRT_NBID_X ((u32)gridDim.x)
 #define MXRT_NBID_Y ((u32)gridDim.y)
-// max(|a|, |b|) of two fp32 bit patterns, NaN-propagating (max.NaN: the canonical NaN 0x7FFFFFFF), never flushed
-// (no .ftz). For non-negative floats the float order is the bit order, so a block's amax bits equal the integer
-// form's (mx_block.h) except for a NaN's payload; ptxas folds the abs into FMNMX's operands: one instruction.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+// max(|a|, |b|) of two fp32 bit patterns, NaN-propagating (max.NaN, sm_80+: the canonical NaN 0x7FFFFFFF), never
+// flushed (no .ftz). For non-negative floats the float order is the bit order, so a block's amax bits equal the
+// integer form's (mx_block.h) except for a NaN's payload; ptxas folds the abs into FMNMX's operands.
+#define MXRT_HAS_ABSMAX_F32 1
 MXRT_DEVICE u32 mxrt_absmax_bits(u32 a, u32 b) {
   u32 r;
   asm("{\n.reg .f32 x, y;\nabs.f32 x, %1;\nabs.f32 y, %2;\nmax.NaN.f32 %0, x, y;\n}" : "=r"(r) : "r"(a), "r"(b));
   return r;
 }
-// The unsigned max of each 16-bit half of a and b (max.u16x2; ptxas pairs them into VIMNMX3.U16x2).
+#endif
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+// The unsigned max of each 16-bit half of a and b (max.u16x2, sm_90+; ptxas pairs them into VIMNMX3.U16x2).
+#define MXRT_HAS_MAX_U16X2 1
 MXRT_DEVICE u32 mxrt_max_u16x2(u32 a, u32 b) {
   u32 r;
   asm("max.u16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
   return r;
 }
+#endif
 // fp16 bits -> fp32 bits: the hardware conversion is exact for every finite value and subnormal (no .ftz).
 MXRT_DEVICE u32 mxrt_f16_to_f32_bits_fast(u32 h) {
   float f;

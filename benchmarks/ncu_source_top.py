@@ -24,12 +24,3 @@ total = sum(float(r[key] or 0) for r in rows)
 print(f"{len(rows)} SASS lines, {total:.0f} stall samples ({key})")
 for r in sorted(rows, key=lambda r: -float(r[key] or 0))[:top]:
     print(f"{float(r[key] or 0) / total * 100:5.1f}%  {r.get('Address', '')}  {r.get('Source', '')[:110]}")
-ikey = next((k for k in keys if k.startswith("Instructions Executed")), None)
-if ikey:
-    itotal = sum(float(r[ikey] or 0) for r in rows)
-    print(f"{itotal:.0f} warp instructions executed ({ikey}); top lines:")
-    for r in sorted(rows, key=lambda r: -float(r[ikey] or 0))[: top // 3]:
-        print(f"{float(r[ikey] or 0) / itotal * 100:5.1f}%  {r.get('Address', '')}  {r.get('Source', '')[:110]}")
-if len(sys.argv) > 3:  # the whole table, for offline alignment with a local SASS dump
-    with open(sys.argv[3], "w") as f:
-        f.write(text)

@@ -67,8 +67,9 @@ MXRT_DEVICE u32 mxrt_e8m0_from_amax_bits(u32 a, i32 mode) {
     // a normal amax (exponent field E in [1, 254], the common case): every rule is e = E + c + (mantissa > t),
     // the rules below with sig = 1.mantissa (24 bits): FLOOR never rounds up (t = all ones), CEIL whenever a
     // mantissa bit is set, EVEN when adding half an element ulp carries into E, RCEIL when MAX_MANT * 2^D < sig
-    // (D = 23 - LOG2_MAX_MANT: MAX_MANT * 2^D has sig's bit length). c and t depend on the mode only, so a
-    // kernel's loop computes them once; the cost per block is a shift, a mask, a compare, an add and the clamp.
+    // (D = 23 - LOG2_MAX_MANT: MAX_MANT * 2^D has sig's bit length). c and t depend on the run-time mode only
+    // (warp-uniform: ptxas selects them on the uniform datapath); per block a shift, a mask, a compare, an add and
+    // the clamp.
     constexpr i32 D = 23 - F::LOG2_MAX_MANT;
     const bool rceil = mode != MXRT_SCALE_FLOOR && mode != MXRT_SCALE_CEIL && mode != MXRT_SCALE_EVEN;
     const u32 t = mode == MXRT_SCALE_FLOOR  ? 0x7FFFFFu

@@ -324,7 +324,6 @@ def _run_mx(op: str, qa: _Operand, qb: _Operand, groups: Any, kind: str, d_nativ
         return
     gb = qb.mx()
     b3 = (gb[0].reshape(-1, qb.mn, qb.k), gb[1].reshape(-1, qb.mn, gb[1].shape[-1]), gb[2])
-    out = d_native.reshape(-1, d_native.shape[-1])
     p = grouped_gemm_problem(qa.mx(), b3, groups, kind=kind, out=out, max_m=max_m, op=op)
     run_grouped(p, "auto", interop.HOST, out, out)
 

@@ -9,7 +9,7 @@
 //          int workers
 // grid     (workers + ceil(k/128) * n_tail, 1, 1): CTAs < workers walk the colwise layout's 32 x 128 tiles in
 //          units of MXG_SUB along M (grid-stride); the others write the rowwise tail [offs_pad_row[G], m_ub)
-//          block (256,1,1)   smem 32*132*4 + 3*(MXG_MAX_GROUPS+1)*4 + sizeof(MxgStage) bytes (static)
+//          block (256,1,1)   smem 32*132*4 + sizeof(MxgStage) bytes static + 3*(G+1)*4 dynamic
 // defines  THREADS (= 256), FMT (MXRT_FMT_*), IN_DTYPE (MXRT_IN_*)               set by mxrt/ops/grouped.py
 //          (variants: mxrt/ops/grouped_kernels.py)
 // requires G <= MXRT_MAX_GROUPS (1024); col_align % 32 == 0 and col_align % align == 0 (a group's rowwise rows
@@ -79,10 +79,13 @@ extern "C" __global__ void __launch_bounds__(THREADS, QRC_MIN_BLOCKS)
                                i32 num_groups, i32 m_ub, i32 m_col_ub, i32 k, i32 scale_mode, i32 flags,
                                i32 n_tail, i32 workers) {
   __shared__ __attribute__((aligned(16))) u32 tile[TILE_M * TILE_PITCH];
-  __shared__ i32 s_offs[MXG_MAX_GROUPS + 1];
-  __shared__ i32 s_prow[MXG_MAX_GROUPS + 1];
-  __shared__ i32 s_pcol[MXG_MAX_GROUPS + 1];
   __shared__ __attribute__((aligned(16))) MxgStage<Fmt> stage;
+  // the three offset rows, G + 1 each, in dynamic shared memory: sized for MXG_MAX_GROUPS they put the static
+  // total past the 48 KB that sm_75 / sm_80 / sm_89 builds allow
+  extern __shared__ i32 rc_offsets[];
+  i32* const s_offs = rc_offsets;
+  i32* const s_prow = rc_offsets + (num_groups + 1);
+  i32* const s_pcol = rc_offsets + 2 * (num_groups + 1);
   mxg_load_offsets<THREADS>(offs, num_groups, 0, s_offs);
   mxg_load_offsets<THREADS>(offs, num_groups, 1, s_prow);
   mxg_load_offsets<THREADS>(offs, num_groups, 2, s_pcol);

@@ -43,7 +43,7 @@ from ..layouts.grouped_quant import (
 from ..layouts.groups import padded_rows_upper_bound
 from ..runtime import alloc
 from ..runtime.arch import get_arch
-from ..runtime.compiler import build
+from ..runtime.compiler import build, build_with_smem
 from ..runtime.kernel_spec import defines
 from ..runtime.launch import LaunchConfig, launch
 from . import grouped_kernels
@@ -176,13 +176,15 @@ def quantize_mx_grouped_gpu(
             launch(op, kernel, LaunchConfig(grid=(ctas, 1, 1), block=(threads, 1, 1)), args)
         else:
             flags |= codes.FLAG_VEC_OUT_COL if _aligned(q_col.data.ptr, q_col.shape[1]) else 0
-            kernel = build(select("quantize_mx_grouped_rowcol", arch.target), d, arch)
+            smem = 3 * 4 * (num_groups + 1)  # the offset rows (dynamic: the static part is ~40 KB)
+            kernel = build_with_smem(select("quantize_mx_grouped_rowcol", arch.target), d, arch, smem)
             args = (xd, offs, q, s, q_col, s_col, np.int32(num_groups), np.int32(m_ub), np.int32(mc_ub), np.int32(k))
             tiles_x = -(-k // 128)
             units = -(-(mc_ub // 32) // grouped_kernels.persistent_sub(arch.target)) * tiles_x
             workers = min(units, arch.num_cus * grouped_kernels.persistent_ctas(arch.target))
             args += (mode_code, np.int32(flags), np.int32(n_tail), np.int32(workers))
-            launch(op, kernel, LaunchConfig(grid=(workers + tiles_x * n_tail, 1, 1), block=(threads, 1, 1)), args)
+            cfg = LaunchConfig(grid=(workers + tiles_x * n_tail, 1, 1), block=(threads, 1, 1), shared_mem=smem)
+            launch(op, kernel, cfg, args)
     offs_row, offs_col = offs[1], (offs[2] if colwise else None)
     if not device_in:
         q, s, offs_row = q.get(), s.get(), offs_row.get()

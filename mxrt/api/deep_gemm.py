@@ -40,6 +40,7 @@ from ..layouts.groups import group_lens_from_psum
 from ..problems.grouped_gemm import GroupedGemmProblem, _device_ints, _m_indices, _masked_m, grouped_gemm_problem
 from ..reference.gemm import round_to
 from ..reference.grouped_gemm import deepgemm_dequant
+from ..runtime.graph_memory import graph_safe
 from . import interop
 from .grouped_gemm import run_grouped
 
@@ -376,6 +377,7 @@ def _run_f32(
                 out[rows] = round_to(A[rows] @ B[g].T, out.dtype)
 
 
+@graph_safe
 def m_grouped_fp8_gemm_nt_contiguous(
     a: Any,
     b: Any,
@@ -452,6 +454,7 @@ def _contiguous(
         _run_mx(op, qa, qb, ids, "indices", d_native, d)
 
 
+@graph_safe
 def m_grouped_fp8_gemm_nt_masked(
     a: Any,
     b: Any,
@@ -505,6 +508,7 @@ def _masked(
         _run_mx(op, qa, qb, mm, "masked", d_native, d, max_m=max_m)
 
 
+@graph_safe
 def k_grouped_fp8_gemm_nt_contiguous(
     a: Any,
     b: Any,

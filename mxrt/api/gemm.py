@@ -24,6 +24,7 @@ from ..problems.gemm import GemmProblem, gemm_problem
 from ..reference.gemm import gemm_numpy
 from ..runtime import alloc
 from ..runtime.arrays import torch_on_legacy_streams
+from ..runtime.graph_memory import graph_safe
 from . import interop
 from .dispatch import use_gpu
 
@@ -179,6 +180,7 @@ def _no_reason() -> None:
     return None  # per-problem support is decided by the GEMM paths (select_gemm_path)
 
 
+@graph_safe
 def gemm_mx(
     a: Any,
     b: Any,

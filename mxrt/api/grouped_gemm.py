@@ -19,6 +19,7 @@ from ..ops import grouped_gemm as grouped_ops
 from ..problems.grouped_gemm import GroupedGemmProblem, grouped_gemm_problem, wgrad_operand, wgrad_problem
 from ..reference.grouped_gemm import grouped_gemm_numpy
 from ..runtime.arrays import torch_on_legacy_streams, view_torch_cuda
+from ..runtime.graph_memory import graph_safe
 from . import interop
 from .dispatch import use_gpu
 from .gemm import _operand_key
@@ -151,6 +152,7 @@ def import_out(out: Any, op: str, caller: Any) -> Any:
     return out_native
 
 
+@graph_safe
 def grouped_gemm_mx(
     a: Any,
     b: Any,
@@ -214,6 +216,7 @@ def grouped_gemm_mx(
     return d
 
 
+@graph_safe
 def grouped_gemm_mx_wgrad(
     a: Any,
     b: Any,

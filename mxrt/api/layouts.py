@@ -26,6 +26,7 @@ from ..ops import layouts as layout_ops
 from ..ops import moe as moe_ops
 from ..ops import moe_combine as combine_ops
 from ..reference import metrics
+from ..runtime.graph_memory import graph_safe
 from . import interop
 from .dispatch import host_only, use_gpu
 from .interop import HOST
@@ -58,6 +59,7 @@ def host_op(fn: Callable[..., Any]) -> Callable[..., Any]:
 # ---- ops with GPU kernels ------------------------------------------------------------------------------------
 
 
+@graph_safe
 def preshuffle_scales(s: Any, layout: str, *, pad_value: int = 127, dtype: Any = None, backend: str = "auto") -> Any:
     op = "preshuffle_scales"
     s, caller = interop.import_array(s, op, "s")
@@ -69,6 +71,7 @@ def preshuffle_scales(s: Any, layout: str, *, pad_value: int = 127, dtype: Any =
     return interop.export(out, caller)
 
 
+@graph_safe
 def unshuffle_scales(p: Any, layout: str, shape: tuple[int, int], *, backend: str = "auto") -> Any:
     op = "unshuffle_scales"
     p, caller = interop.import_array(p, op, "p")
@@ -80,6 +83,7 @@ def unshuffle_scales(p: Any, layout: str, shape: tuple[int, int], *, backend: st
     return interop.export(out, caller, "scales")
 
 
+@graph_safe
 def moe_align_block_size(
     topk_ids: Any,
     block_size: int,
@@ -100,6 +104,7 @@ def moe_align_block_size(
     return tuple(interop.export(v, caller) for v in out)
 
 
+@graph_safe
 def moe_combine(y: Any, src: Any, topk_weights: Any, *, backend: str = "auto") -> Any:
     """The MoE combine: ``out [T, n] = bf16(sum_j topk_weights[t, j] * y[src[t, j]])``, float32 products summed in
     slot order, rounded once (:func:`mxrt.layouts.ep.moe_combine` is the numpy twin and states the arithmetic).
@@ -134,6 +139,7 @@ def moe_combine(y: Any, src: Any, topk_weights: Any, *, backend: str = "auto") -
     return interop.export(out, caller, "bfloat16")
 
 
+@graph_safe
 def quantize_mx_grouped(
     x: Any,
     group_lens: Any,
@@ -166,6 +172,7 @@ def quantize_mx_grouped(
     return interop.export_mx(out, caller)
 
 
+@graph_safe
 def quantize_mx_dual_grouped(
     w: Any,
     fmt: str = "e4m3",

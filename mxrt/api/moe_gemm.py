@@ -15,6 +15,7 @@ import numpy as np
 from ..errors import DtypeError, ShapeError
 from ..problems.moe_gemm import MoeGemmProblem, moe_gemm_problem
 from ..reference.moe_gemm import moe_gemm_numpy
+from ..runtime.graph_memory import graph_safe
 from . import interop
 from .dispatch import use_gpu
 from .grouped_gemm import _same_buffer, import_out
@@ -51,6 +52,7 @@ def _from_aiter(sorted_ids: Any, num_valid_ids: Any, top_k: Any, numel: int) -> 
     return slot_ids, num_valid_ids[:1]
 
 
+@graph_safe
 def moe_gemm_mx(
     x: Any,
     w: Any,

@@ -23,6 +23,7 @@ from ..ops import dequant as dequant_ops
 from ..ops import quant as quant_ops
 from ..runtime import alloc
 from ..runtime.arrays import torch_on_legacy_streams
+from ..runtime.graph_memory import graph_safe
 from . import interop
 from .dispatch import host_only, use_gpu
 
@@ -110,6 +111,7 @@ def clear_plans() -> None:
     _QPLANS.clear()
 
 
+@graph_safe
 def quantize_mx(
     x: Any,
     fmt: str = "e4m3",
@@ -148,6 +150,7 @@ def quantize_mx(
     return interop.export_mx(q, caller)
 
 
+@graph_safe
 def quantize_mx_dual(
     x: Any,
     fmt: str = "e4m3",
@@ -172,6 +175,7 @@ def quantize_mx_dual(
     return interop.export_mx(d, caller)
 
 
+@graph_safe
 def dequantize_mx(q: MXArray, dtype: Any = np.float32) -> Any:
     op = "dequantize_mx"
     native, caller = interop.import_mx(q, op, "q")
@@ -183,6 +187,7 @@ def dequantize_mx(q: MXArray, dtype: Any = np.float32) -> Any:
     return interop.export(mx_np.dequantize_mx(q, dtype), caller)
 
 
+@graph_safe
 def per_token_cast_to_fp8(x: Any, use_ue8m0: bool, gran_k: int = 128, *, backend: str = "auto") -> Any:
     op = "per_token_cast_to_fp8"
     x, caller = interop.import_array(x, op, "x")
@@ -191,6 +196,7 @@ def per_token_cast_to_fp8(x: Any, use_ue8m0: bool, gran_k: int = 128, *, backend
     return interop.export(q, caller, "codes:e4m3"), interop.export(sf, caller)
 
 
+@graph_safe
 def per_block_cast_to_fp8(x: Any, use_ue8m0: bool, gran_k: int = 128, *, backend: str = "auto") -> Any:
     op = "per_block_cast_to_fp8"
     x, caller = interop.import_array(x, op, "x")

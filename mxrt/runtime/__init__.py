@@ -10,6 +10,7 @@ from .alloc import DebugSession, debug, empty, zeros
 from .arch import Arch, get_arch, normalize_target
 from .arrays import from_dlpack
 from .compiler import build, clear_cache, compile_options, compile_times
+from .graph_memory import graph_memory_bytes, release_graph_memory
 from .kernel_spec import Defines, KernelSpec, defines
 from .launch import LaunchConfig, launch
 from .source import inlined_source, kernels_src_dir, stamped_source
@@ -44,11 +45,13 @@ __all__ = [
     "empty",
     "from_dlpack",
     "get_arch",
+    "graph_memory_bytes",
     "inlined_source",
     "is_device_array",
     "kernels_src_dir",
     "launch",
     "normalize_target",
+    "release_graph_memory",
     "stamped_source",
     "zeros",
 ]

@@ -142,7 +142,8 @@ def run_dual(build_dir, x, fmt, mode, block_2d=False, layout=None, ftz=False, or
 
 
 ROW_CASES = [(7, 31), (7, 33), (3, 4096), (64, 256), (5, 96), (130, 64)]
-DUAL_CASES = [(7, 33), (33, 7), (64, 256), (100, 130), (65, 129), (128, 64)]
+# (96, 320): whole 64-row interior tiles with every 16-byte flag set (e2m1 included) beside edge tiles
+DUAL_CASES = [(7, 33), (33, 7), (64, 256), (100, 130), (65, 129), (128, 64), (96, 320)]
 
 
 @pytest.mark.parametrize("dtype", list(DTYPES))

@@ -1,6 +1,6 @@
 """Where `quantize_mx_dual`'s DRAM time goes on this GPU (session 18): the bf16 -> e4m3 1-D build on [M, K] timed
-with CUDA events beside variants that skip its global code stores (the work stays: a store behind a condition that
-never holds), and a 16-byte copy of the same input bytes.
+with CUDA events beside variants that skip its global code or scale stores (the work stays: a store behind a
+condition that never holds), and a 16-byte copy of the same input bytes.
 
 python3 benchmarks/dual_diag.py [M K]   (prints one line per variant: us, GB/s of the traffic it moves)
 """
@@ -20,7 +20,11 @@ DEFS = ("-DTHREADS=256", "-DFMT=0", "-DIN_DTYPE=1", "-DBLOCK_2D=0", "-DSCALE_LAY
 NO_COL = ("mxrt_put16(qc +", "if (nbytes == 0xFFFFFFFFu) mxrt_put16(qc +")
 _ROW = "mxrt_store_codes<ROW_CODE_BYTES>("
 NO_ROW = (_ROW, "if (words[0] == 0x12345678u && r == 0xFFFFFFFFu) " + _ROW)
+NO_SROW = ("  if (lead) {", "  if (lead && sb == 0xFFFFu) {")
+_SCOL = "for (u32 c = tid; c < ncols"
+NO_SCOL = (_SCOL + "; c += THREADS) {", _SCOL + " && m == 0xFFFFFFFFu; c += THREADS) {")
 VARIANTS = {"full": (), "no q_col stores": (NO_COL,), "no q_row stores": (NO_ROW,), "no code stores": (NO_COL, NO_ROW)}
+VARIANTS.update({"no s_row stores": (NO_SROW,), "no s_col stores": (NO_SCOL,), "no scale stores": (NO_SROW, NO_SCOL)})
 
 
 def build(edits):
@@ -55,6 +59,8 @@ grid = ((K + 127) // 128, (M + 63) // 64, 1)
 moved = {"full": 2 * M * K + 2 * (M * K + M * K // 32)}
 moved["no q_col stores"] = moved["no q_row stores"] = 2 * M * K + M * K + 2 * M * K // 32
 moved["no code stores"] = 2 * M * K + 2 * M * K // 32
+moved["no s_row stores"] = moved["no s_col stores"] = moved["full"] - M * K // 32
+moved["no scale stores"] = moved["full"] - 2 * M * K // 32
 for name, edits in VARIANTS.items():
     k = build(edits)
     us = timed(lambda k=k: k(grid, (256, 1, 1), args))

@@ -33,11 +33,14 @@ SCALE_LAYOUT_CODES = {None: 0, "aiter32x8": 1, "turbo16x4": 2, "cublas128x4": 3,
 SCALE_LAYOUT_TURBO16X4_U32 = 5
 
 #: Run-time ``flags`` bits of the quant kernels: 16-byte aligned input rows, rowwise code rows, colwise code rows
-#: (checked by the launcher); FLAT is quantize_mx_rowwise's flat grid (k % 32 == 0, aligned x and q). MXRT_FLAG_*.
+#: (checked by the launcher); FLAT is quantize_mx_rowwise's flat grid (k % 32 == 0, aligned x and q); SCALES_T:
+#: quantize_mx_dual stores both scale sets transposed, in whole 16-byte chunks (m, k multiples of 16, plain
+#: layout), for a transpose pass to put them in place. MXRT_FLAG_*.
 FLAG_VEC_IN = 1
 FLAG_VEC_OUT = 2
 FLAG_VEC_OUT_COL = 4
 FLAG_FLAT = 8
+FLAG_SCALES_T = 16
 #: Run-time ``flags`` bits of the GEMM kernels: 16-byte aligned code rows (base and pitch) of A / B. MXRT_GEMM_FLAG_*.
 GEMM_FLAG_VEC_A = 1
 GEMM_FLAG_VEC_B = 2
@@ -74,7 +77,13 @@ def _tables() -> list[tuple[str, str, dict[str, int]]]:
         (
             "Quant kernels' run-time flags bits: FLAG_*",
             "MXRT_FLAG_",
-            {"vec_in": FLAG_VEC_IN, "vec_out": FLAG_VEC_OUT, "vec_out_col": FLAG_VEC_OUT_COL, "flat": FLAG_FLAT},
+            {
+                "vec_in": FLAG_VEC_IN,
+                "vec_out": FLAG_VEC_OUT,
+                "vec_out_col": FLAG_VEC_OUT_COL,
+                "flat": FLAG_FLAT,
+                "scales_t": FLAG_SCALES_T,
+            },
         ),
         (
             "GEMM kernels' run-time flags bits: GEMM_FLAG_*",

@@ -270,3 +270,42 @@ def test_quantize_plans_bitexact_on_fresh_inputs(dtype: str) -> None:
         assert_same("quantize_mx", "codes", q.data, ref.data)
         assert_same("quantize_mx", "scales", q.scales, ref.scales)
     assert len(api_quant._QPLANS) == 1
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "f32"])
+@pytest.mark.parametrize("fmt", ["e4m3", "e2m1"])
+def test_dual_scales_transposed_path(monkeypatch, fmt: str, dtype: str) -> None:
+    """Flag SCALES_T and the transpose launch (kernels_src/quant/transpose_u8.hip) on every shape the kernel takes
+    it (plain scales, m and k multiples of 16: the launcher's size and alignment choice lifted), edge tiles and
+    destination rows that are not whole 16-byte chunks included; 1-D and 2-D."""
+    from mxrt.ops import quant as quant_ops
+
+    _skip_unless_supported("quantize_mx_dual")
+    monkeypatch.setattr(quant_ops, "dual_scales_transposed", lambda m, k, layout: layout is None and not (m | k) % 16)
+    for si, shape in enumerate([(64, 256), (48, 16), (16, 48), (80, 144), (96, 320), (1024, 1536)]):
+        for block_2d in (False, True):
+            x = make_input(shape, KINDS[si % len(KINDS)], DTYPES[dtype], seed=4000 + si)
+            want = mxrt.quantize_mx_dual(x, fmt, block_2d=block_2d, backend="numpy")
+            xd = to_device(x)
+            got = mxrt.quantize_mx_dual(xd if xd is not None else x, fmt, block_2d=block_2d, backend="gpu")
+            tag = f"{fmt}/{dtype}/{'2d' if block_2d else '1d'} {shape}"
+            for part in ("row", "col"):
+                g, w = getattr(got, part), getattr(want, part)
+                assert_same("quantize_mx_dual", f"{part} scales {tag}", g.scales, w.scales)
+                assert_same("quantize_mx_dual", f"{part} data {tag}", g.data, w.data)
+
+
+def test_dual_scales_transposed_at_its_size() -> None:
+    """The path as the launcher takes it: a 4096 x 4096 bf16 call (2^24 elements, m and k multiples of 512)."""
+    from mxrt.ops import quant as quant_ops
+
+    _skip_unless_supported("quantize_mx_dual")
+    assert quant_ops.dual_scales_transposed(4096, 4096, None)
+    x = make_input((4096, 4096), "wide", ml_dtypes.bfloat16, seed=4100)
+    want = mxrt.quantize_mx_dual(x, "e4m3", backend="numpy")
+    xd = to_device(x)
+    got = mxrt.quantize_mx_dual(xd if xd is not None else x, "e4m3", backend="gpu")
+    for part in ("row", "col"):
+        g, w = getattr(got, part), getattr(want, part)
+        assert_same("quantize_mx_dual", f"{part} scales 4096^2", g.scales, w.scales)
+        assert_same("quantize_mx_dual", f"{part} data 4096^2", g.data, w.data)

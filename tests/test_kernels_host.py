@@ -66,6 +66,25 @@ def _aligned_copy(x: np.ndarray, offset: int = 0) -> np.ndarray:
     return buf[start : start + raw.size]
 
 
+def _aligned_poisoned(shape) -> np.ndarray:
+    """A poisoned byte array starting on a 64-byte boundary (the kernels' 16-byte accesses)."""
+    n = int(np.prod(shape))
+    buf = np.full(n + 64, POISON, np.uint8)
+    start = (-buf.ctypes.data) % 64
+    return buf[start : start + n].reshape(shape)
+
+
+def run_transpose(build_dir, src0, dst0, src1, dst1, order=0) -> None:
+    """kernels_src/quant/transpose_u8.hip on the host: dst0 = src0.T, dst1 = src1.T, launched as mxrt/ops/quant.py."""
+    lib = _lib(build_dir, 2, THREADS=quant_kernels.TRANSPOSE_U8_THREADS)
+    cfg, args = ops_quant.transpose_launch(src0, dst0, src1, dst1)
+    (r0, c0), (r1, c1) = src0.shape, src1.shape
+    rc = lib.simt_transpose(
+        _p(src0), _p(dst0), r0, c0, _p(src1), _p(dst1), r1, c1, int(args[-1]), cfg.grid[0], order
+    )  # fmt: skip
+    assert rc == 0, lib.simt_error().decode()
+
+
 def _scale_buf(layout: str | None, rows: int, cols: int) -> np.ndarray:
     if layout is None:
         return _poisoned((rows, cols))
@@ -106,7 +125,9 @@ def run_rowwise(build_dir, x, fmt, mode, layout=None, ftz=False, order=0, x_offs
     return q, ops_quant.scale_view(s, layout, m, nb), flags
 
 
-def run_dual(build_dir, x, fmt, mode, block_2d=False, layout=None, ftz=False, order=0, x_offset=0, rows_fast=None):
+def run_dual(
+    build_dir, x, fmt, mode, block_2d=False, layout=None, ftz=False, order=0, x_offset=0, rows_fast=None, scales_t=False
+):
     m, k = x.shape
     name = str(x.dtype)
     knobs = {} if rows_fast is None else {"DUAL_ROWS_FAST": rows_fast}
@@ -128,11 +149,19 @@ def run_dual(build_dir, x, fmt, mode, block_2d=False, layout=None, ftz=False, or
     q_col = _poisoned((k, -(-m // 2) if packed else m))
     s_row, s_col = _scale_buf(layout, m, -(-k // 32)), _scale_buf(layout, k, -(-m // 32))
     flags, cfg = ops_quant.dual_launch(m, k, name, xb.ctypes.data, q_row.ctypes.data, q_col.ctypes.data, fmt, rows_fast)
+    if scales_t:  # as mxrt/ops/quant.py under FLAG_SCALES_T: transposed scales, then the transpose kernel
+        assert ops_quant.dual_scales_transposed(m, k, layout)
+        st_row, st_col = _aligned_poisoned((-(-k // 32), m)), _aligned_poisoned((-(-m // 32), k))
+        flags |= codes.FLAG_SCALES_T
+    else:
+        st_row, st_col = s_row, s_col
     rc = lib.simt_run(
-        _p(xb), _p(q_row), _p(s_row), _p(q_col), _p(s_col), m, k, codes.SCALE_MODE_CODES[mode], flags,
+        _p(xb), _p(q_row), _p(st_row), _p(q_col), _p(st_col), m, k, codes.SCALE_MODE_CODES[mode], flags,
         cfg.grid[0], cfg.grid[1], order,
     )  # fmt: skip
     assert rc == 0, lib.simt_error().decode()
+    if scales_t:
+        run_transpose(build_dir, st_row, s_row, st_col, s_col, order)
     return (
         q_row,
         ops_quant.scale_view(s_row, layout, m, -(-k // 32)),
@@ -184,6 +213,45 @@ def test_dual_kernel_bitexact(build_dir, fmt, dtype, ftz):
                 _same(f"row data {tag}", q_row, want.row.data)
                 _same(f"col scales {tag}", s_col, want.col.scales)
                 _same(f"col data {tag}", q_col, want.col.data)
+
+
+# m and k multiples of 16 (the launcher's condition for the transposed scales): whole tiles, edge tiles of 16 or 48
+# rows / columns, k with a last block of 16 columns, a single row block
+T_CASES = [(64, 256), (96, 320), (128, 64), (48, 16), (16, 48), (80, 144)]
+
+
+@pytest.mark.parametrize("dtype", list(DTYPES))
+@pytest.mark.parametrize("fmt", ["e4m3", "e2m1"])
+def test_dual_kernel_scales_transposed_bitexact(build_dir, fmt, dtype):
+    """Flag SCALES_T: both scale sets stored transposed in 16-byte chunks, then transpose_u8 puts them in place;
+    the poisoned final buffers must come out as the numpy twin's (every byte written once, by the transpose)."""
+    for si, shape in enumerate(T_CASES):
+        for block_2d in (False, True):
+            kind = ("random", "wide", "edge")[si % 3]
+            mode = ("rceil", "floor", "even", "ceil")[(si + block_2d) % 4]
+            x = make_input(shape, kind, DTYPES[dtype], seed=300 + si)
+            want = mxrt.quantize_mx_dual(x, fmt, scale_mode=mode, block_2d=block_2d, backend="numpy")
+            q_row, s_row, q_col, s_col = run_dual(build_dir, x, fmt, mode, block_2d, order=si % 3, scales_t=True)
+            tag = f"dual T {fmt}/{mode}/{dtype}/{'2d' if block_2d else '1d'} {shape} {kind}"
+            _same(f"row scales {tag}", s_row, want.row.scales)
+            _same(f"col scales {tag}", s_col, want.col.scales)
+            _same(f"row data {tag}", q_row, want.row.data)
+            _same(f"col data {tag}", q_col, want.col.data)
+
+
+@pytest.mark.parametrize("order", [0, 1, 2])
+def test_transpose_u8(build_dir, order):
+    """Both matrices of one launch, destination rows of any length (16-byte stores where aligned, bytes else)."""
+    rng = np.random.default_rng(order)
+    for (r0, c0), (r1, c1) in [((90, 160), (7, 48)), ((64, 64), (65, 16)), ((1, 16), (256, 128))]:
+        src0 = _aligned_poisoned((r0, c0))
+        src1 = _aligned_poisoned((r1, c1))
+        src0[...] = rng.integers(0, 256, (r0, c0), dtype=np.uint8)
+        src1[...] = rng.integers(0, 256, (r1, c1), dtype=np.uint8)
+        dst0, dst1 = _aligned_poisoned((c0, r0)), _aligned_poisoned((c1, r1))
+        run_transpose(build_dir, src0, dst0, src1, dst1, order)
+        _same(f"transpose {(r0, c0)}", dst0, src0.T)
+        _same(f"transpose {(r1, c1)}", dst1, src1.T)
 
 
 @pytest.mark.parametrize("ftz", [False, True], ids=["ieee", "ftz"])

@@ -39,6 +39,7 @@
 #define MXRT_FLAG_VEC_OUT 2
 #define MXRT_FLAG_VEC_OUT_COL 4
 #define MXRT_FLAG_FLAT 8
+#define MXRT_FLAG_SCALES_T 16
 
 // GEMM kernels' run-time flags bits: GEMM_FLAG_*
 #define MXRT_GEMM_FLAG_VEC_A 1

@@ -3,18 +3,18 @@
 //          quantization of x^T (blocks of 32 along m, stored [k, m]); BLOCK_2D: one scale per 32x32 tile,
 //          stored in both outputs for every row of the tile (mxrt.formats.mx.quantize_mx_dual);
 //          SCALE_LAYOUT != 0: both scale matrices are stored preshuffled (kernels_src/common/scale_layouts.h),
-//          padding bytes written 127
-// args     const IN* x [m,k] | u8* q_row [m,k] (e2m1: [m,ceil(k/2)]) | u8* s_row [m,ceil(k/32)] or its layout |
-//          u8* q_col [k,m] (e2m1: [k,ceil(m/2)]) | u8* s_col [k,ceil(m/32)] or its layout | int m, int k |
-//          int scale_mode (MXRT_SCALE_*) | int flags (MXRT_FLAG_VEC_IN, _VEC_OUT, _VEC_OUT_COL)
+//          padding bytes written 127; flag SCALES_T: both stored transposed (transpose_u8.hip puts them in place)
+// args     const IN* x [m,k] | u8* q_row [m,k] (e2m1: [m,ceil(k/2)]) | u8* s_row [m,ceil(k/32)], its layout, or
+//          (SCALES_T) [ceil(k/32),m] | u8* q_col [k,m] (e2m1: [k,ceil(m/2)]) | u8* s_col [k,ceil(m/32)], its
+//          layout, or (SCALES_T) [ceil(m/32),k] | int m, int k | int scale_mode (MXRT_SCALE_*) | int flags
+//          (MXRT_FLAG_VEC_IN, _VEC_OUT, _VEC_OUT_COL, _SCALES_T)
 // grid     (ceil(k/TILE_K), ceil(m/64), 1), swapped when DUAL_ROWS_FAST; TILE_K = 128 (16-bit) or 64 (fp32)
-//          block (256,1,1)
-//          smem 64 * PITCH * 4 + 8 * 4 + TILE_K * (COL_PITCH + 2) bytes (static, PITCH = 65 or 66 words)
+//          block (256,1,1)   smem 64*PITCH*4 + 8*4 + TILE_K*(COL_PITCH+2) + TILE_K*2 bytes (static, PITCH 65 | 66)
 // defines  THREADS (= 256), FMT (MXRT_FMT_*), IN_DTYPE (MXRT_IN_*), BLOCK_2D, SCALE_LAYOUT (MXRT_SCALE_LAYOUT_*)
 //                                                 set by mxrt/ops/quant.py (variants: mxrt/ops/quant_kernels.py)
-// requires m*k < 2^31, scale storages < 2^31 bytes; ceil(m/64) <= 65535; flag VEC_IN: x 16-byte aligned,
-//          k*sizeof(IN) % 16 == 0; flags VEC_OUT / VEC_OUT_COL: q_row / q_col 16-byte aligned with row
-//          bytes % 16 == 0                                                          checked by mxrt/ops/quant.py
+// requires m*k < 2^31, scale storages < 2^31 bytes; ceil(m/64) <= 65535; VEC_IN: x 16-byte aligned, k*sizeof(IN)
+//          % 16 == 0; VEC_OUT / VEC_OUT_COL: q_row / q_col 16-byte aligned, row bytes % 16 == 0; SCALES_T: plain
+//          layout, m % 16 == 0, k % 16 == 0, s_row / s_col 16-byte aligned            checked by mxrt/ops/quant.py
 #include "../common/mx_block.h"
 #include "../common/scale_layouts.h"
 
@@ -80,9 +80,9 @@ MXRT_STATIC_ASSERT(UNROLL == 4 && 4 * ACROSS * 2 == TILE_K, "quantize_mx_dual: t
 constexpr bool PACKED_AMAX = EPW == 2 && !BLOCK_2D;
 
 // Row path: the codes and the scale of one 16-byte chunk (row r of x, columns cs .. cs+PER) whose LPB lanes
-// have agreed on the scale byte sb.
+// have agreed on the scale byte sb. rs: the CTA's row scales staged [TILE_K / 32][TILE_M] (flag SCALES_T), or null.
 MXRT_DEVICE void store_row_chunk(const u32* bits, u32 sb, u32 r, u32 cs, u32 m, u32 k, bool lead, bool vec,
-                                 u8* __restrict__ q_row, u8* __restrict__ s_row, const Layout& lrow) {
+                                 u8* __restrict__ q_row, u8* __restrict__ s_row, const Layout& lrow, u8* rs) {
   u32 words[(ROW_CODE_BYTES + 3) / 4];
   mxrt_encode_chunk<Fmt, PER>(bits, sb, words);
   if (r >= m || cs >= k) return;
@@ -94,7 +94,11 @@ MXRT_DEVICE void store_row_chunk(const u32* bits, u32 sb, u32 r, u32 cs, u32 m, 
   if (lead) {
     const u32 nb = (k + MXRT_BLOCK - 1) / MXRT_BLOCK;
     const u32 cb = cs / MXRT_BLOCK;
-    s_row[SCALE_LAYOUT == MXRT_SCALE_LAYOUT_NONE ? r * nb + cb : lrow.offset(r, cb)] = (u8)sb;
+    if (SCALE_LAYOUT == MXRT_SCALE_LAYOUT_NONE && rs != nullptr) {
+      rs[(cs % TILE_K) / MXRT_BLOCK * TILE_M + r % TILE_M] = (u8)sb;
+    } else {
+      s_row[SCALE_LAYOUT == MXRT_SCALE_LAYOUT_NONE ? r * nb + cb : lrow.offset(r, cb)] = (u8)sb;
+    }
   }
 }
 
@@ -106,7 +110,11 @@ extern "C" __global__ void __launch_bounds__(THREADS DUAL_MIN_BLOCKS_ARG)
   // the column side staged (codes of the tile's rows per column, its two scale bytes), stored once per CTA as
   // whole 16-byte chunks: straight from the lanes it took ~5 L2 write requests per read request (L2 at 86%)
   __shared__ __attribute__((aligned(16))) u8 col_stage[TILE_K * COL_PITCH];
-  __shared__ u8 col_scales[TILE_K * 2];
+  // the two scale sets staged, [2][TILE_K] (the column side's, per 32-row block) and [TILE_K / 32][TILE_M] (the row
+  // side's, under flag SCALES_T): stored as bytes into their rows, or transposed in whole 16-byte chunks
+  __shared__ __attribute__((aligned(16))) u8 col_scales[TILE_K * 2];
+  __shared__ __attribute__((aligned(16))) u8 row_scales[TILE_K / MXRT_BLOCK * TILE_M];
+  u8* const rs = (flags & MXRT_FLAG_SCALES_T) ? row_scales : nullptr;
   const u32 m = (u32)m_, k = (u32)k_;
   const u32 tid = MXRT_TID_X;
   const u32 lane = tid % 32u, warp = tid / 32u;
@@ -156,7 +164,7 @@ extern "C" __global__ void __launch_bounds__(THREADS DUAL_MIN_BLOCKS_ARG)
     }
     const u32 sb = mxrt_e8m0_from_amax_bits<Fmt>(amax, scale_mode);
     store_row_chunk(bits, sb, row0 + c / CHUNKS_PER_ROW, col0 + (c % CHUNKS_PER_ROW) * PER, m, k,
-                    lane % LPB == 0, flags & MXRT_FLAG_VEC_OUT, q_row, s_row, lrow);
+                    lane % LPB == 0, flags & MXRT_FLAG_VEC_OUT, q_row, s_row, lrow, rs);
   }
 #endif
   mxrt_sync();
@@ -237,7 +245,7 @@ extern "C" __global__ void __launch_bounds__(THREADS DUAL_MIN_BLOCKS_ARG)
     u32* dst = (u32*)(col_stage + cl * COL_PITCH + (Fmt::BITS == 4 ? tr0 / 2 : tr0));
 #pragma unroll
     for (u32 w = 0; w < COL_CODE_BYTES / 4; ++w) dst[w] = words[w];
-    if (seg == 0) col_scales[cl * 2u + tr0 / MXRT_BLOCK] = (u8)sb;
+    if (seg == 0) col_scales[tr0 / MXRT_BLOCK * TILE_K + cl] = (u8)sb;
   }
 
 #if BLOCK_2D
@@ -252,7 +260,7 @@ extern "C" __global__ void __launch_bounds__(THREADS DUAL_MIN_BLOCKS_ARG)
     TILE_AMAX(tr / MXRT_BLOCK, (tj * PER) / MXRT_BLOCK, amax);
     const u32 sb = mxrt_e8m0_from_amax_bits<Fmt>(amax, scale_mode);
     store_row_chunk(bits, sb, row0 + tr, col0 + tj * PER, m, k, lane % LPB == 0, flags & MXRT_FLAG_VEC_OUT, q_row,
-                    s_row, lrow);
+                    s_row, lrow, rs);
   }
 #undef TILE_AMAX
 #endif
@@ -274,16 +282,36 @@ extern "C" __global__ void __launch_bounds__(THREADS DUAL_MIN_BLOCKS_ARG)
     }
     const u32 mb = (m + MXRT_BLOCK - 1) / MXRT_BLOCK, b0 = row0 / MXRT_BLOCK;
     const u32 nblk = (rows + MXRT_BLOCK - 1) / MXRT_BLOCK;  // 1 or 2
-    for (u32 c = tid; c < ncols; c += THREADS) {
-      if (SCALE_LAYOUT == MXRT_SCALE_LAYOUT_NONE) {
-        const u32 o = (col0 + c) * mb + b0;
-        if (nblk == 2u && ((u64)(s_col + o) & 1u) == 0u) {
-          *(unsigned short*)(s_col + o) = (unsigned short)(col_scales[c * 2u] | (col_scales[c * 2u + 1u] << 8));
+    if (SCALE_LAYOUT == MXRT_SCALE_LAYOUT_NONE && rs != nullptr) {
+      // SCALES_T (m, k multiples of 16: rows and ncols are, so every chunk below is whole): s_row is [ceil(k/32), m]
+      // and s_col [ceil(m/32), k]; the row side's TILE_K / 32 rows of TILE_M bytes, the column side's 2 rows of
+      // TILE_K bytes, each in 16-byte chunks: whole sectors, where the bytes into [m, k/32] / [k, m/32] put a few
+      // bytes into sectors that 8-16 CTAs share (measured: 13% of the kernel's time, RESULTS.md session 18)
+      constexpr u32 RCH = TILE_M / 16u, CCH = TILE_K / 16u;
+      const u32 ncb = (ncols + MXRT_BLOCK - 1) / MXRT_BLOCK;
+      if (tid < TILE_K / MXRT_BLOCK * RCH) {
+        const u32 cb = tid / RCH, j = tid % RCH;
+        if (cb < ncb && 16u * j < rows)
+          *(mxrt_u32x4*)(s_row + (u64)(col0 / MXRT_BLOCK + cb) * m + row0 + 16u * j) =
+              *(const mxrt_u32x4*)(rs + cb * TILE_M + 16u * j);
+      } else if (tid >= 64u && tid < 64u + 2u * CCH) {
+        const u32 b = (tid - 64u) / CCH, j = (tid - 64u) % CCH;
+        if (b < nblk && 16u * j < ncols)
+          *(mxrt_u32x4*)(s_col + (u64)(b0 + b) * k + col0 + 16u * j) =
+              *(const mxrt_u32x4*)(col_scales + b * TILE_K + 16u * j);
+      }
+    } else {
+      for (u32 c = tid; c < ncols; c += THREADS) {
+        if (SCALE_LAYOUT == MXRT_SCALE_LAYOUT_NONE) {
+          const u32 o = (col0 + c) * mb + b0;
+          if (nblk == 2u && ((u64)(s_col + o) & 1u) == 0u) {
+            *(unsigned short*)(s_col + o) = (unsigned short)(col_scales[c] | (col_scales[TILE_K + c] << 8));
+          } else {
+            for (u32 b = 0; b < nblk; ++b) s_col[o + b] = col_scales[b * TILE_K + c];
+          }
         } else {
-          for (u32 b = 0; b < nblk; ++b) s_col[o + b] = col_scales[c * 2u + b];
+          for (u32 b = 0; b < nblk; ++b) s_col[lcol.offset(col0 + c, b0 + b)] = col_scales[b * TILE_K + c];
         }
-      } else {
-        for (u32 b = 0; b < nblk; ++b) s_col[lcol.offset(col0 + c, b0 + b)] = col_scales[c * 2u + b];
       }
     }
   }

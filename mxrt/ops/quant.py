@@ -397,10 +397,43 @@ def _quantize_dual(
     )
     flags, cfg = dual_launch(m, k, name, xd.data.ptr, q_row.data.ptr, q_col.data.ptr, fmt_name)
     kernel = build(spec, d, arch)
-    args = (xd, q_row, s_row, q_col, s_col, np.int32(m), np.int32(k))
-    args += (np.int32(codes.SCALE_MODE_CODES[mode_value]), np.int32(flags))
+    t = dual_scales_transposed(m, k, layout)
+    sr, sc = (_empty((-(-k // 32), m)), _empty((-(-m // 32), k))) if t else (s_row, s_col)
+    args = (xd, q_row, sr, q_col, sc, np.int32(m), np.int32(k))
+    args += (np.int32(codes.SCALE_MODE_CODES[mode_value]), np.int32(flags | (codes.FLAG_SCALES_T if t else 0)))
     launch(op, kernel, cfg, args)
+    if t:
+        tcfg, targs = transpose_launch(sr, s_row, sc, s_col)
+        tk = build(quant_kernels.TRANSPOSE_U8, defines(THREADS=quant_kernels.TRANSPOSE_U8_THREADS), arch)
+        launch(op, tk, tcfg, targs)
     return q_row, s_row, q_col, s_col
+
+
+#: quantize_mx_dual calls of at least this many elements store their scales transposed (:func:`dual_scales_transposed`)
+DUAL_SCALES_T_MIN_ELEMS = 1 << 24
+
+
+def dual_scales_transposed(m: int, k: int, layout: str | None) -> bool:
+    """Whether quantize_mx_dual stores its scales transposed in whole 16-byte chunks (flag SCALES_T) for
+    :func:`transpose_launch` to put in place. The kernel needs plain scales and m, k multiples of 16. Written in place
+    instead, each CTA puts 2 bytes per column of s_col and 4 per row of s_row into sectors 8-16 CTAs share: 13% of
+    the kernel's time at 8192^2 on an H100. Taken where it measured faster (RESULTS.md session 18, call 9, H100):
+    8192^2 82.6% -> 89% of copy, 4096 x 7168 / 7168 x 4096 +1.5-2%; not below ~2^24 elements (4096 x 2048: -8%, the
+    second launch) nor where the transpose's rows are not whole 16-byte chunks (k or m not a multiple of 512:
+    2880 x 4096 -21%)."""
+    return layout is None and m % 512 == 0 and k % 512 == 0 and m * k >= DUAL_SCALES_T_MIN_ELEMS
+
+
+def transpose_launch(src0: Any, dst0: Any, src1: Any, dst1: Any) -> tuple[LaunchConfig, tuple]:
+    """Launch config and arguments of transpose_u8: ``dst0 = src0.T`` and ``dst1 = src1.T`` in one launch (byte
+    matrices, source columns a multiple of 16, sources 16-byte aligned; numpy or CuPy arrays)."""
+    tt = 64
+    (r0, c0), (r1, c1) = src0.shape, src1.shape
+    tiles0 = -(-r0 // tt) * -(-c0 // tt)
+    tiles = tiles0 + -(-r1 // tt) * -(-c1 // tt)
+    cfg = LaunchConfig(grid=(max(1, tiles), 1, 1), block=(quant_kernels.TRANSPOSE_U8_THREADS, 1, 1))
+    i32 = np.int32
+    return cfg, (src0, dst0, i32(r0), i32(c0), src1, dst1, i32(r1), i32(c1), i32(tiles0))
 
 
 def quantize_mx_dual_gpu(x: Any, args: QuantArgs) -> MXDual:

@@ -1,5 +1,5 @@
 """Kernel specs, variants and dispatch of the MX quantizers (kernels_src/quant/quantize_mx_rowwise.hip,
-quantize_mx_dual.hip), launched by mxrt/ops/quant.py, and of the dequantizer (dequantize_mx.hip,
+quantize_mx_dual.hip, transpose_u8.hip), launched by mxrt/ops/quant.py, and of the dequantizer (dequantize_mx.hip,
 mxrt/ops/dequant.py)."""
 
 from __future__ import annotations
@@ -58,6 +58,15 @@ QUANTIZE_MX_DUAL = KernelSpec(
     ),
 )
 
+# The transpose pass of quantize_mx_dual's scales stored transposed (flag SCALES_T): one build.
+TRANSPOSE_U8_THREADS = 256
+TRANSPOSE_U8 = KernelSpec(
+    symbol="transpose_u8",
+    file="quant/transpose_u8.hip",
+    required=("THREADS",),
+    variants=define_grid(THREADS=(TRANSPOSE_U8_THREADS,)),
+)
+
 # Dequantize: every format and output dtype with plain scales; the layouts (only where a scale byte is read) with the
 # MX GEMM formats e4m3 / e2m1; GATE=1 (the sm90_cublas GEMM's bf16 operands) for the three GEMM formats on every layout.
 _GEMM_FMTS = (FMT_CODES["e4m3"], FMT_CODES["e5m2"], FMT_CODES["e2m1"])
@@ -92,9 +101,10 @@ DEQUANTIZE_MX = KernelSpec(
     ),
 )
 
-SPECS = (QUANTIZE_MX_ROWWISE, QUANTIZE_MX_DUAL, DEQUANTIZE_MX)
+SPECS = (QUANTIZE_MX_ROWWISE, QUANTIZE_MX_DUAL, TRANSPOSE_U8, DEQUANTIZE_MX)
 DISPATCH = {
     "quantize_mx": {"generic": QUANTIZE_MX_ROWWISE},
     "quantize_mx_dual": {"generic": QUANTIZE_MX_DUAL},
+    "transpose_u8": {"generic": TRANSPOSE_U8},
     "dequantize_mx": {"generic": DEQUANTIZE_MX},
 }

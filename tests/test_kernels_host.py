@@ -239,6 +239,52 @@ def test_dual_kernel_scales_transposed_bitexact(build_dir, fmt, dtype):
             _same(f"col data {tag}", q_col, want.col.data)
 
 
+@pytest.mark.parametrize("dtype", ["f32", "f16"])
+def test_dual_launcher_runs_the_transposed_path(build_dir, monkeypatch, dtype):
+    """mxrt.quantize_mx_dual on a (fake) device array, each launch's parameter block run on the SIMT emulator: with
+    the size threshold lifted, a 512 x 1024 call launches the dual kernel with flag SCALES_T into workspaces and
+    transpose_u8 into the results (mxrt/ops/quant.py's wiring, bitwise against the numpy twin); a 496-row call
+    (not a multiple of 512) launches the dual kernel alone with the scales in place."""
+    import importlib
+    import struct
+
+    from support import fake_cupy
+
+    monkeypatch.setattr(ops_quant, "DUAL_SCALES_T_MIN_ELEMS", 0)
+    with fake_cupy.install(record=True) as state:
+
+        def driver(func, gx, gy, gz, bx, by, bz, smem, stream, params, extra) -> int:
+            k = next(b for b in state["builds"] if b.kernel.ptr == func)
+            fmt = fake_cupy.PARAM_FORMATS[k.name]
+            base = ctypes.c_void_p.from_address(params).value  # the first argument sits at the block's start
+            vals = struct.unpack(fmt, ctypes.string_at(base, struct.calcsize(fmt)))
+            state["launches"].append((k.name, vals))
+            ptrs = [ctypes.c_void_p(v) for v in vals]
+            if k.name == "quantize_mx_dual":
+                lib = _lib(build_dir, 1, **k.defines)
+                rc = lib.simt_run(*ptrs[:5], *vals[5:], gx, gy, 0)
+            else:
+                lib = _lib(build_dir, 2, **k.defines)
+                rc = lib.simt_transpose(ptrs[0], ptrs[1], vals[2], vals[3], ptrs[4], ptrs[5], *vals[6:], gx, 0)
+            assert rc == 0, lib.simt_error().decode()
+            return 0
+
+        importlib.import_module("mxrt.runtime.launch")._DRIVER = driver  # install() restores its own on exit
+        cp = __import__("sys").modules["cupy"]
+        for shape, names in (((512, 1024), ["quantize_mx_dual", "transpose_u8"]), ((496, 1024), ["quantize_mx_dual"])):
+            state["launches"].clear()
+            x = make_input(shape, "wide" if dtype == "f32" else "edge", DTYPES[dtype], seed=shape[0])  # varied scales
+            want = mxrt.quantize_mx_dual(x, "e4m3", backend="numpy")
+            got = mxrt.quantize_mx_dual(cp.asarray(x), "e4m3")
+            assert [n for n, _ in state["launches"]] == names
+            t_flag = state["launches"][0][1][-1] & codes.FLAG_SCALES_T
+            assert bool(t_flag) == (len(names) == 2)
+            for part in ("row", "col"):
+                g, w = getattr(got, part), getattr(want, part)
+                _same(f"launcher {part} scales {shape} {dtype}", np.asarray(g.scales), w.scales)
+                _same(f"launcher {part} data {shape} {dtype}", np.asarray(g.data), w.data)
+
+
 @pytest.mark.parametrize("order", [0, 1, 2])
 def test_transpose_u8(build_dir, order):
     """Both matrices of one launch, destination rows of any length (16-byte stores where aligned, bytes else)."""

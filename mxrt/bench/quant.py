@@ -174,28 +174,25 @@ def dual_case(
     launches: list[Callable[[], Any]] = []
     outputs: tuple = ()
     flags = 0
-    t = q_ops.dual_scales_transposed(m, k, layout)  # as the op: scales transposed, then the transpose launch
-    tk = build(quant_kernels.TRANSPOSE_U8, defines(THREADS=quant_kernels.TRANSPOSE_U8_THREADS), arch) if t else None
+    tk = q_ops.transpose_kernel(arch) if q_ops.dual_scales_transposed(m, k, layout) else None
     for i in range(_sets(nbytes, l2)):
         x = _bf16_input(m, k, i)
         q_row, q_col = cupy.empty((m, rb), cupy.uint8), cupy.empty((k, cb), cupy.uint8)
         s_row, s_col = cupy.empty(sr, cupy.uint8), cupy.empty(sc, cupy.uint8)
         flags, cfg = q_ops.dual_launch(m, k, "bfloat16", x.data.ptr, q_row.data.ptr, q_col.data.ptr, fmt, rows_fast)
-        if t:
-            st_r, st_c = cupy.empty((-(-k // 32), m), cupy.uint8), cupy.empty((-(-m // 32), k), cupy.uint8)
-            args = (x, q_row, st_r, q_col, st_c, np.int32(m), np.int32(k))
-            args += (np.int32(codes.SCALE_MODE_CODES["rceil"]), np.int32(flags | codes.FLAG_SCALES_T))
-            tcfg, targs = q_ops.transpose_launch(st_r, s_row, st_c, s_col)
+        # as the op: the scales where it writes them (transposed workspaces, then the transpose launch, when it does)
+        st_r, st_c, t_flag, transpose = q_ops.dual_scale_targets(
+            m, k, layout, s_row, s_col, lambda shape: cupy.empty(shape, cupy.uint8)
+        )
+        args = (x, q_row, st_r, q_col, st_c, np.int32(m), np.int32(k))
+        args += (np.int32(codes.SCALE_MODE_CODES["rceil"]), np.int32(flags | t_flag))
 
-            def both(cfg=cfg, args=args, tcfg=tcfg, targs=targs) -> None:
-                kernel(cfg.grid, cfg.block, args)
-                tk(tcfg.grid, tcfg.block, targs)
+        def call(cfg=cfg, args=args, transpose=transpose) -> None:
+            kernel(cfg.grid, cfg.block, args)
+            if transpose is not None:
+                tk(transpose[0].grid, transpose[0].block, transpose[1])
 
-            launches.append(both)
-        else:
-            args = (x, q_row, s_row, q_col, s_col, np.int32(m), np.int32(k))
-            args += (np.int32(codes.SCALE_MODE_CODES["rceil"]), np.int32(flags))
-            launches.append(lambda cfg=cfg, args=args: kernel(cfg.grid, cfg.block, args))
+        launches.append(call)
         outputs = outputs or (q_row, s_row, q_col, s_col)
     return launches, nbytes, flags, outputs, "graph of kernel launches"
 

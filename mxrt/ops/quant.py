@@ -397,15 +397,12 @@ def _quantize_dual(
     )
     flags, cfg = dual_launch(m, k, name, xd.data.ptr, q_row.data.ptr, q_col.data.ptr, fmt_name)
     kernel = build(spec, d, arch)
-    t = dual_scales_transposed(m, k, layout)
-    sr, sc = (_empty((-(-k // 32), m)), _empty((-(-m // 32), k))) if t else (s_row, s_col)
+    sr, sc, t_flag, transpose = dual_scale_targets(m, k, layout, s_row, s_col, _empty)
     args = (xd, q_row, sr, q_col, sc, np.int32(m), np.int32(k))
-    args += (np.int32(codes.SCALE_MODE_CODES[mode_value]), np.int32(flags | (codes.FLAG_SCALES_T if t else 0)))
+    args += (np.int32(codes.SCALE_MODE_CODES[mode_value]), np.int32(flags | t_flag))
     launch(op, kernel, cfg, args)
-    if t:
-        tcfg, targs = transpose_launch(sr, s_row, sc, s_col)
-        tk = build(quant_kernels.TRANSPOSE_U8, defines(THREADS=quant_kernels.TRANSPOSE_U8_THREADS), arch)
-        launch(op, tk, tcfg, targs)
+    if transpose is not None:
+        launch(op, transpose_kernel(arch), *transpose)
     return q_row, s_row, q_col, s_col
 
 
@@ -422,6 +419,23 @@ def dual_scales_transposed(m: int, k: int, layout: str | None) -> bool:
     second launch) nor where the transpose's rows are not whole 16-byte chunks (k or m not a multiple of 512:
     2880 x 4096 -21%)."""
     return layout is None and m % 512 == 0 and k % 512 == 0 and m * k >= DUAL_SCALES_T_MIN_ELEMS
+
+
+def dual_scale_targets(
+    m: int, k: int, layout: str | None, s_row: Any, s_col: Any, empty: Any
+) -> tuple[Any, Any, int, tuple[LaunchConfig, tuple] | None]:
+    """Where quantize_mx_dual writes its scales for the result buffers ``s_row`` / ``s_col``: ``(s_row, s_col, 0,
+    None)``, or under :func:`dual_scales_transposed` two workspaces from ``empty(shape)`` (uint8), the flag
+    SCALES_T and the :func:`transpose_launch` that puts them into ``s_row`` / ``s_col`` after the kernel."""
+    if not dual_scales_transposed(m, k, layout):
+        return s_row, s_col, 0, None
+    sr, sc = empty((-(-k // 32), m)), empty((-(-m // 32), k))
+    return sr, sc, codes.FLAG_SCALES_T, transpose_launch(sr, s_row, sc, s_col)
+
+
+def transpose_kernel(arch: Any) -> Any:
+    """The build of transpose_u8 (kernels_src/quant/transpose_u8.hip) for ``arch``."""
+    return build(quant_kernels.TRANSPOSE_U8, defines(THREADS=quant_kernels.TRANSPOSE_U8_THREADS), arch)
 
 
 def transpose_launch(src0: Any, dst0: Any, src1: Any, dst1: Any) -> tuple[LaunchConfig, tuple]:

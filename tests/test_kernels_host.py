@@ -285,6 +285,20 @@ def test_dual_launcher_runs_the_transposed_path(build_dir, monkeypatch, dtype):
                 _same(f"launcher {part} data {shape} {dtype}", np.asarray(g.data), w.data)
 
 
+def test_dual_scale_path_choice(monkeypatch):
+    """quantize_mx_dual's scale store: "auto" is SCALES_T exactly where dual_scales_transposed holds, a forced path
+    applies only where the call allows it, and an unknown one is a clear error (mxrt bench quant --dual-scales)."""
+    for m, k, layout in [(4096, 4096, None), (4096, 2880, None), (4096, 2048, None), (4096, 4096, "cublas128x4")]:
+        want = "t" if ops_quant.dual_scales_transposed(m, k, layout) else "inplace"
+        assert ops_quant.dual_scale_path(m, k, layout) == want
+        assert ops_quant.dual_scale_path(m, k, layout, "t") == want
+        assert ops_quant.dual_scale_path(m, k, layout, "inplace") == "inplace"
+    monkeypatch.setattr(ops_quant, "DUAL_SCALES", "inplace")
+    assert ops_quant.dual_scale_path(4096, 4096, None) == "inplace"
+    with pytest.raises(ValueError, match="scale path 'fold'"):
+        ops_quant.dual_scale_path(4096, 4096, None, "fold")
+
+
 @pytest.mark.parametrize("order", [0, 1, 2])
 def test_transpose_u8(build_dir, order):
     """Both matrices of one launch, destination rows of any length (16-byte stores where aligned, bytes else)."""

@@ -53,6 +53,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default="",
         help="extra dual builds 'rows_fast:min_blocks,...' (kernel knobs DUAL_ROWS_FAST, DUAL_MIN_BLOCKS)",
     )
+    p.add_argument(
+        "--dual-scales",
+        default="",
+        help="extra dual rows with the scale store forced where it applies: comma list of t, inplace",
+    )
 
 
 def finish_args(args: argparse.Namespace) -> None:
@@ -65,6 +70,13 @@ def finish_args(args: argparse.Namespace) -> None:
             raise ValueError(f"--dual-variants {args.dual_variants!r}: expected 'rows_fast:min_blocks,...'") from None
         if any(len(v) != 2 for v in args.dual_variants):
             raise ValueError("--dual-variants: expected pairs 'rows_fast:min_blocks'")
+    if not isinstance(args.dual_scales, list):
+        from ..ops.quant import DUAL_SCALE_PATHS
+
+        args.dual_scales = [p for p in args.dual_scales.split(",") if p]
+        bad = [p for p in args.dual_scales if p not in DUAL_SCALE_PATHS]
+        if bad:
+            raise ValueError(f"--dual-scales {bad}: expected a comma list of {', '.join(DUAL_SCALE_PATHS)}")
     if args.passes < 1:
         raise ValueError("--passes must be >= 1")
 
@@ -132,29 +144,29 @@ def rowwise_case(m: int, k: int, fmt: str, layout: str | None, l2: int) -> tuple
 
 
 def dual_case(
-    m: int, k: int, fmt: str, layout: str | None, l2: int, variant: tuple[int, int] | None = None
+    m: int,
+    k: int,
+    fmt: str,
+    layout: str | None,
+    l2: int,
+    variant: tuple[int, int] | None = None,
+    scales: str | None = None,
 ) -> tuple[list, int, int, tuple, str]:
-    """variant (rows_fast, min_blocks): build with the kernel's tuning knobs set (defaults otherwise)."""
+    """variant (rows_fast, min_blocks): build with the kernel's tuning knobs set (defaults otherwise); scales: the
+    scale store forced (mxrt.ops.quant.dual_scale_path; default the op's choice)."""
     import cupy
 
     import mxrt
     from mxrt import codes
     from mxrt.ops import quant as q_ops
-    from mxrt.ops import quant_kernels
     from mxrt.ops.kernels import select
     from mxrt.runtime.compiler import build, compile_options
-    from mxrt.runtime.kernel_spec import defines
     from mxrt.runtime.source import stamped_source
 
     arch = mxrt.runtime.get_arch()
     spec = select("quantize_mx_dual", arch.target)
-    d = defines(
-        BLOCK_2D=0,
-        FMT=codes.FMT_CODES[fmt],
-        IN_DTYPE=codes.IN_DTYPE_CODES["bfloat16"],
-        SCALE_LAYOUT=codes.SCALE_LAYOUT_CODES[layout],
-        THREADS=quant_kernels.QUANT_DUAL_THREADS,
-    )
+    path = q_ops.dual_scale_path(m, k, layout, scales if variant is None else "inplace")
+    d = q_ops.dual_defines(fmt, "bfloat16", layout, False)
     rows_fast = q_ops.DUAL_ROWS_FAST
     if variant is None:
         kernel = build(spec, d, arch)
@@ -174,7 +186,7 @@ def dual_case(
     launches: list[Callable[[], Any]] = []
     outputs: tuple = ()
     flags = 0
-    tk = q_ops.transpose_kernel(arch) if q_ops.dual_scales_transposed(m, k, layout) else None
+    tk = q_ops.transpose_kernel(arch) if path == "t" else None
     for i in range(_sets(nbytes, l2)):
         x = _bf16_input(m, k, i)
         q_row, q_col = cupy.empty((m, rb), cupy.uint8), cupy.empty((k, cb), cupy.uint8)
@@ -182,7 +194,7 @@ def dual_case(
         flags, cfg = q_ops.dual_launch(m, k, "bfloat16", x.data.ptr, q_row.data.ptr, q_col.data.ptr, fmt, rows_fast)
         # as the op: the scales where it writes them (transposed workspaces, then the transpose launch, when it does)
         st_r, st_c, t_flag, transpose = q_ops.dual_scale_targets(
-            m, k, layout, s_row, s_col, lambda shape: cupy.empty(shape, cupy.uint8)
+            m, k, path, s_row, s_col, lambda shape: cupy.empty(shape, cupy.uint8)
         )
         args = (x, q_row, st_r, q_col, st_c, np.int32(m), np.int32(k))
         args += (np.int32(codes.SCALE_MODE_CODES["rceil"]), np.int32(flags | t_flag))
@@ -224,10 +236,13 @@ def public_case(m: int, k: int, fmt: str, layout: str | None, dual: bool, l2: in
     return launches, nbytes, 0, outputs, "graph of public calls (float16 input)"
 
 
-def _case(kind: str, m: int, k: int, fmt: str, layout: str | None, l2: int, variant: tuple[int, int] | None, log):
+def _case(kind: str, m: int, k: int, fmt: str, layout: str | None, l2: int, variant: tuple | str | None, log):
+    """variant: a dual build's knobs (rows_fast, min_blocks), or the name of a dual scale store to force."""
     try:
         if kind == "rowwise":
             return rowwise_case(m, k, fmt, layout, l2)
+        if isinstance(variant, str):
+            return dual_case(m, k, fmt, layout, l2, scales=variant)
         return dual_case(m, k, fmt, layout, l2, variant)
     except (ImportError, AttributeError, KeyError, TypeError) as e:  # internals moved: time the public call
         if variant is not None:
@@ -344,6 +359,7 @@ def run(ses: Session, args: argparse.Namespace) -> None:
             ("quantize_mx_dual", ("dual", None, None)),
         ]
         cases += [(f"quantize_mx_dual[rf{v[0]},mb{v[1]}]", ("dual", None, v)) for v in args.dual_variants]
+        cases += [(f"quantize_mx_dual[{p}]", ("dual", None, p)) for p in args.dual_scales]
         reference = None
         want = None
         if args.verify and m * k < 2**25:

@@ -388,16 +388,11 @@ def _quantize_dual(
         return q_row, s_row, q_col, s_col
     arch = get_arch()
     spec = select(op, arch.target)
-    d = defines(
-        BLOCK_2D=int(bool(block_2d)),
-        FMT=codes.FMT_CODES[fmt_name],
-        IN_DTYPE=codes.IN_DTYPE_CODES[name],
-        SCALE_LAYOUT=_layout_code(layout),
-        THREADS=quant_kernels.QUANT_DUAL_THREADS,
-    )
+    path = dual_scale_path(m, k, layout)
+    d = dual_defines(fmt_name, name, layout, bool(block_2d))
     flags, cfg = dual_launch(m, k, name, xd.data.ptr, q_row.data.ptr, q_col.data.ptr, fmt_name)
     kernel = build(spec, d, arch)
-    sr, sc, t_flag, transpose = dual_scale_targets(m, k, layout, s_row, s_col, _empty)
+    sr, sc, t_flag, transpose = dual_scale_targets(m, k, path, s_row, s_col, _empty)
     args = (xd, q_row, sr, q_col, sc, np.int32(m), np.int32(k))
     args += (np.int32(codes.SCALE_MODE_CODES[mode_value]), np.int32(flags | t_flag))
     launch(op, kernel, cfg, args)
@@ -408,6 +403,10 @@ def _quantize_dual(
 
 #: quantize_mx_dual calls of at least this many elements store their scales transposed (:func:`dual_scales_transposed`)
 DUAL_SCALES_T_MIN_ELEMS = 1 << 24
+#: How quantize_mx_dual stores its scales (:func:`dual_scale_path`): "auto" (the measured choice), or one of
+#: :data:`DUAL_SCALE_PATHS` where the call allows it (``mxrt bench quant --dual-scales`` times each)
+DUAL_SCALES = "auto"
+DUAL_SCALE_PATHS = ("t", "inplace")
 
 
 def dual_scales_transposed(m: int, k: int, layout: str | None) -> bool:
@@ -421,13 +420,37 @@ def dual_scales_transposed(m: int, k: int, layout: str | None) -> bool:
     return layout is None and m % 512 == 0 and k % 512 == 0 and m * k >= DUAL_SCALES_T_MIN_ELEMS
 
 
+def dual_scale_path(m: int, k: int, layout: str | None, path: str | None = None) -> str:
+    """How quantize_mx_dual stores its scales: ``path`` (default :data:`DUAL_SCALES`) where the call allows it, else
+    "inplace" (every byte where it belongs, from the CTA that computed it). "t": :func:`dual_scales_transposed`.
+    "auto": t where it applies, else in place (three ways without a second launch lost to both on an H100:
+    RESULTS.md session 19)."""
+    path = DUAL_SCALES if path is None else path
+    if path not in ("auto", *DUAL_SCALE_PATHS):
+        raise ValueError(f"quantize_mx_dual: scale path {path!r}, expected 'auto' or one of {DUAL_SCALE_PATHS}")
+    if path in ("auto", "t"):
+        return "t" if dual_scales_transposed(m, k, layout) else "inplace"
+    return "inplace"
+
+
+def dual_defines(fmt_name: str, name: str, layout: str | None, block_2d: bool) -> Any:
+    """The defines of a quantize_mx_dual build."""
+    return defines(
+        BLOCK_2D=int(block_2d),
+        FMT=codes.FMT_CODES[fmt_name],
+        IN_DTYPE=codes.IN_DTYPE_CODES[name],
+        SCALE_LAYOUT=_layout_code(layout),
+        THREADS=quant_kernels.QUANT_DUAL_THREADS,
+    )
+
+
 def dual_scale_targets(
-    m: int, k: int, layout: str | None, s_row: Any, s_col: Any, empty: Any
+    m: int, k: int, path: str, s_row: Any, s_col: Any, empty: Any
 ) -> tuple[Any, Any, int, tuple[LaunchConfig, tuple] | None]:
-    """Where quantize_mx_dual writes its scales for the result buffers ``s_row`` / ``s_col``: ``(s_row, s_col, 0,
-    None)``, or under :func:`dual_scales_transposed` two workspaces from ``empty(shape)`` (uint8), the flag
-    SCALES_T and the :func:`transpose_launch` that puts them into ``s_row`` / ``s_col`` after the kernel."""
-    if not dual_scales_transposed(m, k, layout):
+    """Where quantize_mx_dual writes its scales for the result buffers ``s_row`` / ``s_col`` on :func:`dual_scale_path`
+    ``path``: ``(s_row, s_col, 0, None)``, or for "t" two workspaces from ``empty(shape)`` (uint8), the flag SCALES_T
+    and the :func:`transpose_launch` that puts them into ``s_row`` / ``s_col`` after the kernel."""
+    if path != "t":
         return s_row, s_col, 0, None
     sr, sc = empty((-(-k // 32), m)), empty((-(-m // 32), k))
     return sr, sc, codes.FLAG_SCALES_T, transpose_launch(sr, s_row, sc, s_col)

@@ -309,3 +309,47 @@ def test_dual_scales_transposed_at_its_size() -> None:
         g, w = getattr(got, part), getattr(want, part)
         assert_same("quantize_mx_dual", f"{part} scales 4096^2", g.scales, w.scales)
         assert_same("quantize_mx_dual", f"{part} data 4096^2", g.data, w.data)
+
+
+def test_dual_scales_transposed_early_launch_in_graphs() -> None:
+    """SCALES_T's transpose is a programmatic dependent launch (it may start before the quantizer has finished and
+    waits for it in the kernel): eager calls and CUDA-graph replays with fresh inputs copied into the captured
+    buffer give the numpy twin's bytes, and so does the ordinary launch (DUAL_T_EARLY off)."""
+    from mxrt.ops import quant as quant_ops
+
+    _skip_unless_supported("quantize_mx_dual")
+    if mxrt.runtime.get_arch().vendor != "nvidia":
+        pytest.skip("CUDA stream capture")
+    shape = (4096, 4096)
+    assert quant_ops.dual_scale_path(*shape, None) == "t" and quant_ops.DUAL_T_EARLY
+    xs = [make_input(shape, KINDS[i], np.float32, seed=4500 + i) for i in range(3)]
+    wants = [mxrt.quantize_mx_dual(x, "e4m3", backend="numpy") for x in xs]
+
+    def check(got, want, tag: str) -> None:
+        for part in ("row", "col"):
+            g, w = getattr(got, part), getattr(want, part)
+            assert_same("quantize_mx_dual", f"{part} scales {tag}", g.scales, w.scales)
+            assert_same("quantize_mx_dual", f"{part} data {tag}", g.data, w.data)
+
+    check(mxrt.quantize_mx_dual(cupy.asarray(xs[1]), "e4m3"), wants[1], "eager")
+    with mxrt.runtime.debug():  # no poisoning or synchronisation inside the capture
+        stream = cupy.cuda.Stream(non_blocking=True)
+        with stream:
+            xd = cupy.asarray(xs[0])
+            mxrt.quantize_mx_dual(xd, "e4m3")  # builds and warms this stream's pool
+            stream.synchronize()
+            stream.begin_capture()
+            got = mxrt.quantize_mx_dual(xd, "e4m3")
+            graph = stream.end_capture()
+            for i in (1, 2, 0):
+                xd.set(xs[i], stream=stream)
+                graph.launch(stream=stream)
+                stream.synchronize()
+                check(got, wants[i], f"replay {i}")
+            del graph
+    mxrt.runtime.release_graph_memory()
+    try:
+        quant_ops.DUAL_T_EARLY = False
+        check(mxrt.quantize_mx_dual(cupy.asarray(xs[2]), "e4m3"), wants[2], "ordinary launch")
+    finally:
+        quant_ops.DUAL_T_EARLY = True

@@ -243,7 +243,8 @@ def test_dual_kernel_scales_transposed_bitexact(build_dir, fmt, dtype):
 def test_dual_launcher_runs_the_transposed_path(build_dir, monkeypatch, dtype):
     """mxrt.quantize_mx_dual on a (fake) device array, each launch's parameter block run on the SIMT emulator: with
     the size threshold lifted, a 512 x 1024 call launches the dual kernel with flag SCALES_T into workspaces and
-    transpose_u8 into the results (mxrt/ops/quant.py's wiring, bitwise against the numpy twin); a 496-row call
+    transpose_u8 into the results, early (cuLaunchKernelEx with programmatic stream serialization; mxrt/ops/quant.py's
+    wiring, bitwise against the numpy twin); a 496-row call
     (not a multiple of 512) launches the dual kernel alone with the scales in place."""
     import importlib
     import struct
@@ -269,7 +270,17 @@ def test_dual_launcher_runs_the_transposed_path(build_dir, monkeypatch, dtype):
             assert rc == 0, lib.simt_error().decode()
             return 0
 
-        importlib.import_module("mxrt.runtime.launch")._DRIVER = driver  # install() restores its own on exit
+        launch_mod = importlib.import_module("mxrt.runtime.launch")
+        launch_mod._DRIVER = driver  # install() restores its own on exit
+        early: list = []
+
+        def driver_ex(conf_ref, func, params, extra) -> int:  # cuLaunchKernelEx: the transpose's early launch
+            conf = conf_ref._obj
+            attr = conf.attrs[0]
+            early.append((conf.num_attrs, attr.id, attr.value[0]))
+            return driver(func, *conf.grid, *conf.block, conf.shared_mem, conf.stream, params, extra)
+
+        monkeypatch.setattr(launch_mod, "_LAUNCH_EX", driver_ex)
         cp = __import__("sys").modules["cupy"]
         for shape, names in (((512, 1024), ["quantize_mx_dual", "transpose_u8"]), ((496, 1024), ["quantize_mx_dual"])):
             state["launches"].clear()
@@ -279,6 +290,9 @@ def test_dual_launcher_runs_the_transposed_path(build_dir, monkeypatch, dtype):
             assert [n for n, _ in state["launches"]] == names
             t_flag = state["launches"][0][1][-1] & codes.FLAG_SCALES_T
             assert bool(t_flag) == (len(names) == 2)
+            # the transpose goes through cuLaunchKernelEx with programmatic stream serialization (attribute 6) on
+            assert early == ([(1, 6, 1)] if t_flag else []), early
+            early.clear()
             for part in ("row", "col"):
                 g, w = getattr(got, part), getattr(want, part)
                 _same(f"launcher {part} scales {shape} {dtype}", np.asarray(g.scales), w.scales)

@@ -81,3 +81,16 @@ MXRT_DEVICE i32 mxrt_clz(u32 v) { return v ? __builtin_clz(v) : 32; }
 #endif
 
 #define MXRT_STATIC_ASSERT(cond, msg) static_assert(cond, msg)
+
+// Programmatic dependent launch (sm_90+; elsewhere no-ops). A kernel launched `early` (mxrt.runtime.launch) may be
+// scheduled before the kernel before it on the stream has finished: it calls mxrt_grid_dependency_wait() before it
+// reads anything that kernel wrote (returns once that grid has completed and its memory is visible). The kernel
+// before it calls mxrt_grid_dependents_launch() where the next one may be scheduled (here: at its start, so the next
+// kernel's CTAs take the SMs its last wave leaves).
+#if defined(MXRT_CUDA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+MXRT_DEVICE void mxrt_grid_dependents_launch() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
+MXRT_DEVICE void mxrt_grid_dependency_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+#else
+MXRT_DEVICE void mxrt_grid_dependents_launch() {}
+MXRT_DEVICE void mxrt_grid_dependency_wait() {}
+#endif

@@ -115,6 +115,8 @@ extern "C" __global__ void __launch_bounds__(THREADS DUAL_MIN_BLOCKS_ARG)
   __shared__ __attribute__((aligned(16))) u8 col_scales[TILE_K * 2];
   __shared__ __attribute__((aligned(16))) u8 row_scales[TILE_K / MXRT_BLOCK * TILE_M];
   u8* const rs = (flags & MXRT_FLAG_SCALES_T) ? row_scales : nullptr;
+  // SCALES_T: the transpose launch that follows (launched early) may take the SMs this grid's last wave leaves
+  if (flags & MXRT_FLAG_SCALES_T) mxrt_grid_dependents_launch();
   const u32 m = (u32)m_, k = (u32)k_;
   const u32 tid = MXRT_TID_X;
   const u32 lane = tid % 32u, warp = tid / 32u;

@@ -7,6 +7,7 @@
 //          block (256,1,1)   smem 64 * 80 bytes (static)
 // defines  THREADS (= 256)                                     set by mxrt/ops/quant.py (spec: ops/quant_kernels.py)
 // requires cols % 16 == 0 and src 16-byte aligned (16-byte loads), rows * cols < 2^31     checked by mxrt/ops/quant.py
+//          launched early after quantize_mx_dual (programmatic dependent launch): waits for it first (prelude.h)
 #include "../common/prelude.h"
 
 #if !defined(THREADS)
@@ -21,6 +22,7 @@ extern "C" __global__ void __launch_bounds__(THREADS)
     transpose_u8(const u8* __restrict__ src0, u8* __restrict__ dst0, i32 rows0, i32 cols0, const u8* __restrict__ src1,
                  u8* __restrict__ dst1, i32 rows1, i32 cols1, i32 tiles0) {
   __shared__ __attribute__((aligned(16))) u8 t[TT * TP];
+  mxrt_grid_dependency_wait();  // launched early after quantize_mx_dual (prelude.h): its scales complete from here
   const u32 tid = MXRT_TID_X;
   u32 b = MXRT_BID_X;
   const bool second = b >= (u32)tiles0;

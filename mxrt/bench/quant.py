@@ -56,7 +56,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--dual-scales",
         default="",
-        help="extra dual rows with the scale store forced where it applies: comma list of t, inplace",
+        help="extra dual rows with the scale store forced where it applies: comma list of t, inplace, t-late (t "
+        "with an ordinary second launch instead of a programmatic dependent one)",
     )
 
 
@@ -74,9 +75,9 @@ def finish_args(args: argparse.Namespace) -> None:
         from ..ops.quant import DUAL_SCALE_PATHS
 
         args.dual_scales = [p for p in args.dual_scales.split(",") if p]
-        bad = [p for p in args.dual_scales if p not in DUAL_SCALE_PATHS]
+        bad = [p for p in args.dual_scales if p not in (*DUAL_SCALE_PATHS, "t-late")]
         if bad:
-            raise ValueError(f"--dual-scales {bad}: expected a comma list of {', '.join(DUAL_SCALE_PATHS)}")
+            raise ValueError(f"--dual-scales {bad}: expected a comma list of {', '.join(DUAL_SCALE_PATHS)}, t-late")
     if args.passes < 1:
         raise ValueError("--passes must be >= 1")
 
@@ -161,10 +162,13 @@ def dual_case(
     from mxrt.ops import quant as q_ops
     from mxrt.ops.kernels import select
     from mxrt.runtime.compiler import build, compile_options
+    from mxrt.runtime.launch import launch
     from mxrt.runtime.source import stamped_source
 
     arch = mxrt.runtime.get_arch()
     spec = select("quantize_mx_dual", arch.target)
+    early = q_ops.DUAL_T_EARLY if scales != "t-late" else False  # "t-late": SCALES_T, an ordinary second launch
+    scales = "t" if scales == "t-late" else scales
     path = q_ops.dual_scale_path(m, k, layout, scales if variant is None else "inplace")
     d = q_ops.dual_defines(fmt, "bfloat16", layout, False)
     rows_fast = q_ops.DUAL_ROWS_FAST
@@ -202,7 +206,7 @@ def dual_case(
         def call(cfg=cfg, args=args, transpose=transpose) -> None:
             kernel(cfg.grid, cfg.block, args)
             if transpose is not None:
-                tk(transpose[0].grid, transpose[0].block, transpose[1])
+                launch("quantize_mx_dual", tk, *transpose, early=early)
 
         launches.append(call)
         outputs = outputs or (q_row, s_row, q_col, s_col)

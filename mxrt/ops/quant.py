@@ -397,7 +397,7 @@ def _quantize_dual(
     args += (np.int32(codes.SCALE_MODE_CODES[mode_value]), np.int32(flags | t_flag))
     launch(op, kernel, cfg, args)
     if transpose is not None:
-        launch(op, transpose_kernel(arch), *transpose)
+        launch(op, transpose_kernel(arch), *transpose, early=DUAL_T_EARLY)
     return q_row, s_row, q_col, s_col
 
 
@@ -407,6 +407,9 @@ DUAL_SCALES_T_MIN_ELEMS = 1 << 24
 #: :data:`DUAL_SCALE_PATHS` where the call allows it (``mxrt bench quant --dual-scales`` times each)
 DUAL_SCALES = "auto"
 DUAL_SCALE_PATHS = ("t", "inplace")
+#: SCALES_T's transpose launch is a programmatic dependent launch (mxrt.runtime.launch ``early``): its CTAs take
+#: the SMs the quantizer's last wave leaves and wait there for its scales (RESULTS.md session 19)
+DUAL_T_EARLY = True
 
 
 def dual_scales_transposed(m: int, k: int, layout: str | None) -> bool:

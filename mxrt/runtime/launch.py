@@ -44,18 +44,25 @@ class LaunchConfig:
             raise ShapeError(f"{op}: launch grid {self.grid} is beyond the limits ({MAX_GRID_X}, 65535, 65535)")
 
 
-def launch(op: str, kernel: Any, cfg: LaunchConfig, args: tuple[Any, ...]) -> None:
+def launch(op: str, kernel: Any, cfg: LaunchConfig, args: tuple[Any, ...], *, early: bool = False) -> None:
     """Launch on CuPy's current stream. A failed launch raises; asynchronous faults surface at the next
     synchronisation, or right here inside ``mxrt.runtime.debug(sync_after_launch=True)`` (the GPU tests).
 
     ``args``: CuPy arrays (passed as device pointers) and numpy scalars (int32 / uint32 / int64 / uint64 /
-    float32 by value, or a structured ``np.void`` such as a 128-byte tensor map, by value)."""
+    float32 by value, or a structured ``np.void`` such as a 128-byte tensor map, by value).
+
+    ``early``: a programmatic dependent launch where the driver route has ``cuLaunchKernelEx`` (CUDA 12+): the
+    kernel's CTAs may be scheduled before the previous kernel on the stream has finished (once all of that
+    kernel's CTAs have run ``griddepcontrol.launch_dependents`` or exited), so its launch latency hides under the
+    previous kernel's last wave. The kernel must run ``griddepcontrol.wait`` (sm_90+) before it touches anything
+    the previous kernel wrote; without the attribute (other launch routes, a driver that refuses it) that wait
+    returns at once and the launch is an ordinary one."""
     cfg.check(op)
     fn = _driver()
     block = _param_block(kernel, args) if fn is not None and launch_mode() == "driver" else None
     if block is None:
         kernel(cfg.grid, cfg.block, args, shared_mem=cfg.shared_mem)
-    else:
+    elif not (early and block.launch_early(op, kernel, cfg, args)):
         block.launch(fn, op, kernel, cfg, args)
     after_launch(op, kernel, cfg.grid, cfg.block)
 
@@ -98,6 +105,47 @@ def _ctypes_launch_kernel() -> Any:
     u = ctypes.c_uint
     fn.argtypes = [ctypes.c_void_p, u, u, u, u, u, u, u, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
     return fn
+
+
+# cuLaunchKernelEx's config with one attribute: CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION (cuda.h)
+_PROGRAMMATIC_STREAM_SERIALIZATION = 6
+
+
+class _LaunchAttribute(ctypes.Structure):
+    """CUlaunchAttribute: the id, padding to 8 bytes, a 64-byte value union."""
+
+    _fields_ = [("id", ctypes.c_int), ("pad", ctypes.c_char * 4), ("value", ctypes.c_int * 16)]
+
+
+class _LaunchConfigEx(ctypes.Structure):
+    """CUlaunchConfig."""
+
+    _fields_ = [
+        ("grid", ctypes.c_uint * 3),
+        ("block", ctypes.c_uint * 3),
+        ("shared_mem", ctypes.c_uint),
+        ("stream", ctypes.c_void_p),
+        ("attrs", ctypes.POINTER(_LaunchAttribute)),
+        ("num_attrs", ctypes.c_uint),
+    ]
+
+
+_LAUNCH_EX: Any = None  # ctypes cuLaunchKernelEx, or False where there is none
+
+
+def _launch_ex() -> Any:
+    global _LAUNCH_EX
+    if _LAUNCH_EX is None:
+        with _LOCK:
+            if _LAUNCH_EX is None:
+                try:
+                    fn = ctypes.CDLL("libcuda.so.1").cuLaunchKernelEx
+                    fn.restype = ctypes.c_int
+                    fn.argtypes = [ctypes.POINTER(_LaunchConfigEx), ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+                    _LAUNCH_EX = fn
+                except (OSError, AttributeError):
+                    _LAUNCH_EX = False
+    return _LAUNCH_EX or None
 
 
 def _cupy_launch_kernel(cupy: Any) -> Any:
@@ -181,6 +229,28 @@ class _ParamBlock:
             res = fn(self.func, gx, gy, gz, bx, by, bz, cfg.shared_mem, stream, self.params_ptr, None)
         if res != 0:
             raise _launch_failed(op, kernel, cfg, res)
+
+    def launch_early(self, op: str, kernel: Any, cfg: LaunchConfig, args: tuple[Any, ...]) -> bool:
+        """:func:`launch` with ``early``: True when cuLaunchKernelEx took it, False where there is none or the
+        driver refused the attribute (the caller then launches as usual)."""
+        import cupy
+
+        fn = _launch_ex()
+        if fn is None:
+            return False
+        vals = self.values(args)
+        attr = _LaunchAttribute(id=_PROGRAMMATIC_STREAM_SERIALIZATION)
+        attr.value[0] = 1
+        conf = _LaunchConfigEx()
+        conf.grid[:], conf.block[:] = cfg.grid, cfg.block
+        conf.shared_mem = cfg.shared_mem
+        conf.stream = cupy.cuda.get_current_stream().ptr or None
+        conf.attrs = ctypes.pointer(attr)
+        conf.num_attrs = 1
+        with self.lock:
+            self.struct.pack_into(self.view, 0, *vals)
+            res = fn(ctypes.byref(conf), self.func, self.params_ptr, None)
+        return res == 0
 
 
 def _launch_failed(op: str, kernel: Any, cfg: LaunchConfig, res: int) -> MxrtError:

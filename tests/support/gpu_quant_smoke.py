@@ -41,6 +41,12 @@ def main(quick: bool) -> int:
                         g = mxrt.quantize_mx_dual(xin, fmt, block_2d=b2, scale_layout=layout, backend="gpu")
                         w = mxrt.quantize_mx_dual(x, fmt, block_2d=b2, scale_layout=layout, backend="numpy")
                         bad += _mismatches(g.row, w.row) + _mismatches(g.col, w.col)
+    # quantize_mx_dual's SCALES_T path at its size (2^24 elements): the transposed scales, then transpose_u8 as a
+    # programmatic dependent launch
+    x = rng.standard_normal((4096, 4096)).astype(np.float16)
+    g = mxrt.quantize_mx_dual(cupy.asarray(x), "e4m3", backend="gpu")
+    w = mxrt.quantize_mx_dual(x, "e4m3", backend="numpy")
+    bad += _mismatches(g.row, w.row) + _mismatches(g.col, w.col)
     cupy.cuda.runtime.deviceSynchronize()
     print("mismatches", bad)
     return 1 if bad else 0

@@ -311,6 +311,7 @@ def install(*, record: bool = False, effects: bool = False) -> Iterator[dict]:
         "build": compiler.build,
         "get_arch": arch_mod.get_arch,
         "driver": launch._DRIVER,
+        "launch_ex": launch._LAUNCH_EX,
         "encode": gemm_sm90._driver,
         "cublas": cublas.available,
     }
@@ -327,6 +328,7 @@ def install(*, record: bool = False, effects: bool = False) -> Iterator[dict]:
                     setattr(m, name, new)
         interop.array_kind = array_kind
         launch._DRIVER = fn
+        launch._LAUNCH_EX = False  # no cuLaunchKernelEx: a real one would get fake functions (a test may set its own)
         gemm_sm90._driver = _encode  # cuTensorMapEncodeTiled
         cublas.available = lambda: False  # cuBLAS is not faked: the sm90_cublas path declines, the engines run
         _reset_caches()
@@ -340,6 +342,7 @@ def install(*, record: bool = False, effects: bool = False) -> Iterator[dict]:
             sys.modules["cupy"] = saved["cupy"]
         interop.array_kind = kind
         launch._DRIVER = saved["driver"]
+        launch._LAUNCH_EX = saved["launch_ex"]
         gemm_sm90._driver = saved["encode"]
         cublas.available = saved["cublas"]
         _reset_caches()

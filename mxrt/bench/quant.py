@@ -169,7 +169,7 @@ def dual_case(
     spec = select("quantize_mx_dual", arch.target)
     early = q_ops.DUAL_T_EARLY if scales != "t-late" else False  # "t-late": SCALES_T, an ordinary second launch
     scales = "t" if scales == "t-late" else scales
-    path = q_ops.dual_scale_path(m, k, layout, scales if variant is None else "inplace")
+    path = q_ops.dual_scale_path(m, k, layout, scales)
     d = q_ops.dual_defines(fmt, "bfloat16", layout, False)
     rows_fast = q_ops.DUAL_ROWS_FAST
     if variant is None:

@@ -59,6 +59,15 @@ def assert_same(op: str, what: str, got, want) -> None:
     )
 
 
+def assert_dual_same(got, want, tag: str) -> None:
+    """Both halves of a quantize_mx_dual result (shape, scales, codes) against the numpy twin's."""
+    for part in ("row", "col"):
+        g, w = getattr(got, part), getattr(want, part)
+        assert g.shape == w.shape, f"quantize_mx_dual {part} {tag}: shape {g.shape} vs {w.shape}"
+        assert_same("quantize_mx_dual", f"{part} scales {tag}", g.scales, w.scales)
+        assert_same("quantize_mx_dual", f"{part} data {tag}", g.data, w.data)
+
+
 @pytest.mark.parametrize("dtype", list(DTYPES))
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("fmt", FMTS)
@@ -90,12 +99,7 @@ def test_quantize_mx_dual_bitexact(fmt: str, mode: str, dtype: str, block_2d: bo
             got = mxrt.quantize_mx_dual(
                 xd if xd is not None else x, fmt, scale_mode=mode, block_2d=block_2d, backend="gpu"
             )
-            tag = f"{fmt}/{mode}/{dtype}/{'2d' if block_2d else '1d'} {shape} {kind}"
-            for part in ("row", "col"):
-                g, w = getattr(got, part), getattr(want, part)
-                assert g.shape == w.shape
-                assert_same("quantize_mx_dual", f"{part} scales {tag}", g.scales, w.scales)
-                assert_same("quantize_mx_dual", f"{part} data {tag}", g.data, w.data)
+            assert_dual_same(got, want, f"{fmt}/{mode}/{dtype}/{'2d' if block_2d else '1d'} {shape} {kind}")
 
 
 def test_numpy_in_numpy_out_any_axis() -> None:
@@ -230,10 +234,7 @@ def test_fused_scale_layout_2d_dual_and_large_rows() -> None:
     for layout in LAYOUTS:
         want = mxrt.quantize_mx_dual(x, "e4m3", block_2d=True, scale_layout=layout, backend="numpy")
         got = mxrt.quantize_mx_dual(xd, "e4m3", block_2d=True, scale_layout=layout)
-        for part in ("row", "col"):
-            g, w = getattr(got, part), getattr(want, part)
-            assert_same("quantize_mx_dual", f"2d {part} scales {layout}", g.scales, w.scales)
-            assert_same("quantize_mx_dual", f"2d {part} data {layout}", g.data, w.data)
+        assert_dual_same(got, want, f"2d {layout}")
 
 
 def test_flat_and_block_paths_on_moe_shapes() -> None:
@@ -288,11 +289,7 @@ def test_dual_scales_transposed_path(monkeypatch, fmt: str, dtype: str) -> None:
             want = mxrt.quantize_mx_dual(x, fmt, block_2d=block_2d, backend="numpy")
             xd = to_device(x)
             got = mxrt.quantize_mx_dual(xd if xd is not None else x, fmt, block_2d=block_2d, backend="gpu")
-            tag = f"{fmt}/{dtype}/{'2d' if block_2d else '1d'} {shape}"
-            for part in ("row", "col"):
-                g, w = getattr(got, part), getattr(want, part)
-                assert_same("quantize_mx_dual", f"{part} scales {tag}", g.scales, w.scales)
-                assert_same("quantize_mx_dual", f"{part} data {tag}", g.data, w.data)
+            assert_dual_same(got, want, f"{fmt}/{dtype}/{'2d' if block_2d else '1d'} {shape}")
 
 
 def test_dual_scales_transposed_at_its_size() -> None:
@@ -305,10 +302,7 @@ def test_dual_scales_transposed_at_its_size() -> None:
     want = mxrt.quantize_mx_dual(x, "e4m3", backend="numpy")
     xd = to_device(x)
     got = mxrt.quantize_mx_dual(xd if xd is not None else x, "e4m3", backend="gpu")
-    for part in ("row", "col"):
-        g, w = getattr(got, part), getattr(want, part)
-        assert_same("quantize_mx_dual", f"{part} scales 4096^2", g.scales, w.scales)
-        assert_same("quantize_mx_dual", f"{part} data 4096^2", g.data, w.data)
+    assert_dual_same(got, want, "4096^2")
 
 
 def test_dual_scales_transposed_early_launch_in_graphs() -> None:
@@ -325,13 +319,7 @@ def test_dual_scales_transposed_early_launch_in_graphs() -> None:
     xs = [make_input(shape, KINDS[i], np.float32, seed=4500 + i) for i in range(3)]
     wants = [mxrt.quantize_mx_dual(x, "e4m3", backend="numpy") for x in xs]
 
-    def check(got, want, tag: str) -> None:
-        for part in ("row", "col"):
-            g, w = getattr(got, part), getattr(want, part)
-            assert_same("quantize_mx_dual", f"{part} scales {tag}", g.scales, w.scales)
-            assert_same("quantize_mx_dual", f"{part} data {tag}", g.data, w.data)
-
-    check(mxrt.quantize_mx_dual(cupy.asarray(xs[1]), "e4m3"), wants[1], "eager")
+    assert_dual_same(mxrt.quantize_mx_dual(cupy.asarray(xs[1]), "e4m3"), wants[1], "eager")
     with mxrt.runtime.debug():  # no poisoning or synchronisation inside the capture
         stream = cupy.cuda.Stream(non_blocking=True)
         with stream:
@@ -345,11 +333,11 @@ def test_dual_scales_transposed_early_launch_in_graphs() -> None:
                 xd.set(xs[i], stream=stream)
                 graph.launch(stream=stream)
                 stream.synchronize()
-                check(got, wants[i], f"replay {i}")
+                assert_dual_same(got, wants[i], f"replay {i}")
             del graph
     mxrt.runtime.release_graph_memory()
     try:
         quant_ops.DUAL_T_EARLY = False
-        check(mxrt.quantize_mx_dual(cupy.asarray(xs[2]), "e4m3"), wants[2], "ordinary launch")
+        assert_dual_same(mxrt.quantize_mx_dual(cupy.asarray(xs[2]), "e4m3"), wants[2], "ordinary launch")
     finally:
         quant_ops.DUAL_T_EARLY = True

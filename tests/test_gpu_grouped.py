@@ -33,6 +33,9 @@ CASES = [
     (600, 130, 32, 5),
 ]
 CASES += [(64, 256, 32, 31), (513, 300, 7, 3)]
+# k % 16 == 0: the row+col kernel's s_col stored transposed and put in place by transpose_u8 (flag SCALES_T), over
+# several units along M and a 16-column last column tile
+CASES += [(2100, 400, 32, 4)]
 DUAL_SHAPES = [(1, 1, 1), (3, 40, 70), (2, 33, 31), (4, 64, 256), (2, 100, 130)]
 
 

@@ -151,10 +151,30 @@ MXRT_DEVICE void mxg_store_rows(const MxgStage<F>& st, u8* qr, u32 qr_stride, u8
   }
 }
 
+// The column side's scales of nsub staged tiles out transposed (flag SCALES_T of the row+col quantizer): block row
+// b (< nsub) of the unit's 128 columns to sct + b * k as 4-byte words of 4 columns (the row's bytes contiguous:
+// whole sectors, where the [k, m/32] layout takes nsub bytes per column into sectors 8 units share); c < ncols;
+// sct + b * k 4-byte aligned (k % 4 == 0, sct aligned).
+template <class F, u32 NT>
+MXRT_DEVICE void mxg_store_col_scales_t(const MxgStage<F>& st, u8* sct, u32 k, u32 ncols, u32 nsub) {
+  MXRT_STATIC_ASSERT(NT >= 32u * MXG_SUB, "mxg_store_col_scales_t: a thread per 4 columns of every block row");
+  const u32 b = MXRT_TID_X / 32u, c = 4u * (MXRT_TID_X % 32u);
+  if (b >= nsub || c >= ncols) return;
+  u32 w = 0;
+#pragma unroll
+  for (u32 i = 0; i < 4u; ++i) w |= (u32)st.scol[(c + i) * MXG_SUB + b] << (8u * i);
+  u8* dst = sct + (u64)b * k + c;
+  if (c + 4u <= ncols) {
+    *(u32*)dst = w;
+  } else {
+    for (u32 i = 0; c + i < ncols; ++i) dst[i] = (u8)(w >> (8u * i));
+  }
+}
+
 // The column side of nsub (<= MXG_SUB) staged tiles out: column c's nsub blocks (all valid) to qc + c * qc_stride,
 // its nsub scales to sc + c * sc_stride, for c < ncols; vec_col: the base and stride allow 16-byte stores. As the
 // rows: a thread's chunk and block are fixed, one base address each, unrolled fixed steps.
-template <class F, u32 NT>
+template <class F, u32 NT, bool SCALES = true>
 MXRT_DEVICE void mxg_store_cols(const MxgStage<F>& st, u8* qc, u32 qc_stride, u8* sc, u32 sc_stride, u32 ncols,
                                 u32 nsub, bool vec_col) {
   constexpr u32 RB = MxgStage<F>::RB, CH = MXG_SUB * RB / 16u, CSTEP = NT / CH, SSTEP = NT / MXG_SUB;
@@ -170,7 +190,7 @@ MXRT_DEVICE void mxg_store_cols(const MxgStage<F>& st, u8* qc, u32 qc_stride, u8
     }
   }
   const u32 b = MXRT_TID_X % MXG_SUB, cs0 = MXRT_TID_X / MXG_SUB;
-  if (b < nsub) {
+  if (SCALES && b < nsub) {
     u8* q = sc + (u64)cs0 * sc_stride + b;
 #pragma unroll
     for (u32 j = 0; j < (128u + SSTEP - 1) / SSTEP; ++j) {

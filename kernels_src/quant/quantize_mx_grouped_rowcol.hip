@@ -4,9 +4,9 @@
 //          groups; padding gets zero codes, pad-only blocks scale 127 (mxrt.formats.grouped.quantize_mx_grouped)
 // args     const IN* x [total_m,k] | const i64* offs [3,G+1] (offs, offs_pad_row, offs_pad_col) |
 //          u8* q_row [m_ub,k] (e2m1: [m_ub,ceil(k/2)]) | u8* s_row [m_ub,ceil(k/32)] | u8* q_col [k,m_col_ub]
-//          (e2m1: [k,m_col_ub/2]) | u8* s_col [k,m_col_ub/32] | int num_groups, int m_ub, int m_col_ub, int k |
-//          int scale_mode (MXRT_SCALE_*) | int flags (MXRT_FLAG_VEC_IN, _VEC_OUT, _VEC_OUT_COL) | int n_tail |
-//          int workers
+//          (e2m1: [k,m_col_ub/2]) | u8* s_col [k,m_col_ub/32] (SCALES_T: [m_col_ub/32,k]) | int num_groups,
+//          int m_ub, int m_col_ub, int k | int scale_mode (MXRT_SCALE_*) | int flags (MXRT_FLAG_VEC_IN, _VEC_OUT,
+//          _VEC_OUT_COL, _SCALES_T: s_col transposed, k % 16 == 0) | int n_tail | int workers
 // grid     (workers + ceil(k/128) * n_tail, 1, 1): CTAs < workers walk the colwise layout's 32 x 128 tiles in
 //          units of MXG_SUB along M (grid-stride); the others write the rowwise tail [offs_pad_row[G], m_ub)
 //          block (256,1,1)   smem 32*132*4 + sizeof(MxgStage) bytes static + 3*(G+1)*4 dynamic
@@ -86,6 +86,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, QRC_MIN_BLOCKS)
   i32* const s_offs = rc_offsets;
   i32* const s_prow = rc_offsets + (num_groups + 1);
   i32* const s_pcol = rc_offsets + 2 * (num_groups + 1);
+  // SCALES_T: the transpose launch that follows (launched early) may take the SMs this grid leaves
+  if (flags & MXRT_FLAG_SCALES_T) mxrt_grid_dependents_launch();
   mxg_load_offsets<THREADS>(offs, num_groups, 0, s_offs);
   mxg_load_offsets<THREADS>(offs, num_groups, 1, s_prow);
   mxg_load_offsets<THREADS>(offs, num_groups, 2, s_pcol);
@@ -192,8 +194,14 @@ extern "C" __global__ void __launch_bounds__(THREADS, QRC_MIN_BLOCKS)
     }
     // the unit's colwise side, nsub blocks per column (staged before the last tile's second barrier)
     const u32 r0 = ty0 * TILE_M;
-    mxg_store_cols<Fmt, THREADS>(stage, q_col + (u64)col0 * col_bytes + (Fmt::BITS == 4 ? r0 / 2 : r0), col_bytes,
-                                 s_col + (u64)col0 * ((u32)m_col_ub / MXRT_BLOCK) + ty0, (u32)m_col_ub / MXRT_BLOCK,
-                                 ncols, nsub, flags & MXRT_FLAG_VEC_OUT_COL);
+    u8* const qc = q_col + (u64)col0 * col_bytes + (Fmt::BITS == 4 ? r0 / 2 : r0);
+    if (flags & MXRT_FLAG_SCALES_T) {  // s_col is [m_col_ub / 32, k]: transpose_u8 puts it in place after
+      mxg_store_cols<Fmt, THREADS, false>(stage, qc, col_bytes, nullptr, 0u, ncols, nsub,
+                                          flags & MXRT_FLAG_VEC_OUT_COL);
+      mxg_store_col_scales_t<Fmt, THREADS>(stage, s_col + (u64)ty0 * uk + col0, uk, ncols, nsub);
+    } else {
+      mxg_store_cols<Fmt, THREADS>(stage, qc, col_bytes, s_col + (u64)col0 * ((u32)m_col_ub / MXRT_BLOCK) + ty0,
+                                   (u32)m_col_ub / MXRT_BLOCK, ncols, nsub, flags & MXRT_FLAG_VEC_OUT_COL);
+    }
   }
 }

@@ -48,7 +48,16 @@ from ..runtime.kernel_spec import defines
 from ..runtime.launch import LaunchConfig, launch
 from . import grouped_kernels
 from .kernels import select
-from .quant import GPU_BLOCK_SIZES, _aligned, _check_device_layout, _check_input, _itemsize, _upload
+from .quant import (
+    GPU_BLOCK_SIZES,
+    _aligned,
+    _check_device_layout,
+    _check_input,
+    _itemsize,
+    _upload,
+    transpose_kernel,
+    transpose_launch,
+)
 
 _INDEX_LIMIT = 2**31
 #: CTAs per SM/CU of the grid-stride rowwise kernel.
@@ -57,6 +66,17 @@ _ROWWISE_CTAS_PER_CU = 16
 #: Both builds are bit-exact on H100; 1 was 1-4 points of copy bandwidth faster there (2 needs 48-60 registers).
 ROWWISE_UNROLL = 1
 _DEVICE_LENS_DTYPES = ("int32", "int64")
+#: The row+col quantizer stores s_col transposed (flag SCALES_T) and transpose_u8 puts it in place
+#: (:func:`rowcol_scales_transposed`); False keeps the in-place stores everywhere (A/B: RESULTS.md session 19)
+ROWCOL_SCALES_T = True
+
+
+def rowcol_scales_transposed(k: int, m_col_ub: int) -> bool:
+    """Whether the row+col grouped quantizer writes s_col as ``[m_col_ub / 32, k]`` in whole sectors (each unit's
+    MXG_SUB block rows of 128 contiguous bytes) for a transpose launch to put in place: in the ``[k, m_col_ub / 32]``
+    layout each unit puts MXG_SUB bytes per column into sectors that 8 units share (the plain dual's partial-sector
+    cost, RESULTS.md session 18). Needs k % 16 == 0 (the transpose's 16-byte loads)."""
+    return ROWCOL_SCALES_T and k % 16 == 0 and m_col_ub >= 32
 
 
 def _empty(shape: tuple[int, ...], dtype: Any = None) -> Any:
@@ -178,13 +198,20 @@ def quantize_mx_grouped_gpu(
             flags |= codes.FLAG_VEC_OUT_COL if _aligned(q_col.data.ptr, q_col.shape[1]) else 0
             smem = 3 * 4 * (num_groups + 1)  # the offset rows (dynamic: the static part is ~40 KB)
             kernel = build_with_smem(select("quantize_mx_grouped_rowcol", arch.target), d, arch, smem)
-            args = (xd, offs, q, s, q_col, s_col, np.int32(num_groups), np.int32(m_ub), np.int32(mc_ub), np.int32(k))
+            s_col_t = _empty((mc_ub // 32, k)) if rowcol_scales_transposed(k, mc_ub) else None
+            if s_col_t is not None:
+                flags |= codes.FLAG_SCALES_T
+            sc = s_col if s_col_t is None else s_col_t
+            args = (xd, offs, q, s, q_col, sc, np.int32(num_groups), np.int32(m_ub), np.int32(mc_ub), np.int32(k))
             tiles_x = -(-k // 128)
             units = -(-(mc_ub // 32) // grouped_kernels.persistent_sub(arch.target)) * tiles_x
             workers = min(units, arch.num_cus * grouped_kernels.persistent_ctas(arch.target))
             args += (mode_code, np.int32(flags), np.int32(n_tail), np.int32(workers))
             cfg = LaunchConfig(grid=(workers + tiles_x * n_tail, 1, 1), block=(threads, 1, 1), shared_mem=smem)
             launch(op, kernel, cfg, args)
+            if s_col_t is not None:  # [m_col_ub / 32, k] -> [k, m_col_ub / 32], launched early (waits in the kernel)
+                none = _empty((0, 16))
+                launch(op, transpose_kernel(arch), *transpose_launch(s_col_t, s_col, none, none), early=True)
     offs_row, offs_col = offs[1], (offs[2] if colwise else None)
     if not device_in:
         q, s, offs_row = q.get(), s.get(), offs_row.get()

@@ -18,7 +18,9 @@ def _diff(a, b) -> int:
 def main() -> int:
     rng = np.random.default_rng(0)
     bad = 0
-    for total, k, lens in [(0, 64, [0, 0, 0]), (77, 33, [77]), (300, 130, [100, 0, 3, 197]), (65, 4095, [1, 64])]:
+    cases = [(0, 64, [0, 0, 0]), (77, 33, [77]), (300, 130, [100, 0, 3, 197]), (65, 4095, [1, 64])]
+    cases += [(300, 160, [100, 0, 3, 197]), (700, 400, [0, 350, 350])]  # k % 16 == 0: row+col s_col transposed
+    for total, k, lens in cases:
         lens = np.array(lens, np.int64)
         x = rng.standard_normal((total, k)).astype(np.float32)
         for fmt in ("e4m3", "e2m1"):

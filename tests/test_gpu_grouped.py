@@ -33,9 +33,9 @@ CASES = [
     (600, 130, 32, 5),
 ]
 CASES += [(64, 256, 32, 31), (513, 300, 7, 3)]
-# k % 16 == 0: the row+col kernel's s_col stored transposed and put in place by transpose_u8 (flag SCALES_T), over
-# several units along M and a 16-column last column tile
-CASES += [(2100, 400, 32, 4)]
+# k % 16 == 0 (below) and k >= 2560 (test_rowcol_scales_transposed): the row+col kernel's s_col stored transposed and
+# put in place by transpose_u8 (flag SCALES_T), over several units along M and a 16-column last column tile
+T_CASES = [(300, 96, 7, 2), (64, 256, 32, 31), (2100, 400, 32, 4), (700, 2880, 8, 1)]
 DUAL_SHAPES = [(1, 1, 1), (3, 40, 70), (2, 33, 31), (4, 64, 256), (2, 100, 130)]
 
 
@@ -147,6 +147,26 @@ def test_grouped_bitexact(poisoned, monkeypatch: pytest.MonkeyPatch, fmt: str, d
                 got = mxrt.quantize_mx_grouped(xd, lens_d, fmt, colwise=colwise)
                 assert isinstance(got.row.data, cupy.ndarray) and isinstance(got.offs_pad_row, cupy.ndarray)
             compare_grouped(f"{fmt}/{dtype} T={total} k={k} G={num_groups} {kind}", got, want)
+
+
+@pytest.mark.parametrize("dtype", list(DTYPES))
+@pytest.mark.parametrize("fmt", ["e4m3", "e2m1"])
+def test_rowcol_scales_transposed(poisoned, monkeypatch: pytest.MonkeyPatch, fmt: str, dtype: str) -> None:
+    """The row+col kernel with s_col stored transposed (flag SCALES_T) and transpose_u8 after it, on every k % 16 == 0
+    (the launcher's k >= 2560 lifted, and at its size): bitwise the numpy twin, poisoned outputs."""
+    _skip_unless_supported("quantize_mx_grouped")
+    from mxrt.ops import grouped
+
+    assert grouped.rowcol_scales_transposed(2880, 64) and not grouped.rowcol_scales_transposed(2048, 64)
+    monkeypatch.setattr(grouped, "ROWCOL_SCALES_T_MIN_K", 0)
+    for ci, (total, k, num_groups, empty) in enumerate(T_CASES):
+        assert grouped.rowcol_scales_transposed(k, 32)
+        lens = split(total, num_groups, seed=50 + ci, empty=empty)
+        x = make_input((total, k), KINDS[ci % len(KINDS)], DTYPES[dtype], seed=500 + ci)
+        want = mxrt.quantize_mx_grouped(x, lens, fmt, colwise=True, backend="numpy")
+        xd = to_device(x)
+        got = mxrt.quantize_mx_grouped(xd if xd is not None else x, lens, fmt, colwise=True, backend="gpu")
+        compare_grouped(f"T {fmt}/{dtype} T={total} k={k} G={num_groups}", got, want)
 
 
 @pytest.mark.parametrize("fmt", ["e4m3", "e5m2", "e2m3", "e3m2", "e2m1"])

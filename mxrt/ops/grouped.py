@@ -69,14 +69,17 @@ _DEVICE_LENS_DTYPES = ("int32", "int64")
 #: The row+col quantizer stores s_col transposed (flag SCALES_T) and transpose_u8 puts it in place
 #: (:func:`rowcol_scales_transposed`); False keeps the in-place stores everywhere (A/B: RESULTS.md session 19)
 ROWCOL_SCALES_T = True
+#: ... for k from this on (H100, session 19 call 8: k = 7168 +5.2-5.5%, 2880 +1.2-2.0%, 2048 -1.1% / +0.7%)
+ROWCOL_SCALES_T_MIN_K = 2560
 
 
 def rowcol_scales_transposed(k: int, m_col_ub: int) -> bool:
     """Whether the row+col grouped quantizer writes s_col as ``[m_col_ub / 32, k]`` in whole sectors (each unit's
     MXG_SUB block rows of 128 contiguous bytes) for a transpose launch to put in place: in the ``[k, m_col_ub / 32]``
     layout each unit puts MXG_SUB bytes per column into sectors that 8 units share (the plain dual's partial-sector
-    cost, RESULTS.md session 18). Needs k % 16 == 0 (the transpose's 16-byte loads)."""
-    return ROWCOL_SCALES_T and k % 16 == 0 and m_col_ub >= 32
+    cost, RESULTS.md session 18). Needs k % 16 == 0 (the transpose's 16-byte loads); taken where it measured
+    faster (k >= :data:`ROWCOL_SCALES_T_MIN_K`)."""
+    return ROWCOL_SCALES_T and k % 16 == 0 and k >= ROWCOL_SCALES_T_MIN_K and m_col_ub >= 32
 
 
 def _empty(shape: tuple[int, ...], dtype: Any = None) -> Any:

@@ -1,13 +1,15 @@
 // kernel   transpose_u8                                                               (extern "C")
 // computes dst[c, r] = src[r, c] for two byte matrices in one launch: quantize_mx_dual's scale sets stored
-//          transposed (flag SCALES_T) put into [m, ceil(k/32)] and [k, ceil(m/32)] (mxrt/ops/quant.py)
+//          transposed (flag SCALES_T) put into [m, ceil(k/32)] and [k, ceil(m/32)] (mxrt/ops/quant.py); the
+//          row+col grouped quantizer's s_col (one matrix; mxrt/ops/grouped.py)
 // args     const u8* src0 [rows0, cols0] | u8* dst0 [cols0, rows0] | int rows0, int cols0 | const u8* src1 |
 //          u8* dst1 | int rows1, int cols1 | int tiles0 (matrix 0's 64 x 64 tiles)
 // grid     (tiles0 + tiles1, 1, 1): 64 x 64-byte source tiles, matrix 0's first, each matrix row-major over its tiles
 //          block (256,1,1)   smem 64 * 80 bytes (static)
 // defines  THREADS (= 256)                                     set by mxrt/ops/quant.py (spec: ops/quant_kernels.py)
 // requires cols % 16 == 0 and src 16-byte aligned (16-byte loads), rows * cols < 2^31     checked by mxrt/ops/quant.py
-//          launched early after quantize_mx_dual (programmatic dependent launch): waits for it first (prelude.h)
+//          launched early after the quantizer that wrote src (quantize_mx_dual, quantize_mx_grouped_rowcol:
+//          programmatic dependent launch): waits for it first (prelude.h)
 #include "../common/prelude.h"
 
 #if !defined(THREADS)
@@ -22,7 +24,7 @@ extern "C" __global__ void __launch_bounds__(THREADS)
     transpose_u8(const u8* __restrict__ src0, u8* __restrict__ dst0, i32 rows0, i32 cols0, const u8* __restrict__ src1,
                  u8* __restrict__ dst1, i32 rows1, i32 cols1, i32 tiles0) {
   __shared__ __attribute__((aligned(16))) u8 t[TT * TP];
-  mxrt_grid_dependency_wait();  // launched early after quantize_mx_dual (prelude.h): its scales complete from here
+  mxrt_grid_dependency_wait();  // launched early after the quantizer (prelude.h): its scales complete from here
   const u32 tid = MXRT_TID_X;
   u32 b = MXRT_BID_X;
   const bool second = b >= (u32)tiles0;

@@ -313,6 +313,23 @@ def test_dual_scale_path_choice(monkeypatch):
         ops_quant.dual_scale_path(4096, 4096, None, "fold")
 
 
+def test_transpose_u8_one_matrix(build_dir):
+    """transpose_launch with one matrix (the row+col grouped quantizer's s_col): its second pair has no tiles, so the
+    launch writes dst0 only, each byte once (poisoned, 16-byte and byte-stored destination rows)."""
+    lib = _lib(build_dir, 2, THREADS=quant_kernels.TRANSPOSE_U8_THREADS)
+    rng = np.random.default_rng(7)
+    for r0, c0 in [(90, 160), (64, 2880 // 45)]:
+        src0 = _aligned_poisoned((r0, c0))
+        src0[...] = rng.integers(0, 256, (r0, c0), dtype=np.uint8)
+        dst0 = _aligned_poisoned((c0, r0))
+        cfg, args = ops_quant.transpose_launch(src0, dst0)
+        assert args[2:4] == (r0, c0) and args[6:8] == (0, c0) and int(args[-1]) == cfg.grid[0]
+        rc = lib.simt_transpose(_p(args[0]), _p(args[1]), r0, c0, _p(args[4]), _p(args[5]), 0, c0, int(args[-1]),
+                                cfg.grid[0], 0)  # fmt: skip
+        assert rc == 0, lib.simt_error().decode()
+        _same(f"transpose one matrix {(r0, c0)}", dst0, src0.T)
+
+
 @pytest.mark.parametrize("order", [0, 1, 2])
 def test_transpose_u8(build_dir, order):
     """Both matrices of one launch, destination rows of any length (16-byte stores where aligned, bytes else)."""

@@ -213,8 +213,7 @@ def quantize_mx_grouped_gpu(
             cfg = LaunchConfig(grid=(workers + tiles_x * n_tail, 1, 1), block=(threads, 1, 1), shared_mem=smem)
             launch(op, kernel, cfg, args)
             if s_col_t is not None:  # [m_col_ub / 32, k] -> [k, m_col_ub / 32], launched early (waits in the kernel)
-                none = _empty((0, 16))
-                launch(op, transpose_kernel(arch), *transpose_launch(s_col_t, s_col, none, none), early=True)
+                launch(op, transpose_kernel(arch), *transpose_launch(s_col_t, s_col), early=True)
     offs_row, offs_col = offs[1], (offs[2] if colwise else None)
     if not device_in:
         q, s, offs_row = q.get(), s.get(), offs_row.get()

@@ -464,11 +464,16 @@ def transpose_kernel(arch: Any) -> Any:
     return build(quant_kernels.TRANSPOSE_U8, defines(THREADS=quant_kernels.TRANSPOSE_U8_THREADS), arch)
 
 
-def transpose_launch(src0: Any, dst0: Any, src1: Any, dst1: Any) -> tuple[LaunchConfig, tuple]:
+def transpose_launch(src0: Any, dst0: Any, src1: Any = None, dst1: Any = None) -> tuple[LaunchConfig, tuple]:
     """Launch config and arguments of transpose_u8: ``dst0 = src0.T`` and ``dst1 = src1.T`` in one launch (byte
-    matrices, source columns a multiple of 16, sources 16-byte aligned; numpy or CuPy arrays)."""
+    matrices, source columns a multiple of 16, sources 16-byte aligned; numpy or CuPy arrays). Without ``src1`` the
+    launch transposes ``src0`` alone (its second matrix is ``src0`` with no rows: no tiles)."""
     tt = 64
-    (r0, c0), (r1, c1) = src0.shape, src1.shape
+    if src1 is None:
+        (r0, c0), (r1, c1) = src0.shape, (0, src0.shape[1])
+        src1, dst1 = src0, dst0
+    else:
+        (r0, c0), (r1, c1) = src0.shape, src1.shape
     tiles0 = -(-r0 // tt) * -(-c0 // tt)
     tiles = tiles0 + -(-r1 // tt) * -(-c1 // tt)
     cfg = LaunchConfig(grid=(max(1, tiles), 1, 1), block=(quant_kernels.TRANSPOSE_U8_THREADS, 1, 1))

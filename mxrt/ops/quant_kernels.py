@@ -58,7 +58,8 @@ QUANTIZE_MX_DUAL = KernelSpec(
     ),
 )
 
-# The transpose pass of quantize_mx_dual's scales stored transposed (flag SCALES_T): one build.
+# The transpose pass of the scales stored transposed (flag SCALES_T) by quantize_mx_dual and the row+col grouped
+# quantizer (mxrt/ops/grouped.py): one build.
 TRANSPOSE_U8_THREADS = 256
 TRANSPOSE_U8 = KernelSpec(
     symbol="transpose_u8",

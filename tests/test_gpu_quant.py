@@ -292,6 +292,30 @@ def test_dual_scales_transposed_path(monkeypatch, fmt: str, dtype: str) -> None:
             assert_dual_same(got, want, f"{fmt}/{dtype}/{'2d' if block_2d else '1d'} {shape}")
 
 
+def test_transpose_u8_store_widths() -> None:
+    """transpose_u8 alone (kernels_src/quant/transpose_u8.hip) on shapes whose destination rows take each store it
+    has: 16-byte chunks (rows % 16 == 0), 4-byte words (rows % 4 == 0, not 16: the row+col quantizer's s_col of
+    m_col_ub / 32 rows), bytes (odd rows), over several 128 x 128 tiles with partial last ones; one and two
+    matrices; destinations poisoned, so a byte not written or written twice elsewhere shows."""
+    from mxrt.ops import quant as quant_ops
+    from mxrt.runtime import launch
+
+    _skip_unless_supported("quantize_mx_dual")
+    arch = mxrt.runtime.get_arch()
+    rng = np.random.default_rng(4200)
+    for (r0, c0), (r1, c1) in [((300, 272), (136, 400)), ((288, 144), (129, 32)), ((1032, 224), (7, 48))]:
+        srcs = [rng.integers(0, 256, shape, dtype=np.uint8) for shape in ((r0, c0), (r1, c1))]
+        d_src = [cupy.asarray(a) for a in srcs]
+        d_dst = [cupy.full(a.shape[::-1], POISON, cupy.uint8) for a in srcs]
+        kernel = quant_ops.transpose_kernel(arch)
+        launch("transpose_u8", kernel, *quant_ops.transpose_launch(d_src[0], d_dst[0], d_src[1], d_dst[1]))
+        for a, d in zip(srcs, d_dst, strict=True):
+            assert_same("transpose_u8", f"{a.shape}", d, a.T)
+        one = cupy.full((c0, r0), POISON, cupy.uint8)
+        launch("transpose_u8", kernel, *quant_ops.transpose_launch(d_src[0], one))
+        assert_same("transpose_u8", f"one matrix {(r0, c0)}", one, srcs[0].T)
+
+
 def test_dual_scales_transposed_at_its_size() -> None:
     """The path as the launcher takes it: a 4096 x 4096 bf16 call (2^24 elements, m and k multiples of 512)."""
     from mxrt.ops import quant as quant_ops

@@ -332,9 +332,14 @@ def test_transpose_u8_one_matrix(build_dir):
 
 @pytest.mark.parametrize("order", [0, 1, 2])
 def test_transpose_u8(build_dir, order):
-    """Both matrices of one launch, destination rows of any length (16-byte stores where aligned, bytes else)."""
+    """Both matrices of one launch, destination rows of any length (16-byte stores where aligned, else 4-byte words
+    where aligned, else bytes)."""
     rng = np.random.default_rng(order)
-    for (r0, c0), (r1, c1) in [((90, 160), (7, 48)), ((64, 64), (65, 16)), ((1, 16), (256, 128))]:
+    cases = [((90, 160), (7, 48)), ((64, 64), (65, 16)), ((1, 16), (256, 128))]
+    # several 128 x 128 tiles with partial last ones; destination rows of 300 / 136 bytes (4- and 8-byte aligned
+    # runs: word stores) and 288 (16-byte stores past one tile)
+    cases += [((300, 272), (136, 400)), ((288, 144), (129, 32))]
+    for (r0, c0), (r1, c1) in cases:
         src0 = _aligned_poisoned((r0, c0))
         src1 = _aligned_poisoned((r1, c1))
         src0[...] = rng.integers(0, 256, (r0, c0), dtype=np.uint8)

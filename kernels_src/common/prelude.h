@@ -82,6 +82,26 @@ MXRT_DEVICE i32 mxrt_clz(u32 v) { return v ? __builtin_clz(v) : 32; }
 
 #define MXRT_STATIC_ASSERT(cond, msg) static_assert(cond, msg)
 
+// Byte permute, PTX prmt.b32's default mode with selector nibbles 0-7 only: byte i of the result is byte
+// (s >> 4i) & 7 of the 8 bytes y:x (x = bytes 0..3). One prmt on NVIDIA, one v_perm_b32 on AMD (its selector has a
+// byte per result byte and counts y first: folded at compile time for a constant s).
+#if defined(MXRT_CUDA)
+MXRT_DEVICE u32 mxrt_prmt(u32 x, u32 y, u32 s) { return __byte_perm(x, y, s); }
+#elif defined(MXRT_HIP)
+MXRT_DEVICE u32 mxrt_prmt(u32 x, u32 y, u32 s) {
+  u32 sel = 0u;
+  for (u32 i = 0; i < 4u; ++i) sel |= ((s >> (4u * i)) & 7u) << (8u * i);
+  return __builtin_amdgcn_perm(y, x, sel);
+}
+#else
+inline u32 mxrt_prmt(u32 x, u32 y, u32 s) {
+  const u64 v = ((u64)y << 32) | x;
+  u32 r = 0u;
+  for (u32 i = 0; i < 4u; ++i) r |= (u32)((v >> (8u * ((s >> (4u * i)) & 7u))) & 255u) << (8u * i);
+  return r;
+}
+#endif
+
 // Programmatic dependent launch (sm_90+; elsewhere no-ops). A kernel launched `early` (mxrt.runtime.launch) may be
 // scheduled before the kernel before it on the stream has finished: it calls mxrt_grid_dependency_wait() before it
 // reads anything that kernel wrote (returns once that grid has completed and its memory is visible). The kernel

@@ -468,7 +468,7 @@ def transpose_launch(src0: Any, dst0: Any, src1: Any = None, dst1: Any = None) -
     """Launch config and arguments of transpose_u8: ``dst0 = src0.T`` and ``dst1 = src1.T`` in one launch (byte
     matrices, source columns a multiple of 16, sources 16-byte aligned; numpy or CuPy arrays). Without ``src1`` the
     launch transposes ``src0`` alone (its second matrix is ``src0`` with no rows: no tiles)."""
-    tt = 64
+    tt = 128
     if src1 is None:
         (r0, c0), (r1, c1) = src0.shape, (0, src0.shape[1])
         src1, dst1 = src0, dst0

@@ -2,10 +2,10 @@
 stored transposed, timed with CUDA-graph replays alone (no transpose: its scales are left transposed, the floor any
 transpose can approach), with session 19's transpose (64 x 64 tiles, one 16-byte chunk per thread; the source file
 kernels_src/quant/transpose_u8_s19.hip, untracked: `git show 3f9895b:kernels_src/quant/transpose_u8.hip >
-kernels_src/quant/transpose_u8_s19.hip`; its rows are skipped without it) and with the working tree's, both launched early as the
-op does; the dual itself launched early (griddepcontrol.wait at its start, an edited build) with and without a
-transpose that triggers its dependents, also after a 16 MB copy (a predecessor that knows nothing of PDL); then each
-transpose alone on the scales in L2, and a device copy of the op's bytes (RESULTS.md session 20, calls 1-2).
+kernels_src/quant/transpose_u8_s19.hip`; its rows are skipped without it) and with the working tree's, both launched
+early as the op does; the dual itself launched early (griddepcontrol.wait at its start, an edited build) with and
+without a transpose that triggers its dependents, also after a 16 MB copy (a predecessor that knows nothing of PDL);
+then each transpose alone on the scales in L2, and a device copy of the op's bytes (RESULTS.md session 20, calls 1-2).
 
 python3 benchmarks/transpose_diag.py [MxK ...]   (default 4096x7168 7168x4096 8192x8192; one line per variant)
 """

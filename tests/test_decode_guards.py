@@ -128,7 +128,9 @@ def test_moe_guards(monkeypatch):
     assert moe_gemm.unsupported(moe()) is None  # 256 experts x 4096 x 7168: 7.5 GB of weights, 1 M rows: fine
     assert "2^31" in moe_gemm.unsupported(moe(e=2**20, n=2**12))
     assert "multiple of 128" in moe_gemm.unsupported(moe(k=7168 + 32))
-    assert "grid" in moe_gemm.unsupported(moe(expert_ids=NS(size=70000)))
+    # the grid's y is the live blocks' bound min(len(expert_ids), numel) (mxrt.problems.moe_gemm)
+    assert moe_gemm.unsupported(moe(expert_ids=NS(size=70000))) is None  # numel = 64
+    assert "grid" in moe_gemm.unsupported(moe(expert_ids=NS(size=70000), m_act=10000))
     assert "float32 output" in moe_gemm.unsupported(moe(out_dtype="float32"))
     monkeypatch.setattr(moe_gemm, "get_arch", lambda: Arch("amd", "gfx950", "MI355", 64, 256, 163840))
     assert "sm_90a" in moe_gemm.unsupported(moe())

@@ -89,6 +89,29 @@ def test_against_the_twin_and_a_loop(t, e, top_k, block_size, gemm, out_dtype):
     check(h, loop_ref(x, w, ids, tw, a_div), out_dtype)
 
 
+def test_live_blocks_bound():
+    """The grid covers min(len(expert_ids), numel) blocks (mxrt.problems.moe_gemm): every block of a
+    moe_align_block_size layout with a slot lies below it (T = 1 of 64 experts: 8 of 61 blocks, every slot against
+    the loop), and a slot placed past it (behind all-padding blocks) is not read, as in the twin."""
+    rng = np.random.default_rng(21)
+    n, k = 136, 256
+    w = mxrt.quantize_mx(rng.standard_normal((64, n, k)).astype(np.float32), axis=2)
+    x = mxrt.quantize_mx(rng.standard_normal((1, k)).astype(np.float32))
+    ids, _, (sorted_ids, eids, ntpp) = routing(rng, 1, 64, 8, 16)
+    assert eids.size == 61 and int(ntpp[0]) == 8 * 16
+    got = mxrt.moe_gemm_mx(dev(x), dev(w), cupy.asarray(sorted_ids), cupy.asarray(eids), cupy.asarray(ntpp),
+                           top_k=8, block_size=16)  # fmt: skip
+    check(host(got, "bfloat16"), loop_ref(x, w, ids, None, 8), "bfloat16")
+    numel = 8  # a_div 1: x has 8 rows; slot 3 sits in block 8 behind 8 blocks of padding
+    x8 = mxrt.quantize_mx(rng.standard_normal((numel, k)).astype(np.float32))
+    bad = np.concatenate([np.full(8 * 16, numel), [3], np.full(15, numel)]).astype(np.int32)
+    args = (np.zeros(9, np.int32), np.array([9 * 16], np.int32))
+    kw = dict(top_k=8, block_size=16, a_div=1)
+    got = mxrt.moe_gemm_mx(dev(x8), dev(w), cupy.asarray(bad), *(cupy.asarray(a) for a in args), **kw)
+    twin = mxrt.moe_gemm_mx(x8, w, bad, *args, backend="numpy", **kw)
+    assert not twin.astype(np.float32).any() and not host(got, "bfloat16").any()
+
+
 @pytest.mark.parametrize("pair", [("e4m3", "e2m1"), ("e2m1", "e2m1"), ("e5m2", "e4m3")], ids="x".join)
 def test_format_pairs_and_expert_parallel(pair):
     rng = np.random.default_rng(7)

@@ -40,7 +40,8 @@ def _loop_ref(x64, w64, ids, experts, ntpp, block_size, numel, a_div, tw) -> tup
     written = np.zeros(numel, bool)
     cap = len(ids)
     for b, e in enumerate(experts.tolist()):
-        if b * block_size >= int(ntpp[0]) or not 0 <= e < w64.shape[0]:
+        # at most numel live blocks (mxrt.problems.moe_gemm; vLLM's small-batch EM bound, taken everywhere)
+        if b >= numel or b * block_size >= int(ntpp[0]) or not 0 <= e < w64.shape[0]:
             continue
         for r in range(block_size):
             i = b * block_size + r
@@ -134,7 +135,8 @@ def test_expert_map_non_local_slots_stay_zero(block_size: int) -> None:
 
 
 def test_layout_edge_cases() -> None:
-    """Sentinel padding, blocks past num_tokens_post_padded, a cap that is not a multiple of block_size."""
+    """Sentinel padding, blocks past num_tokens_post_padded, a cap that is not a multiple of block_size, blocks past
+    the live blocks' bound numel."""
     rng = np.random.default_rng(5)
     qx, qw = _quantized(rng, 3, 2, 8, 32, ("e4m3", "e4m3"))
     numel = 6  # T = 3, top_k = a_div = 2
@@ -148,6 +150,12 @@ def test_layout_edge_cases() -> None:
     layout = (ids, np.array([1, -1, 1], np.int32), np.array([9], np.int32))
     _check(qx, qw, layout, top_k=2, block_size=4, a_div=None, tw=None, out_dtype="float32",
            written_want=np.isin(np.arange(numel), [0, 4, 5]))  # fmt: skip
+    # at most numel = 6 live blocks: a slot in block 6 (behind 6 blocks of padding no moe_align_block_size layout
+    # has) is not read, however far num_tokens_post_padded reaches
+    ids = np.array([6] * 24 + [3, 6, 6, 6, 2], np.int32)
+    layout = (ids, np.zeros(8, np.int32), np.array([29], np.int32))
+    _check(qx, qw, layout, top_k=2, block_size=4, a_div=None, tw=None, out_dtype="float32",
+           written_want=np.zeros(numel, bool))  # fmt: skip
 
 
 def test_empty_problems() -> None:

@@ -9,7 +9,7 @@
 //          SWIZZLE_64B) | const u8* x [m_act, row bytes] | sa [m_act, k/32] | sb [E*N, k/32] | void* out [numel, n] |
 //          const i32* sorted_ids [cap], expert_ids [nblocks], num_tokens_post_padded [1] | const float* topk_w
 //          [numel] or null | u32 n, k, e_num, numel, a_div, block_size | u64 cap
-// grid     (ceil(n/16), nblocks, ceil(block_size/(8*MT)))   block (32*KW,1,1)   smem gemm_decode_kernels.smem_bytes
+// grid     (ceil(n/16), min(nblocks, numel), ceil(block_size/(8*MT)))   block (32*KW,1,1)   smem (ops/moe_gemm.py)
 // defines  A_FMT, B_FMT (MXRT_FMT_*), OUT_DTYPE, ATOMIC (0), MT, KW, STAGES, RT (1)         set by mxrt/ops/moe_gemm.py
 // requires sm_90a; k % 128 == 0; codes 16-B / scales 4-B aligned; E*N < 2^31 (TMA row coordinates); grid y, z <=
 //          65535                                                                  checked by mxrt/ops/moe_gemm.py

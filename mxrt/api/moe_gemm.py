@@ -103,8 +103,9 @@ def moe_gemm_mx(
     ``out [numel, n]``, ``numel = m_act * a_div``, in the inputs' kind (numpy with bfloat16 as
     ``ml_dtypes.bfloat16``, torch, or CuPy with bfloat16 as uint16 bits, as :func:`mxrt.gemm_mx`):
     ``out[id] = dequant(x)[id // a_div] @ dequant(w)[expert_ids[b]].T`` (times ``topk_weights.flat[id]``) for every
-    id at a position of a live block ``b`` (``b * block_size < num_tokens_post_padded[0]``, ``0 <= expert_ids[b] <
-    E``) with ``0 <= id < numel``; every other row is 0. Computed in float64 and rounded once (the numpy twin).
+    id at a position of a live block ``b`` (``b < numel``, ``b * block_size < num_tokens_post_padded[0]``,
+    ``0 <= expert_ids[b] < E``: every block of a ``moe_align_block_size`` layout that holds a slot is live) with
+    ``0 <= id < numel``; every other row is 0. Computed in float64 and rounded once (the numpy twin).
 
     Raises
     ------

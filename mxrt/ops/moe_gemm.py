@@ -2,11 +2,11 @@
 ``gemm_mx_decode_sm90_moe`` of kernels_src/gemm/gemm_mx_decode_sm90.hip on sm_90a.
 
 One CTA per (16 weight rows, block of sorted slots, chunk of 8 * MT slots): it reads ``expert_ids[b]`` and
-``num_tokens_post_padded`` on the device (no host synchronisation; the grid is sized from the host-known number
-of blocks), gathers the block's token rows ``x[id // a_div]`` by cp.async and streams expert ``e``'s weight rows
-by TMA through the decode kernel's per-warp ring, and scatters ``out[id]`` (times ``topk_weights[id]``).
-Blocks past ``num_tokens_post_padded``, experts outside ``[0, E)`` (expert parallelism: -1) and padding slots
-exit or are skipped; ``out`` is zeroed first, so slots no block reaches read 0.
+``num_tokens_post_padded`` on the device (no host synchronisation; the grid is sized from the host-known bound on
+the live blocks, ``min(len(expert_ids), numel)``), gathers the block's token rows ``x[id // a_div]`` by cp.async and
+streams expert ``e``'s weight rows by TMA through the decode kernel's per-warp ring, and scatters ``out[id]`` (times
+``topk_weights[id]``). Blocks past ``num_tokens_post_padded``, experts outside ``[0, E)`` (expert parallelism: -1)
+and padding slots exit or are skipped; ``out`` is zeroed first, so slots no block reaches read 0.
 
 Envelope (``unsupported`` says why otherwise; there is no portable MoE GEMM kernel yet): sm_90a; row-major
 scales; ``k % 128 == 0``; 16-byte aligned codes, 4-byte aligned scales; bf16 / fp16 out (float32 only for
@@ -56,7 +56,7 @@ def unsupported(p: Any) -> str | None:
         return f"k = {p.k}, expected a multiple of 128"
     if p.e * p.n >= _LIMIT or p.m_act * max(-(-p.k // 32), 1) >= _LIMIT or p.numel >= _LIMIT:
         return f"E * N = {p.e * p.n} weight rows or m_act = {p.m_act}: 2^31 or more"
-    nblocks = int(p.expert_ids.size)
+    nblocks = min(int(p.expert_ids.size), p.numel)  # the live blocks' bound (mxrt.problems.moe_gemm)
     chunks = -(-p.block_size // (8 * _mt(p.block_size)))
     if nblocks > MAX_GRID_YZ or chunks > MAX_GRID_YZ:
         return f"{nblocks} blocks x {chunks} chunks of slots, at most {MAX_GRID_YZ} each (grid y / z)"
@@ -105,7 +105,9 @@ def moe_gemm_mx_gpu(p: Any) -> Any:
         wrow = K.row_bytes(fb)
         tmw = tensor_map_arg(wc.data.ptr, p.e * p.n, p.k * wrow // 128, 16, wc.data.device_id, wrow)
         chunks = -(-p.block_size // (8 * mt))
-        cfg = LaunchConfig((-(-p.n // 16), nblocks, chunks), (32 * kw, 1, 1), smem)
+        # at most numel blocks are live (mxrt.problems.moe_gemm): the CTA rows past them would only read
+        # num_tokens_post_padded and leave (at T = 1, 53 of 61 rows; ~25% of the call, RESULTS.md session 20)
+        cfg = LaunchConfig((-(-p.n // 16), min(nblocks, p.numel), chunks), (32 * kw, 1, 1), smem)
         u32 = np.uint32
         args = (tmw, xc, xs, ws, out, ids, eids, ntpp, np.uint64(0) if tw is None else tw, u32(p.n), u32(p.k),
                 u32(p.e), u32(p.numel), u32(p.a_div), u32(p.block_size), np.uint64(ids.size))  # fmt: skip

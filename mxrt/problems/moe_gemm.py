@@ -5,10 +5,17 @@ computes one output row per routed slot (vLLM's fused-MoE contract as aiter's ``
 ``../shared/spec/PEERS_MOE.md`` 3.3). With ``numel = m_act * a_div`` (the slot count and the padding sentinel):
 
 - ``out = zeros [numel, n]``;
-- for every block ``b`` with ``b * block_size < num_tokens_post_padded[0]`` and ``0 <= e = expert_ids[b] < E``,
-  and every ``i = b * block_size + r < cap`` (``r < block_size``) with ``0 <= id = sorted_token_ids[i] < numel``:
-  ``out[id] = dequant(x)[id // a_div] @ dequant(w)[e].T`` (times ``topk_weights.flat[id]`` when given), in
-  float64, rounded once to ``out_dtype``.
+- for every block ``b < numel`` with ``b * block_size < num_tokens_post_padded[0]`` and
+  ``0 <= e = expert_ids[b] < E``, and every ``i = b * block_size + r < cap`` (``r < block_size``) with
+  ``0 <= id = sorted_token_ids[i] < numel``: ``out[id] = dequant(x)[id // a_div] @ dequant(w)[e].T`` (times
+  ``topk_weights.flat[id]`` when given), in float64, rounded once to ``out_dtype``.
+
+At most ``numel`` blocks are live: every block a layout of ``moe_align_block_size`` (vLLM's, or aiter's
+``moe_sorting`` converted) has before ``num_tokens_post_padded`` holds at least one routed slot, so blocks
+``numel`` and later are always past it. The host sizes the GPU grid from ``min(len(expert_ids), numel)`` instead
+of the capacity's ``numel + E (block_size - 1)`` blocks (vLLM's fused MoE does the same for small batches: its
+``EM = min(sorted_token_ids.size, M * top_k * BLOCK_SIZE_M)``); at T = 1 with 64 experts and blocks of 16 that is
+8 CTA rows instead of 61.
 
 Slots no block reaches stay 0 (experts that are not local under expert parallelism carry ``expert_ids`` -1). Host
 layout arrays are checked here (ids in ``[0, numel]``, expert ids ``< E``); device ones (CuPy) only by dtype,

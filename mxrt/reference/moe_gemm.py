@@ -18,7 +18,8 @@ from .gemm import round_to
 def moe_slots(p: MoeGemmProblem) -> tuple[np.ndarray, np.ndarray]:
     """``(ids, experts)``: every slot id the op writes and the expert that computes it, in ``sorted_token_ids``
     order (host problems). A slot is written when its position ``i < cap`` lies in a block ``b = i // block_size``
-    with ``b * block_size < num_tokens_post_padded[0]`` and ``0 <= expert_ids[b] < E``, and ``0 <= id < numel``
+    with ``b < numel``, ``b * block_size < num_tokens_post_padded[0]`` and ``0 <= expert_ids[b] < E``, and
+    ``0 <= id < numel``
     (ids equal to the sentinel ``numel`` are padding). An id listed twice is written by each listing (the last one
     wins here; the GPU order is unspecified)."""
     ids = np.asarray(p.sorted_token_ids, np.int64)
@@ -26,7 +27,8 @@ def moe_slots(p: MoeGemmProblem) -> tuple[np.ndarray, np.ndarray]:
     ntpp = int(np.asarray(p.num_tokens_post_padded)[0])
     blk = np.arange(ids.size, dtype=np.int64) // p.block_size
     e = blocks[blk] if ids.size else np.zeros(0, np.int64)
-    keep = (blk * p.block_size < ntpp) & (e >= 0) & (e < p.e) & (ids >= 0) & (ids < p.numel)
+    live = (blk < p.numel) & (blk * p.block_size < ntpp)  # at most numel live blocks (mxrt.problems.moe_gemm)
+    keep = live & (e >= 0) & (e < p.e) & (ids >= 0) & (ids < p.numel)
     return ids[keep], e[keep]
 
 

@@ -89,6 +89,32 @@ def test_against_the_twin_and_a_loop(t, e, top_k, block_size, gemm, out_dtype):
     check(h, loop_ref(x, w, ids, tw, a_div), out_dtype)
 
 
+@pytest.mark.parametrize("build", [(4, 3, 2), (2, 3, 4), (8, 2, 2)], ids=lambda b: "kw{}-st{}-rt{}".format(*b))
+@pytest.mark.parametrize("wf", ["e4m3", "e2m1"])
+def test_row_tiles_per_cta(monkeypatch, build, wf):
+    """Builds with 16 * RT weight rows per CTA (mxrt.ops.moe_gemm.moe_build): n not a multiple of 16 * RT (the
+    last tile's rows past the expert's n belong to the next expert or lie past E * N: computed, never stored), every
+    block size's MT, gate/up and down, against the loop."""
+    from mxrt.ops import moe_gemm as moe_ops
+
+    for table in (moe_ops.MOE_DEFAULT, moe_ops.MOE_DEFAULT_E2M1):
+        for mt in table:
+            kw, st, rt = build
+            b = (kw, st, rt if rt * mt <= 16 else 1)
+            monkeypatch.setitem(table, mt, (b, b))
+    rng = np.random.default_rng(31)
+    for t, e, top_k, bs, gemm in [(1, 64, 8, 16, "down"), (9, 16, 4, 16, "gate_up"), (5, 8, 2, 64, "down"),
+                                  (3, 4, 4, 1, "gate_up")]:  # fmt: skip
+        n, k = (2 * 152, 256) if gemm == "gate_up" else (200, 384)
+        ids, topk_w, (sorted_ids, eids, ntpp) = routing(rng, t, e, top_k, bs)
+        a_div = top_k if gemm == "gate_up" else 1
+        x = mxrt.quantize_mx(rng.standard_normal((t * top_k // a_div, k)).astype(np.float32))
+        w = mxrt.quantize_mx(rng.standard_normal((e, n, k)).astype(np.float32), wf, axis=2)
+        got = mxrt.moe_gemm_mx(dev(x), dev(w), cupy.asarray(sorted_ids), cupy.asarray(eids), cupy.asarray(ntpp),
+                               top_k=top_k, block_size=bs, a_div=a_div, topk_weights=cupy.asarray(topk_w))  # fmt: skip
+        check(host(got, "bfloat16"), loop_ref(x, w, ids, topk_w, a_div), "bfloat16")
+
+
 def test_live_blocks_bound():
     """The grid covers min(len(expert_ids), numel) blocks (mxrt.problems.moe_gemm): every block of a
     moe_align_block_size layout with a slot lies below it (T = 1 of 64 experts: 8 of 61 blocks, every slot against

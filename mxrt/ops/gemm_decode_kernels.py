@@ -137,17 +137,51 @@ GEMM_MX_DECODE_SM90 = KernelSpec(
     expect_mma=(("sm_90a", ("mma.sync.aligned.m16n8k32",)),),
 )
 
+#: (kw, stages, rt) of the MoE build with fp8 weights per MT, for K >= MOE_LONG_K and below: KW warps split K,
+#: STAGES deep rings, 16 * RT weight rows per CTA. Measured on an H100 over DeepSeek-V3's gate_up (K 7168) and
+#: down (K 2048) at T 1-64 and blocks of 8-64 slots (RESULTS.md session 20, calls 6-7): 32 rows per CTA spread
+#: each CTA's ramp over twice the bytes (1.1-1.9x the RT 1 builds); 4 warps pay only where K gives them work.
+MOE_DEFAULT = {
+    1: ((4, 2, 2), (4, 2, 2)),
+    2: ((4, 2, 2), (4, 2, 2)),
+    4: ((4, 2, 2), (2, 2, 2)),
+    8: ((2, 2, 2), (2, 2, 2)),
+}
+#: the same for e2m1 weights (half the bytes per row: 64 rows per CTA where RT * MT <= 16 allows)
+MOE_DEFAULT_E2M1 = {
+    1: ((2, 3, 4), (2, 3, 4)),
+    2: ((2, 3, 4), (2, 3, 4)),
+    4: ((2, 3, 4), (2, 3, 4)),
+    8: ((2, 2, 2), (2, 2, 2)),
+}
+MOE_LONG_K = 4096
+
 #: the MoE decode kernel of the same file (mxrt/ops/moe_gemm.py): sorted_token_ids gather, one expert per CTA
 GEMM_MX_DECODE_SM90_MOE = KernelSpec(
     symbol="gemm_mx_decode_sm90_moe",
     file="gemm/gemm_mx_decode_sm90_moe.hip",
     required=("A_FMT", "ATOMIC", "B_FMT", "KW", "MT", "OUT_DTYPE", "RT", "STAGES"),
-    variants=tuple(decode_variant(FMT_CODES[fa], FMT_CODES[fb], 0, 2, 1, _BF16, 3) for fa, fb in GEMM_FORMAT_PAIRS)
-    + tuple(
-        decode_variant(_E4M3, _E4M3, 0, kw, mt, od, 3 if mt <= 2 else 2)
-        for mt in DECODE_MT
-        for kw in (2, 4)
-        for od in (_BF16, _F16, _F32)
+    variants=tuple(
+        dict.fromkeys(
+            tuple(decode_variant(FMT_CODES[fa], FMT_CODES[fb], 0, 2, 1, _BF16, 3) for fa, fb in GEMM_FORMAT_PAIRS)
+            + tuple(
+                decode_variant(_E4M3, _E4M3, 0, kw, mt, od, 3 if mt <= 2 else 2)
+                for mt in DECODE_MT
+                for kw in (2, 4)
+                for od in (_BF16, _F16, _F32)
+            )
+            + tuple(  # the tuned builds (MOE_DEFAULT / _E2M1) the op launches, each weight kind with its out dtypes
+                decode_variant(fa, fb, 0, kw, mt, od, st, rt)
+                for fa, fb, ods, table in (
+                    (_E4M3, _E4M3, (_BF16, _F16), MOE_DEFAULT),
+                    (_E4M3, _E2M1, (_BF16, _F16), MOE_DEFAULT_E2M1),
+                    (_E2M1, _E2M1, (_F32,), MOE_DEFAULT_E2M1),
+                )
+                for mt in DECODE_MT
+                for kw, st, rt in table[mt]
+                for od in ods
+            )
+        )
     ),
     targets=("sm_90a",),
     expect_mma=(("sm_90a", ("mma.sync.aligned.m16n8k32",)),),

@@ -26,7 +26,6 @@ from .._kinds import dtype_name
 from ..runtime import alloc
 from ..runtime.arch import get_arch
 from ..runtime.compiler import build
-from ..runtime.kernel_spec import defines
 from ..runtime.launch import MAX_GRID_YZ, LaunchConfig, launch
 from . import gemm_decode_kernels as K
 from .gemm import DEVICE_OUT_DTYPES
@@ -34,8 +33,13 @@ from .gemm_sm90 import tensor_map_arg
 
 OP = "moe_gemm_mx"
 _LIMIT = 2**31
-#: (kw, stages) per MT of the MoE build
-MOE_DEFAULT = {1: (2, 3), 2: (2, 3), 4: (2, 2), 8: (2, 2)}
+MOE_DEFAULT, MOE_DEFAULT_E2M1, MOE_LONG_K = K.MOE_DEFAULT, K.MOE_DEFAULT_E2M1, K.MOE_LONG_K  # the tuned builds
+
+
+def moe_build(mt: int, w_fmt: str, k: int) -> tuple[int, int, int]:
+    """(kw, stages, rt) of the MoE build for MT token tiles, weights of format ``w_fmt`` and reduction length k."""
+    long_k, short_k = (MOE_DEFAULT_E2M1 if w_fmt == "e2m1" else MOE_DEFAULT)[mt]
+    return long_k if k >= MOE_LONG_K else short_k
 
 
 def _mt(block_size: int) -> int:
@@ -90,11 +94,11 @@ def moe_gemm_mx_gpu(p: Any) -> Any:
     nblocks = int(eids.size)
     if p.numel and p.n and nblocks and p.k:
         mt = _mt(p.block_size)
-        kw, stages = MOE_DEFAULT[mt]
+        kw, stages, rt = moe_build(mt, p.w_fmt, p.k)
         fa, fb = codes.FMT_CODES[p.x_fmt], codes.FMT_CODES[p.w_fmt]
         out_code = codes.GEMM_OUT_DTYPE_CODES[name]
-        d = defines(A_FMT=fa, ATOMIC=0, B_FMT=fb, KW=kw, MT=mt, OUT_DTYPE=out_code, RT=1, STAGES=stages)
-        smem = K.smem_bytes(fa, fb, mt, kw, stages)
+        d = K.decode_variant(fa, fb, 0, kw, mt, out_code, stages, rt)
+        smem = K.smem_bytes(fa, fb, mt, kw, stages, rt)
         key = (d, arch)
         kernel = _KERNELS.get(key)
         if kernel is None:
@@ -103,11 +107,11 @@ def moe_gemm_mx_gpu(p: Any) -> Any:
                 kernel.max_dynamic_shared_size_bytes = smem
             _KERNELS[key] = kernel
         wrow = K.row_bytes(fb)
-        tmw = tensor_map_arg(wc.data.ptr, p.e * p.n, p.k * wrow // 128, 16, wc.data.device_id, wrow)
+        tmw = tensor_map_arg(wc.data.ptr, p.e * p.n, p.k * wrow // 128, 16 * rt, wc.data.device_id, wrow)
         chunks = -(-p.block_size // (8 * mt))
         # at most numel blocks are live (mxrt.problems.moe_gemm): the CTA rows past them would only read
         # num_tokens_post_padded and leave (at T = 1, 53 of 61 rows; ~25% of the call, RESULTS.md session 20)
-        cfg = LaunchConfig((-(-p.n // 16), min(nblocks, p.numel), chunks), (32 * kw, 1, 1), smem)
+        cfg = LaunchConfig((-(-p.n // (16 * rt)), min(nblocks, p.numel), chunks), (32 * kw, 1, 1), smem)
         u32 = np.uint32
         args = (tmw, xc, xs, ws, out, ids, eids, ntpp, np.uint64(0) if tw is None else tw, u32(p.n), u32(p.k),
                 u32(p.e), u32(p.numel), u32(p.a_div), u32(p.block_size), np.uint64(ids.size))  # fmt: skip

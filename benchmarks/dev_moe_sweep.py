@@ -1,0 +1,82 @@
+"""MoE decode builds (session 20): `mxrt.moe_gemm_mx` on `bench_decode.py --moe`'s cells (DeepSeek-V3 gate_up / down, 64
+local experts, top-8, blocks of --bs slots) with each (kw, stages, rt) of mxrt.ops.moe_gemm's defaults for the block's
+MT and the weight format set in turn; CUDA-graph replays (mxrt.bench.core.time_cupy), the percentage of copy bandwidth
+on the touched bytes as the bench counts it, and each build's result against the first's (calc_diff: a different K split
+sums in another order).
+
+python3 benchmarks/dev_moe_sweep.py [--configs kw:stages:rt,...] [--t 1,4,16,64] [--fmts e4m3,e2m1] [--bs 16]
+"""
+
+import argparse
+
+import cupy
+import numpy as np
+
+import mxrt
+from mxrt.bench import core
+from mxrt.ops import gemm_decode_kernels as K
+from mxrt.ops import moe_gemm
+
+GEMMS = {"gate_up": (4096, 7168, True), "down": (7168, 2048, False)}
+E, TOP_K = 64, 8
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--configs", default="2:3:1,4:3:1,2:4:1,2:3:2,4:3:2,4:2:2,2:4:2,8:2:2,4:3:4,2:3:4")
+    ap.add_argument("--t", default="1,4,16,64")
+    ap.add_argument("--fmts", default="e4m3,e2m1")
+    ap.add_argument("--bs", default="16", help="block sizes of the layout (MT = the token tiles that hold one)")
+    args = ap.parse_args()
+    configs = [tuple(int(v) for v in c.split(":")) for c in args.configs.split(",")]
+    copy_bw = core.copy_bandwidth(core.l2_bytes())["copy16 kernel"]
+    for bs in [int(v) for v in args.bs.split(",")]:
+        sweep(args, configs, copy_bw, bs)
+
+
+def sweep(args, configs, copy_bw, bs) -> None:
+    mt = moe_gemm._mt(bs)
+    for gemm, (n, k, gate) in GEMMS.items():
+        for fmt in args.fmts.split(","):
+            rng = cupy.random.default_rng(1)
+            shape = (E, n, k if fmt != "e2m1" else k // 2)
+            codes = rng.integers(0, 2**62, int(np.prod(shape)) // 8, dtype=cupy.int64).view(cupy.uint8).reshape(shape)
+            if fmt != "e2m1":
+                codes &= 0xBF
+            scales = rng.integers(118, 126, (E, n, k // 32), dtype=cupy.int32).astype(cupy.uint8)
+            w = mxrt.MXArray(codes, scales, fmt, 32, 2, (E, n, k), "rceil")
+            for t in [int(v) for v in args.t.split(",")]:
+                g = np.random.default_rng(t)
+                ids = np.stack([g.choice(E, TOP_K, replace=False) for _ in range(t)]).astype(np.int32)
+                s_ids, eids, ntpp = (cupy.asarray(v) for v in mxrt.moe_align_block_size(ids, bs, E))
+                rows_x = t if gate else t * TOP_K
+                x = mxrt.quantize_mx(cupy.random.default_rng(2).standard_normal((rows_x, k), dtype=cupy.float32))
+                kw = dict(top_k=TOP_K, block_size=bs, a_div=TOP_K if gate else 1)
+                touched = np.unique(ids)
+                nbytes = touched.size * n * (codes.shape[2] + k // 32) + x.data.nbytes + x.scales.nbytes
+                nbytes += 2 * t * TOP_K * n
+                line, ref = [], None
+                for cfg in configs:
+                    kwc, st, rt = cfg
+                    if not K.valid_rt(mt, rt) or K.smem_bytes(K.E4M3, K.E4M3, mt, kwc, st, rt) > K.DECODE_SMEM_MAX:
+                        line.append(f"{cfg}: n/a")
+                        continue
+                    (moe_gemm.MOE_DEFAULT_E2M1 if fmt == "e2m1" else moe_gemm.MOE_DEFAULT)[mt] = (cfg, cfg)
+
+                    def call(x=x, w=w, s=s_ids, b=eids, p=ntpp, kw=kw):
+                        return mxrt.moe_gemm_mx(x, w, s, b, p, **kw)
+
+                    out = call()
+                    got = cupy.asnumpy(out).view(np.uint16).astype(np.uint32) << 16
+                    got = got.view(np.float32).astype(np.float64)
+                    diff = 0.0 if ref is None else float(mxrt.calc_diff(got, ref))
+                    ref = got if ref is None else ref
+                    t_s, _ = core.time_cupy([call], 7, log=lambda s: None)
+                    line.append(f"{cfg}: {t_s * 1e6:7.1f} us {nbytes / t_s / copy_bw:4.0%} d{diff:.0e}")
+                print(f"bs {bs:2d} {gemm:7s} {fmt} T={t:2d} | " + " | ".join(line), flush=True)
+            del w, codes, scales
+            cupy.get_default_memory_pool().free_all_blocks()
+
+
+if __name__ == "__main__":
+    main()

@@ -63,6 +63,7 @@ def main(argv=None) -> int:
     ap.add_argument("--fmts", default="e4m3,e2m1", help="weight formats (tokens are e4m3)")
     ap.add_argument("--eager", action="store_true", help="also plain calls (host overhead) on the issue's cell")
     ap.add_argument("--sweep", default="", help="MxNxK list: time the decode builds (rt, split, kw 2/4, stages 2-4)")
+    ap.add_argument("--sweep-kw", default="2,4", help="K warps the --sweep builds take")
     ap.add_argument("--wg-sweep", default="", help="MxNxK list: the wgmma decode builds (nc, stages, split) vs peers")
     ap.add_argument("--moe", action="store_true", help="MoE decode: DeepSeek-V3 top-8 gate_up / down, 64 experts")
     ap.add_argument("--json", default="")
@@ -133,7 +134,7 @@ def main(argv=None) -> int:
                     if not K.valid_rt(base.mt, rt):
                         continue
                     for split in sorted({1, gemm_decode.plan(m, n, k, 1)[1]}):  # (the plan's split at its rt)
-                        for kw in (2, 4):  # 8 warps never won (session 5 sweeps)
+                        for kw in [int(v) for v in args.sweep_kw.split(",")]:  # 8 rarely wins (session 5)
                             for st in (2, 3, 4):
                                 if K.smem_bytes(fa, fb, base.mt, kw, st, rt) > K.DECODE_SMEM_MAX:
                                     continue

@@ -314,6 +314,43 @@ def t_decode_us(t):
 MOE_GEMMS = {"gate_up": (4096, 7168, True), "down": (7168, 2048, False)}
 
 
+def moe_weights(e_num: int, n: int, k: int, fmt: str):
+    """MX weights [e_num, n, k] of random valid codes (no NaN bytes) and scales near 2^-7, made on the device (the
+    whole [E, N, K] would take ~30 GB as fp32)."""
+    import cupy
+
+    import mxrt
+
+    rng = cupy.random.default_rng(1)
+    shape = (e_num, n, k if fmt != "e2m1" else k // 2)
+    codes = rng.integers(0, 2**62, int(np.prod(shape)) // 8, dtype=cupy.int64).view(cupy.uint8).reshape(shape)
+    if fmt != "e2m1":
+        codes &= 0xBF  # exponent below 15: no NaN codes
+    scales = (rng.integers(118, 126, (e_num, n, k // 32), dtype=cupy.int32)).astype(cupy.uint8)
+    cupy.get_default_memory_pool().free_all_blocks()  # the generator's temporaries, before a peer allocates
+    return mxrt.MXArray(codes, scales, fmt, 32, 2, (e_num, n, k), "rceil")
+
+
+def moe_cell(w, t: int, top_k: int, bs: int, gate: bool):
+    """One MoE decode cell on ``w [E, n, k]``: T = ``t`` tokens routed top-k (seeded by t), the layout of blocks of
+    ``bs`` slots, the MX activations (``[t, k]`` for gate_up, ``[t * top_k, k]`` for down), the call's keywords, the
+    routing ``ids [t, top_k]`` and the bytes the bench counts (the touched experts' weights and scales, the tokens,
+    the bf16 output)."""
+    import cupy
+
+    import mxrt
+
+    e_num, n, k = w.shape
+    g = np.random.default_rng(t)
+    ids = np.stack([g.choice(e_num, top_k, replace=False) for _ in range(t)]).astype(np.int32)
+    layout = tuple(cupy.asarray(v) for v in mxrt.moe_align_block_size(ids, bs, e_num))
+    rows_x = t if gate else t * top_k
+    x = mxrt.quantize_mx(cupy.random.default_rng(2).standard_normal((rows_x, k), dtype=cupy.float32))
+    kw = dict(top_k=top_k, block_size=bs, a_div=top_k if gate else 1)
+    nbytes = np.unique(ids).size * n * (w.data.shape[2] + k // 32) + x.data.nbytes + x.scales.nbytes
+    return x, layout, kw, ids, nbytes + 2 * t * top_k * n
+
+
 def bench_moe(args, core, copy_bw, dev) -> int:
     """mxrt.moe_gemm_mx against torch._grouped_mm (bf16) on the same routing; bandwidth on the touched experts'
     bytes (the weights of the experts the routing reaches, their scales, the tokens)."""
@@ -326,29 +363,14 @@ def bench_moe(args, core, copy_bw, dev) -> int:
     rows = []
     for gemm, (n, k, gate) in MOE_GEMMS.items():
         for fmt in args.fmts.split(","):
-            rng = cupy.random.default_rng(1)
-            # random valid codes (no NaN bytes), scales near 2^-7: the whole [E, N, K] would take ~30 GB as fp32
-            shape = (e_num, n, k if fmt != "e2m1" else k // 2)
-            codes = rng.integers(0, 2**62, int(np.prod(shape)) // 8, dtype=cupy.int64).view(cupy.uint8).reshape(shape)
-            if fmt != "e2m1":
-                codes &= 0xBF  # exponent below 15: no NaN codes
-            scales = (rng.integers(118, 126, (e_num, n, k // 32), dtype=cupy.int32)).astype(cupy.uint8)
-            cupy.get_default_memory_pool().free_all_blocks()  # the generator's temporaries, before torch allocates
-            w = mxrt.MXArray(codes, scales, fmt, 32, 2,
-                             (e_num, n, k), "rceil")  # fmt: skip
+            w = moe_weights(e_num, n, k, fmt)
             wb = torch.randn(e_num, n, k, device="cuda", dtype=torch.bfloat16)
             for t in [int(v) for v in args.m.split(",")]:
-                g = np.random.default_rng(t)
-                ids = np.stack([g.choice(e_num, top_k, replace=False) for _ in range(t)]).astype(np.int32)
-                s_ids, eids, ntpp = (cupy.asarray(v) for v in mxrt.moe_align_block_size(ids, bs, e_num))
-                rows_x = t if gate else t * top_k
-                x = mxrt.quantize_mx(cupy.random.default_rng(2).standard_normal((rows_x, k), dtype=cupy.float32))
-                kw = dict(top_k=top_k, block_size=bs, a_div=top_k if gate else 1)
+                x, (s_ids, eids, ntpp), kw, ids, nbytes = moe_cell(w, t, top_k, bs, gate)
+                rows_x = x.shape[0]
                 t_mx, how = core.time_cupy([lambda x=x, w=w, s=s_ids, b=eids, p=ntpp, kw=kw: mxrt.moe_gemm_mx(
                     x, w, s, b, p, **kw)], 7, log=print)  # fmt: skip
                 touched = np.unique(ids)
-                wbytes = touched.size * n * (codes.shape[2] + k // 32)
-                nbytes = wbytes + x.data.nbytes + x.scales.nbytes + 2 * t * top_k * n
                 # torch peer: the routed slots sorted by expert, one bf16 grouped GEMM over all E experts
                 flat = ids.reshape(-1)
                 order = np.argsort(flat, kind="stable")
@@ -368,7 +390,7 @@ def bench_moe(args, core, copy_bw, dev) -> int:
                 print(f"moe {gemm:7s} {fmt} T={t:2d} ({touched.size:3d} experts): mxrt {t_mx * 1e6:7.1f} us "
                       f"({row['tbps']:.2f} TB/s on touched bytes, {row['copy_frac']:.0%} copy) | torch._grouped_mm "
                       f"bf16 {t_tc * 1e6:7.1f} us | {row['speedup']:.2f}x")  # fmt: skip
-            del w, codes, wb
+            del w, wb
             cupy.get_default_memory_pool().free_all_blocks()
             torch.cuda.empty_cache()
     print("| gemm | weights | T | experts touched | mxrt us | TB/s (touched) | % copy | torch._grouped_mm bf16 us "

@@ -11,13 +11,14 @@ import argparse
 
 import cupy
 import numpy as np
+from bench_decode import MOE_GEMMS, moe_cell, moe_weights  # benchmarks/ (this script's folder)
 
 import mxrt
 from mxrt.bench import core
 from mxrt.ops import gemm_decode_kernels as K
 from mxrt.ops import moe_gemm
 
-GEMMS = {"gate_up": (4096, 7168, True), "down": (7168, 2048, False)}
+GEMMS = MOE_GEMMS
 E, TOP_K = 64, 8
 
 
@@ -38,23 +39,9 @@ def sweep(args, configs, copy_bw, bs) -> None:
     mt = moe_gemm._mt(bs)
     for gemm, (n, k, gate) in GEMMS.items():
         for fmt in args.fmts.split(","):
-            rng = cupy.random.default_rng(1)
-            shape = (E, n, k if fmt != "e2m1" else k // 2)
-            codes = rng.integers(0, 2**62, int(np.prod(shape)) // 8, dtype=cupy.int64).view(cupy.uint8).reshape(shape)
-            if fmt != "e2m1":
-                codes &= 0xBF
-            scales = rng.integers(118, 126, (E, n, k // 32), dtype=cupy.int32).astype(cupy.uint8)
-            w = mxrt.MXArray(codes, scales, fmt, 32, 2, (E, n, k), "rceil")
+            w = moe_weights(E, n, k, fmt)
             for t in [int(v) for v in args.t.split(",")]:
-                g = np.random.default_rng(t)
-                ids = np.stack([g.choice(E, TOP_K, replace=False) for _ in range(t)]).astype(np.int32)
-                s_ids, eids, ntpp = (cupy.asarray(v) for v in mxrt.moe_align_block_size(ids, bs, E))
-                rows_x = t if gate else t * TOP_K
-                x = mxrt.quantize_mx(cupy.random.default_rng(2).standard_normal((rows_x, k), dtype=cupy.float32))
-                kw = dict(top_k=TOP_K, block_size=bs, a_div=TOP_K if gate else 1)
-                touched = np.unique(ids)
-                nbytes = touched.size * n * (codes.shape[2] + k // 32) + x.data.nbytes + x.scales.nbytes
-                nbytes += 2 * t * TOP_K * n
+                x, (s_ids, eids, ntpp), kw, _, nbytes = moe_cell(w, t, TOP_K, bs, gate)
                 line, ref = [], None
                 for cfg in configs:
                     kwc, st, rt = cfg
@@ -74,7 +61,7 @@ def sweep(args, configs, copy_bw, bs) -> None:
                     t_s, _ = core.time_cupy([call], 7, log=lambda s: None)
                     line.append(f"{cfg}: {t_s * 1e6:7.1f} us {nbytes / t_s / copy_bw:4.0%} d{diff:.0e}")
                 print(f"bs {bs:2d} {gemm:7s} {fmt} T={t:2d} | " + " | ".join(line), flush=True)
-            del w, codes, scales
+            del w
             cupy.get_default_memory_pool().free_all_blocks()
 
 

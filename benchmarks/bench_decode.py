@@ -61,7 +61,7 @@ def main(argv=None) -> int:
     ap.add_argument("--tp", default="1,8")
     ap.add_argument("--m", default="1,2,4,8,16,32,64")
     ap.add_argument("--fmts", default="e4m3,e2m1", help="weight formats (tokens are e4m3)")
-    ap.add_argument("--eager", action="store_true", help="also plain calls (host overhead) on the issue's cell")
+    ap.add_argument("--eager", action="store_true", help="also plain calls (host time): issue cell, MoE")
     ap.add_argument("--sweep", default="", help="MxNxK list: time the decode builds (rt, split, kw 2/4, stages 2-4)")
     ap.add_argument("--sweep-kw", default="2,4", help="K warps the --sweep builds take")
     ap.add_argument("--wg-sweep", default="", help="MxNxK list: the wgmma decode builds (nc, stages, split) vs peers")
@@ -386,6 +386,16 @@ def bench_moe(args, core, copy_bw, dev) -> int:
                 row = dict(gemm=gemm, fmt=fmt, t=t, n=n, k=k, experts=int(touched.size), mxrt_us=t_mx * 1e6,
                            tbps=nbytes / t_mx / 1e12, copy_frac=nbytes / t_mx / copy_bw, torch_us=t_tc * 1e6,
                            speedup=t_tc / t_mx, method=how)  # fmt: skip
+                if args.eager:  # plain calls, back to back: the host's time per call where it exceeds the kernel
+                    row["mxrt_eager_us"] = 1e6 * core.wall_per_call(
+                        lambda x=x, w=w, s=s_ids, b=eids, p=ntpp, kw=kw: mxrt.moe_gemm_mx(x, w, s, b, p, **kw),
+                        core.cupy_sync,
+                    )
+                    row["torch_eager_us"] = 1e6 * core.wall_per_call(
+                        lambda xs=xs, wb=wb, offs=offs: torch._grouped_mm(xs, wb.transpose(-2, -1), offs=offs),
+                        torch.cuda.synchronize,
+                    )
+                    print(f"    eager: mxrt {row['mxrt_eager_us']:.1f} us, torch {row['torch_eager_us']:.1f} us")
                 rows.append(row)
                 print(f"moe {gemm:7s} {fmt} T={t:2d} ({touched.size:3d} experts): mxrt {t_mx * 1e6:7.1f} us "
                       f"({row['tbps']:.2f} TB/s on touched bytes, {row['copy_frac']:.0%} copy) | torch._grouped_mm "

@@ -115,6 +115,29 @@ def test_row_tiles_per_cta(monkeypatch, build, wf):
         check(host(got, "bfloat16"), loop_ref(x, w, ids, topk_w, a_div), "bfloat16")
 
 
+def test_call_plans():
+    """Plain calls of one signature (the second and later run mxrt.api.moe_gemm's plan: a memset and one prepared
+    launch) with new routing and new activations each time, and routing weights, against the loop; a call with
+    another out dtype makes its own plan."""
+    from mxrt.api import moe_gemm as api_moe
+
+    api_moe.clear_plans()
+    rng = np.random.default_rng(41)
+    t, e, top_k, bs, n, k = 4, 16, 4, 16, 200, 256
+    w = mxrt.quantize_mx(rng.standard_normal((e, n, k)).astype(np.float32), axis=2)
+    wd = dev(w)
+    for i in range(4):
+        ids, topk_w, (sorted_ids, eids, ntpp) = routing(rng, t, e, top_k, bs)
+        # moe_align_block_size's capacity depends only on T, top_k, E and the block: one key for every routing
+        x = mxrt.quantize_mx(rng.standard_normal((t * top_k, k)).astype(np.float32))
+        od = "float16" if i == 3 else "bfloat16"
+        got = mxrt.moe_gemm_mx(dev(x), wd, cupy.asarray(sorted_ids), cupy.asarray(eids), cupy.asarray(ntpp),
+                               top_k=top_k, block_size=bs, a_div=1, topk_weights=cupy.asarray(topk_w),
+                               out_dtype=od)  # fmt: skip
+        check(host(got, od), loop_ref(x, w, ids, topk_w, 1), od)
+    assert len(api_moe._PLANS) == 2
+
+
 def test_live_blocks_bound():
     """The grid covers min(len(expert_ids), numel) blocks (mxrt.problems.moe_gemm): every block of a
     moe_align_block_size layout with a slot lies below it (T = 1 of 64 experts: 8 of 61 blocks, every slot against

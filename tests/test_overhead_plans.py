@@ -15,7 +15,9 @@ from support import fake_cupy
 
 import mxrt
 from mxrt.api import gemm as api_gemm
+from mxrt.api import moe_gemm as api_moe
 from mxrt.api import quant as api_quant
+from mxrt.ops import moe_gemm as moe_ops  # imported before the stand-in CuPy is (its build is patched then)
 
 
 @pytest.fixture
@@ -374,3 +376,100 @@ def test_copied_mxarray_does_not_reuse_its_originals_key(dev):
     assert cp_a.data.data.ptr != qa.data.data.ptr
     assert api_gemm._operand_key(cp_a)[-5:] == key[-5:]  # scales' metadata re-read from the copy
     assert cp_a.__dict__[api_gemm._KEY_ATTR][9] == cp_a.data.data.ptr  # the key was made again for the copy
+
+
+# ---- moe_gemm_mx (session 20): the same plans for the MoE decode GEMM ------------------------------------------
+
+
+def _moe_inputs(t=1, e=8, top_k=2, bs=16, n=256, k=512, gate=True, weights=False, w_fmt="e4m3", seed=3):
+    cp = _cp()
+    rng = np.random.default_rng(seed)
+    ids = np.stack([rng.choice(e, top_k, replace=False) for _ in range(t)]).astype(np.int32)
+    layout = [cp.asarray(a) for a in mxrt.moe_align_block_size(ids, bs, e, backend="numpy")]
+    rows = t if gate else t * top_k
+    qx = mxrt.quantize_mx(rng.standard_normal((rows, k), dtype=np.float32), backend="numpy")
+    qw = mxrt.quantize_mx(rng.standard_normal((e, n, k), dtype=np.float32), w_fmt, axis=2, backend="numpy")
+    x, w = (dataclasses.replace(q, data=cp.asarray(q.data), scales=cp.asarray(q.scales)) for q in (qx, qw))
+    kw = dict(top_k=top_k, block_size=bs, a_div=top_k if gate else 1)
+    if weights:
+        kw["topk_weights"] = cp.asarray(rng.random((t, top_k), dtype=np.float32))
+    return (x, w, *layout), kw
+
+
+def _moe_known(args, kw):
+    x, w, ids, experts, ntpp = args
+    names = _known(x, w)
+    names.update({ids.data.ptr: "ids", experts.data.ptr: "experts", ntpp.data.ptr: "ntpp"})
+    if "topk_weights" in kw:
+        names[kw["topk_weights"].data.ptr] = "topk_weights"
+    return names
+
+
+@pytest.mark.parametrize(
+    "case",
+    [{}, {"weights": True, "gate": False}, {"w_fmt": "e2m1", "t": 5, "bs": 64}, {"e": 64, "top_k": 8, "t": 1}],
+    ids=["gate_up", "down-weights", "e2m1-bs64", "T1-E64"],
+)
+def test_moe_plan_launches_and_returns_what_the_unplanned_route_does(dev, monkeypatch, case):
+    """The planned call packs the same kernel, grid, block, shared memory and parameters as the unplanned route
+    (CuPy's call and the driver route), zeroes a fresh ``out`` of the same shape and dtype, and returns it."""
+    args, kw = _moe_inputs(**case)
+    known = _moe_known(args, kw)
+    routes, outs = [], []
+    monkeypatch.setenv("MXRT_LAUNCH", "cupy")
+    api_moe.clear_plans()
+    dev["launches"].clear()
+    outs.append(mxrt.moe_gemm_mx(*args, **kw))
+    routes.append(_normalised(dev["launches"], known))
+    monkeypatch.delenv("MXRT_LAUNCH")
+    api_moe.clear_plans()
+    for _ in range(3):
+        dev["launches"].clear()
+        outs.append(mxrt.moe_gemm_mx(*args, **kw))
+        routes.append(_normalised(dev["launches"], known))
+    assert len(api_moe._PLANS) == 1
+    assert routes[0] and all(r == routes[0] for r in routes[1:]), routes
+    assert [r[0] for r in dev["launches"]] == ["driver"]
+    for o in outs:
+        assert type(o) is type(outs[0]) and o.shape == outs[0].shape and o.dtype == outs[0].dtype == np.uint16
+    assert len({o.data.ptr for o in outs}) == len(outs)  # a fresh result per call
+    ((_, name, _, _, _, vals),) = dev["launches"]
+    assert name == "gemm_mx_decode_sm90_moe" and vals[4] == outs[-1].data.ptr
+
+
+def test_moe_plan_zeroes_its_output(dev):
+    """A planned call's ``out`` starts at zero (cudaMemsetAsync), as the unplanned route's ``out.fill(0)``."""
+    args, kw = _moe_inputs()
+    mxrt.moe_gemm_mx(*args, **kw)
+    cp = _cp()
+    junk = cp.asarray(np.full((16, 256), 0x7F7F, np.uint16))  # a pool block that held data
+    del junk
+    out = mxrt.moe_gemm_mx(*args, **kw)
+    assert not np.asarray(out).any()
+
+
+def test_moe_plan_keys(dev, monkeypatch):
+    """A change of anything the plan was made from never reuses it: the layout arrays' shapes and dtypes, the
+    routing weights, the scalars, the out dtype, the build table, an ``out`` buffer, the aiter layout, a copied
+    operand; a new pointer of the same kind reuses it."""
+    args, kw = _moe_inputs()
+    x, w, ids, experts, ntpp = args
+    mxrt.moe_gemm_mx(*args, **kw)
+    assert len(api_moe._PLANS) == 1
+    cp = _cp()
+    mxrt.moe_gemm_mx(x, w, cp.asarray(np.asarray(ids)), experts, ntpp, **kw)  # same kind: the plan
+    assert len(api_moe._PLANS) == 1
+    mxrt.moe_gemm_mx(*args, **kw, out_dtype="float16")
+    assert len(api_moe._PLANS) == 2
+    mxrt.moe_gemm_mx(*args, **kw, topk_weights=cp.asarray(np.ones(x.shape[0] * 2, np.float32)))
+    assert len(api_moe._PLANS) == 3
+    monkeypatch.setitem(moe_ops.MOE_DEFAULT, 2, ((2, 3, 1), (2, 3, 1)))  # another build: another key
+    mxrt.moe_gemm_mx(*args, **kw)
+    assert len(api_moe._PLANS) == 4
+    mxrt.moe_gemm_mx(*args, **kw, out=cp.zeros((x.shape[0] * 2, 256), np.uint16))  # out given: no plan
+    assert len(api_moe._PLANS) == 4
+    y = dataclasses.replace(x, data=x.data.copy(), scales=x.scales.copy())
+    dev["launches"].clear()
+    mxrt.moe_gemm_mx(y, w, ids, experts, ntpp, **kw)  # a copy's own key (its pointers) is the same kind
+    ((_, _, _, _, _, vals),) = dev["launches"]
+    assert vals[1] == y.data.data.ptr

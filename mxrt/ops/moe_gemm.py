@@ -22,14 +22,15 @@ import ml_dtypes
 import numpy as np
 
 from .. import codes
-from .._kinds import dtype_name
+from .._kinds import dtype_name, is_device_array
 from ..runtime import alloc
 from ..runtime.arch import get_arch
 from ..runtime.compiler import build
 from ..runtime.launch import MAX_GRID_YZ, LaunchConfig, launch
+from ..runtime.launch import prepare as prepare_launch
 from . import gemm_decode_kernels as K
 from .gemm import DEVICE_OUT_DTYPES
-from .gemm_sm90 import tensor_map_arg
+from .gemm_sm90 import TensorMapMemo, tensor_map_arg
 
 OP = "moe_gemm_mx"
 _LIMIT = 2**31
@@ -71,13 +72,54 @@ def unsupported(p: Any) -> str | None:
     return None
 
 
+def _as_is(a: Any, dtype: Any) -> bool:
+    """Whether the kernel reads device array ``a`` as it is (dtype ``dtype``, C-contiguous)."""
+    return is_device_array(a) and a.dtype == dtype and a.flags.c_contiguous
+
+
 def _dev(a: Any, dtype: Any) -> Any:
+    if _as_is(a, dtype):
+        return a
     import cupy
 
     return cupy.ascontiguousarray(cupy.asarray(a, dtype=dtype))
 
 
 _KERNELS: dict = {}
+
+
+def _entry(p: Any, arch: Any) -> tuple[Any, LaunchConfig, tuple[int, int, int, int]]:
+    """The kernel, launch configuration and weight tensor-map geometry (rows, 128-byte columns, box rows, box
+    bytes) of a problem with at least one block, slot, weight row and K group."""
+    name = dtype_name(p.out_dtype)
+    mt = _mt(p.block_size)
+    kw, stages, rt = moe_build(mt, p.w_fmt, p.k)
+    fa, fb = codes.FMT_CODES[p.x_fmt], codes.FMT_CODES[p.w_fmt]
+    d = K.decode_variant(fa, fb, 0, kw, mt, codes.GEMM_OUT_DTYPE_CODES[name], stages, rt)
+    smem = K.smem_bytes(fa, fb, mt, kw, stages, rt)
+    key = (d, arch)
+    kernel = _KERNELS.get(key)
+    if kernel is None:
+        kernel = build(K.GEMM_MX_DECODE_SM90_MOE, d, arch)
+        if kernel.max_dynamic_shared_size_bytes < smem:
+            kernel.max_dynamic_shared_size_bytes = smem
+        _KERNELS[key] = kernel
+    wrow = K.row_bytes(fb)
+    chunks = -(-p.block_size // (8 * mt))
+    # at most numel blocks are live (mxrt.problems.moe_gemm): the CTA rows past them would only read
+    # num_tokens_post_padded and leave (at T = 1, 53 of 61 rows: 4 us of the down GEMM's 58, RESULTS.md session 20)
+    cfg = LaunchConfig((-(-p.n // (16 * rt)), min(int(p.expert_ids.size), p.numel), chunks), (32 * kw, 1, 1), smem)
+    return kernel, cfg, (p.e * p.n, p.k * wrow // 128, 16 * rt, wrow)
+
+
+def _scalars(p: Any) -> tuple:
+    u32 = np.uint32
+    return (u32(p.n), u32(p.k), u32(p.e), u32(p.numel), u32(p.a_div), u32(p.block_size),
+            np.uint64(p.sorted_token_ids.size))  # fmt: skip
+
+
+def _has_work(p: Any) -> bool:
+    return bool(p.numel and p.n and int(p.expert_ids.size) and p.k)
 
 
 def moe_gemm_mx_gpu(p: Any) -> Any:
@@ -91,32 +133,62 @@ def moe_gemm_mx_gpu(p: Any) -> Any:
     tw = None if p.topk_weights is None else _dev(p.topk_weights, np.float32).reshape(-1)
     out = p.out if (p.device and p.out is not None) else alloc.empty((p.numel, p.n), DEVICE_OUT_DTYPES[name])
     out.fill(0)
-    nblocks = int(eids.size)
-    if p.numel and p.n and nblocks and p.k:
-        mt = _mt(p.block_size)
-        kw, stages, rt = moe_build(mt, p.w_fmt, p.k)
-        fa, fb = codes.FMT_CODES[p.x_fmt], codes.FMT_CODES[p.w_fmt]
-        out_code = codes.GEMM_OUT_DTYPE_CODES[name]
-        d = K.decode_variant(fa, fb, 0, kw, mt, out_code, stages, rt)
-        smem = K.smem_bytes(fa, fb, mt, kw, stages, rt)
-        key = (d, arch)
-        kernel = _KERNELS.get(key)
-        if kernel is None:
-            kernel = build(K.GEMM_MX_DECODE_SM90_MOE, d, arch)
-            if kernel.max_dynamic_shared_size_bytes < smem:
-                kernel.max_dynamic_shared_size_bytes = smem
-            _KERNELS[key] = kernel
-        wrow = K.row_bytes(fb)
-        tmw = tensor_map_arg(wc.data.ptr, p.e * p.n, p.k * wrow // 128, 16 * rt, wc.data.device_id, wrow)
-        chunks = -(-p.block_size // (8 * mt))
-        # at most numel blocks are live (mxrt.problems.moe_gemm): the CTA rows past them would only read
-        # num_tokens_post_padded and leave (at T = 1, 53 of 61 rows; ~25% of the call, RESULTS.md session 20)
-        cfg = LaunchConfig((-(-p.n // (16 * rt)), min(nblocks, p.numel), chunks), (32 * kw, 1, 1), smem)
-        u32 = np.uint32
-        args = (tmw, xc, xs, ws, out, ids, eids, ntpp, np.uint64(0) if tw is None else tw, u32(p.n), u32(p.k),
-                u32(p.e), u32(p.numel), u32(p.a_div), u32(p.block_size), np.uint64(ids.size))  # fmt: skip
+    if _has_work(p):
+        kernel, cfg, geo = _entry(p, arch)
+        tmw = tensor_map_arg(wc.data.ptr, geo[0], geo[1], geo[2], wc.data.device_id, geo[3])
+        args = (tmw, xc, xs, ws, out, ids, eids, ntpp, np.uint64(0) if tw is None else tw, *_scalars(p))
         launch(OP, kernel, cfg, args)
     if p.device:
         return out
     host = out.get()
     return host.view(ml_dtypes.bfloat16) if name == "bfloat16" else host
+
+
+class PreparedMoe:
+    """The launch of one call signature with everything but the pointers fixed (:func:`prepare`): ``out`` is zeroed
+    by cudaMemsetAsync and the kernel launched through a :class:`~mxrt.runtime.launch.PreparedLaunch`, the weight
+    tensor map memoised by pointer. Call :meth:`usable` first (the launch route and device it was made for)."""
+
+    __slots__ = ("_launch", "_map_w", "_memset", "_nbytes", "_scalars", "_stream")
+
+    def __init__(self, pl: Any, map_w: TensorMapMemo, scalars: tuple, nbytes: int) -> None:
+        import cupy
+
+        self._launch, self._map_w, self._nbytes = pl, map_w, nbytes
+        self._scalars = tuple(int(v) for v in scalars)
+        self._memset, self._stream = cupy.cuda.runtime.memsetAsync, cupy.cuda.get_current_stream
+
+    def usable(self) -> bool:
+        return self._launch is None or self._launch.usable()
+
+    def __call__(self, xc: int, xs: int, wc: int, ws: int, out: int, ids: int, eids: int, ntpp: int, tw: int) -> None:
+        """Device pointers (``tw`` 0 without routing weights) on CuPy's current stream."""
+        self._memset(out, 0, self._nbytes, self._stream().ptr)
+        if self._launch is not None:
+            self._launch(self._map_w(wc), xc, xs, ws, out, ids, eids, ntpp, tw, *self._scalars)
+
+
+def prepare(p: Any, out: Any) -> PreparedMoe | None:
+    """The :class:`PreparedMoe` of a device problem whose arrays the kernel reads as they are (no conversion in
+    :func:`moe_gemm_mx_gpu`), with ``out`` a sample output of its dtype and shape; None where the launch goes
+    through CuPy's call (ROCm, ``MXRT_LAUNCH=cupy``) or an array would be converted."""
+    if not p.device:
+        return None
+    pairs = [(p.x_codes, np.uint8), (p.x_scales, np.uint8), (p.w_codes, np.uint8), (p.w_scales, np.uint8)]
+    pairs += [(a, np.int32) for a in (p.sorted_token_ids, p.expert_ids, p.num_tokens_post_padded)]
+    if p.topk_weights is not None:
+        pairs.append((p.topk_weights, np.float32))
+    if not all(_as_is(a, dtype) for a, dtype in pairs):
+        return None
+    nbytes = int(out.nbytes)
+    if not _has_work(p):
+        return PreparedMoe(None, None, (), nbytes)  # type: ignore[arg-type]
+    kernel, cfg, geo = _entry(p, get_arch())
+    dev = p.w_codes.data.device_id
+    tmw = tensor_map_arg(p.w_codes.data.ptr, geo[0], geo[1], geo[2], dev, geo[3])
+    sample = (tmw, p.x_codes, p.x_scales, p.w_scales, out, p.sorted_token_ids, p.expert_ids,
+              p.num_tokens_post_padded, np.uint64(0), *_scalars(p))  # fmt: skip
+    pl = prepare_launch(OP, kernel, cfg, sample)
+    if pl is None:
+        return None
+    return PreparedMoe(pl, TensorMapMemo(geo[0], geo[1], geo[2], dev, geo[3]), _scalars(p), nbytes)

@@ -159,6 +159,7 @@ class _ExternalStream:
 #: back what the driver route packed: pointers as ints, tensor maps as bytes, scalars as ints
 PARAM_FORMATS = {
     "gemm_mx_decode_sm90": "=128s128sQQQIIII",
+    "gemm_mx_decode_sm90_moe": "=128sQQQQQQQQIIIIIIQ",
     "gemm_mx_sm90": "=128s128sQQQiiii",
     "gemm_mx_sm90_ws": "=128s128sQQQiii",
     "gemm_mx_grouped_sm90_ws": "=128s128sQQQQIIIIIIII",
@@ -366,6 +367,8 @@ def _reset_caches() -> None:
     launch = importlib.import_module("mxrt.runtime.launch")
 
     api_gemm.clear_plans()
+    importlib.import_module("mxrt.api.moe_gemm").clear_plans()
+    importlib.import_module("mxrt.ops.moe_gemm")._KERNELS.clear()
     importlib.import_module("mxrt.api.grouped_gemm").clear_plans()
     importlib.import_module("mxrt.api.deep_gemm").clear_plans()
     for cache in (

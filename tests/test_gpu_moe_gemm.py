@@ -138,6 +138,45 @@ def test_call_plans():
     assert len(api_moe._PLANS) == 2
 
 
+def test_call_plans_torch(monkeypatch):
+    """The same with CUDA torch tensors (MXArray fields and layout arrays): torch in, torch out (bfloat16), the
+    second and later calls planned (outside the poisoning session, where torch plans run), each against the loop."""
+    torch = pytest.importorskip("torch")
+    from mxrt.api import moe_gemm as api_moe
+    from mxrt.ops import moe_gemm as moe_ops
+    from mxrt.runtime import alloc
+
+    api_moe.clear_plans()
+    planned = []
+    run = moe_ops.PreparedMoe.__call__
+    monkeypatch.setattr(moe_ops.PreparedMoe, "__call__", lambda self, *a: (planned.append(a), run(self, *a))[1])
+    rng = np.random.default_rng(43)
+    t, e, top_k, bs, n, k = 3, 8, 2, 16, 136, 256
+
+    def tq(q):
+        return mxrt.MXArray(torch.from_dlpack(cupy.asarray(q.data)), torch.from_dlpack(cupy.asarray(q.scales)), q.fmt,
+                            q.block_size, q.axis, q.shape, q.scale_mode)  # fmt: skip
+
+    w = mxrt.quantize_mx(rng.standard_normal((e, n, k)).astype(np.float32), axis=2)
+    wt = tq(w)
+    token = alloc._SESSION.set(None)  # leave the autouse poisoning session: torch plans step aside inside one
+    try:
+        results = []
+        for _ in range(3):
+            ids, _, layout = routing(rng, t, e, top_k, bs)
+            x = mxrt.quantize_mx(rng.standard_normal((t, k)).astype(np.float32))
+            got = mxrt.moe_gemm_mx(tq(x), wt, *(torch.from_dlpack(cupy.asarray(a)) for a in layout), top_k=top_k,
+                                   block_size=bs)  # fmt: skip
+            results.append((got, x, ids))
+        torch.cuda.synchronize()
+    finally:
+        alloc._SESSION.reset(token)
+    assert len(planned) == 2 and len(api_moe._PLANS) == 1
+    for got, x, ids in results:
+        assert isinstance(got, torch.Tensor) and got.dtype == torch.bfloat16 and got.shape == (t * top_k, n)
+        check(got.float().cpu().numpy().astype(np.float64), loop_ref(x, w, ids, None, top_k), "bfloat16")
+
+
 def test_live_blocks_bound():
     """The grid covers min(len(expert_ids), numel) blocks (mxrt.problems.moe_gemm): every block of a
     moe_align_block_size layout with a slot lies below it (T = 1 of 64 experts: 8 of 61 blocks, every slot against

@@ -8,6 +8,7 @@ in the caller's kind.
 
 from __future__ import annotations
 
+import sys
 import threading
 from typing import Any
 
@@ -26,20 +27,32 @@ from .grouped_gemm import _same_buffer, import_out
 OP = "moe_gemm_mx"
 
 # ---- call plans (host time of plain calls; session 20) ------------------------------------------------------------
-# A call with CuPy operands (MXArrays), CuPy layout arrays, no ``out``, the vLLM layout and backend auto / gpu is
-# keyed by everything its validation and launch read: the operands' keys (mxrt.api.gemm's, kept on the MXArrays),
-# the layout arrays' and routing weights' dtype / shape / strides / device, the scalars and the build the op would
-# choose. A key seen before skips validation and launch set-up: a fresh ``out`` from the pool, a cudaMemsetAsync and
-# one prepared launch (mxrt.ops.moe_gemm.PreparedMoe). Made only where the op reads every array as it is.
+# A call with CuPy operands (MXArrays) and CuPy layout arrays, or all of them CUDA torch tensors, no ``out``, the
+# vLLM layout and backend auto / gpu is keyed by everything its validation and launch read: the operands' keys
+# (mxrt.api.gemm's, kept on the MXArrays), the layout arrays' and routing weights' dtype / shape / strides / device,
+# the scalars and the build the op would choose. A key seen before skips validation and launch set-up: a fresh
+# ``out`` (CuPy's pool, or torch's allocator for torch calls), a cudaMemsetAsync and one prepared launch
+# (mxrt.ops.moe_gemm.PreparedMoe). Made only where the op reads every array as it is; torch calls run their plan
+# only on the legacy default streams and outside mxrt.runtime.debug, as gemm_mx's.
 _PLANS: dict[tuple, Any] = {}
 _PLANS_KEPT = 512
 _PLANS_LOCK = threading.Lock()
 
 
-def _array_key(a: Any) -> tuple | None:
-    if not is_device_array(a) or type(a).__module__.split(".", 1)[0] != "cupy":
+def _array_key(a: Any, kind: str) -> tuple | None:
+    """A layout array's part of the key, for operands of ``kind`` ("cupy" or "torch"), or None."""
+    if kind == "cupy":
+        if not is_device_array(a) or type(a).__module__.split(".", 1)[0] != "cupy":
+            return None
+        return (a.dtype, a.shape, a.strides, a.data.device_id)
+    torch = sys.modules.get("torch")
+    if torch is None or not isinstance(a, torch.Tensor) or not a.is_cuda:
         return None
-    return (a.dtype, a.shape, a.strides, a.data.device_id)
+    return (a.dtype, tuple(a.shape), a.stride(), a.get_device())
+
+
+def _ptr(a: Any) -> int:
+    return a.data_ptr() if hasattr(a, "data_ptr") else a.data.ptr
 
 
 def _plan_key(x, w, ids, experts, ntpp, top_k, block_size, topk_weights, a_div, out, out_dtype, backend, layout):
@@ -50,12 +63,12 @@ def _plan_key(x, w, ids, experts, ntpp, top_k, block_size, topk_weights, a_div, 
     if a_div is not None and type(a_div) is not int:
         return None
     kx, kw = _operand_key(x), _operand_key(w)
-    if kx is None or kw is None or kx[0] != "cupy" or kw[0] != "cupy" or len(w.shape) != 3:
+    if kx is None or kw is None or kx[0] != kw[0] or len(w.shape) != 3:
         return None
-    arrays = tuple(_array_key(a) for a in (ids, experts, ntpp))
+    arrays = tuple(_array_key(a, kx[0]) for a in (ids, experts, ntpp))
     if any(k is None for k in arrays):
         return None
-    tw = None if topk_weights is None else _array_key(topk_weights)
+    tw = None if topk_weights is None else _array_key(topk_weights, kx[0])
     if topk_weights is not None and tw is None:
         return None
     from ..ops import moe_gemm as moe_gemm_ops
@@ -64,16 +77,29 @@ def _plan_key(x, w, ids, experts, ntpp, top_k, block_size, topk_weights, a_div, 
     return (kx, kw, arrays, tw, top_k, block_size, a_div, out_dtype, build)
 
 
-def _run_plan(plan: tuple, x: Any, w: Any, ids: Any, experts: Any, ntpp: Any, topk_weights: Any) -> Any | None:
-    prepared, shape, dtype = plan
+def _run_plan(plan: tuple, kind: str, x, w, ids, experts, ntpp, topk_weights) -> Any | None:
+    """A planned call, or None where the unplanned route must run (another launch route or device; for torch: not
+    on the legacy streams, or inside mxrt.runtime.debug)."""
+    prepared, shape, dtype, out_name = plan
     if not prepared.usable():
         return None
     from ..runtime import alloc
 
-    out = alloc.empty(shape, dtype)
-    tw = 0 if topk_weights is None else topk_weights.data.ptr
-    prepared(x.data.data.ptr, x.scales.data.ptr, w.data.data.ptr, w.scales.data.ptr, out.data.ptr, ids.data.ptr,
-             experts.data.ptr, ntpp.data.ptr, tw)  # fmt: skip
+    if kind == "cupy":
+        out = alloc.empty(shape, dtype)
+        out_ptr = out.data.ptr
+    else:
+        from ..runtime.arrays import torch_on_legacy_streams
+
+        torch = sys.modules["torch"]
+        dev = x.data.get_device()
+        if alloc.current_debug() is not None or not torch_on_legacy_streams(torch, dev):
+            return None
+        out = torch.empty(shape, dtype=getattr(torch, out_name), device=dev)
+        out_ptr = out.data_ptr()
+    tw = 0 if topk_weights is None else _ptr(topk_weights)
+    prepared(_ptr(x.data), _ptr(x.scales), _ptr(w.data), _ptr(w.scales), out_ptr, _ptr(ids), _ptr(experts),
+             _ptr(ntpp), tw)  # fmt: skip
     return out
 
 
@@ -88,7 +114,7 @@ def _keep_plan(key: tuple, p: MoeGemmProblem, d: Any, given: tuple) -> None:
     pairs += [(ids, p.sorted_token_ids), (experts, p.expert_ids), (ntpp, p.num_tokens_post_padded)]
     if tw is not None:
         pairs.append((tw, p.topk_weights))
-    if any(a.data.ptr != b.data.ptr for a, b in pairs):
+    if any(_ptr(a) != b.data.ptr for a, b in pairs):
         return
     prepared = moe_gemm_ops.prepare(p, d)
     if prepared is None:
@@ -96,7 +122,7 @@ def _keep_plan(key: tuple, p: MoeGemmProblem, d: Any, given: tuple) -> None:
     with _PLANS_LOCK:
         if len(_PLANS) >= _PLANS_KEPT:
             _PLANS.clear()
-        _PLANS[key] = (prepared, d.shape, d.dtype)
+        _PLANS[key] = (prepared, d.shape, d.dtype, p.out_dtype)
 
 
 def clear_plans() -> None:
@@ -214,9 +240,9 @@ def moe_gemm_mx(
     if key is not None:
         plan = _PLANS.get(key)
         if plan is not None:
-            d = _run_plan(plan, x, w, sorted_token_ids, expert_ids, num_tokens_post_padded, topk_weights)
+            d = _run_plan(plan, key[0][0], x, w, sorted_token_ids, expert_ids, num_tokens_post_padded, topk_weights)
             if d is not None:
-                return d  # CuPy in, CuPy out (bfloat16 as uint16 bits), as below
+                return d  # CuPy in, CuPy out (bfloat16 as uint16 bits); torch in, torch out: as below
     x_given, w_given = x, w
     x, caller = interop.import_mx(x, OP, "x")
     w, _ = interop.import_mx(w, OP, "w")
@@ -247,7 +273,7 @@ def moe_gemm_mx(
     )
     gpu = use_gpu(OP, backend, p.device, lambda: _unsupported(p))
     d = _run_gpu(p) if gpu else moe_gemm_numpy(p)
-    if gpu and key is not None and p.device and caller.kind == "cupy":
+    if gpu and key is not None and p.device and caller.kind == key[0][0]:
         given = (x_given, w_given, sorted_token_ids, expert_ids, num_tokens_post_padded, topk_weights)
         _keep_plan(key, p, d, given)
     if out is not None:

@@ -1,12 +1,13 @@
 """The GPU twin of :func:`mxrt.moe_gemm_mx` (MoE decode on the vLLM ``moe_align_block_size`` layout):
 ``gemm_mx_decode_sm90_moe`` of kernels_src/gemm/gemm_mx_decode_sm90.hip on sm_90a.
 
-One CTA per (16 weight rows, block of sorted slots, chunk of 8 * MT slots): it reads ``expert_ids[b]`` and
-``num_tokens_post_padded`` on the device (no host synchronisation; the grid is sized from the host-known bound on
-the live blocks, ``min(len(expert_ids), numel)``), gathers the block's token rows ``x[id // a_div]`` by cp.async and
-streams expert ``e``'s weight rows by TMA through the decode kernel's per-warp ring, and scatters ``out[id]`` (times
-``topk_weights[id]``). Blocks past ``num_tokens_post_padded``, experts outside ``[0, E)`` (expert parallelism: -1)
-and padding slots exit or are skipped; ``out`` is zeroed first, so slots no block reaches read 0.
+One CTA per (16 * RT weight rows, block of sorted slots, chunk of 8 * MT slots; the build from :func:`moe_build`):
+it reads ``expert_ids[b]`` and ``num_tokens_post_padded`` on the device (no host synchronisation; the grid is sized
+from the host-known bound on the live blocks, ``min(len(expert_ids), numel)``), gathers the block's token rows
+``x[id // a_div]`` by cp.async and streams expert ``e``'s weight rows by TMA through the decode kernel's per-warp
+ring, and scatters ``out[id]`` (times ``topk_weights[id]``). Blocks past ``num_tokens_post_padded``, experts outside
+``[0, E)`` (expert parallelism: -1) and padding slots exit or are skipped; ``out`` is zeroed first, so slots no
+block reaches read 0.
 
 Envelope (``unsupported`` says why otherwise; there is no portable MoE GEMM kernel yet): sm_90a; row-major
 scales; ``k % 128 == 0``; 16-byte aligned codes, 4-byte aligned scales; bf16 / fp16 out (float32 only for

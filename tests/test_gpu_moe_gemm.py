@@ -118,7 +118,7 @@ def test_row_tiles_per_cta(monkeypatch, build, wf):
 def test_call_plans():
     """Plain calls of one signature (the second and later run mxrt.api.moe_gemm's plan: a memset and one prepared
     launch) with new routing and new activations each time, and routing weights, against the loop; a call with
-    another out dtype makes its own plan."""
+    another out dtype makes its own plan, and so do calls into the caller's ``out`` (poisoned between calls)."""
     from mxrt.api import moe_gemm as api_moe
 
     api_moe.clear_plans()
@@ -136,6 +136,17 @@ def test_call_plans():
                                out_dtype=od)  # fmt: skip
         check(host(got, od), loop_ref(x, w, ids, topk_w, 1), od)
     assert len(api_moe._PLANS) == 2
+    out = cupy.full((t * top_k, n), 0x7F7F, cupy.uint16)  # the caller's out (vLLM passes its own): its own plan
+    for _ in range(3):
+        ids, topk_w, (sorted_ids, eids, ntpp) = routing(rng, t, e, top_k, bs)
+        x = mxrt.quantize_mx(rng.standard_normal((t * top_k, k)).astype(np.float32))
+        layout = (cupy.asarray(sorted_ids), cupy.asarray(eids), cupy.asarray(ntpp))
+        got = mxrt.moe_gemm_mx(dev(x), wd, *layout, top_k=top_k, block_size=bs, a_div=1,
+                               topk_weights=cupy.asarray(topk_w), out=out)  # fmt: skip
+        assert got is out
+        check(host(out, "bfloat16"), loop_ref(x, w, ids, topk_w, 1), "bfloat16")
+        out.fill(0x7F7F)  # the next call must zero what it does not write
+    assert len(api_moe._PLANS) == 3
 
 
 def test_call_plans_torch(monkeypatch):

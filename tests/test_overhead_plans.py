@@ -17,6 +17,7 @@ import mxrt
 from mxrt.api import gemm as api_gemm
 from mxrt.api import moe_gemm as api_moe
 from mxrt.api import quant as api_quant
+from mxrt.errors import LayoutError
 from mxrt.ops import moe_gemm as moe_ops  # imported before the stand-in CuPy is (its build is patched then)
 
 
@@ -450,8 +451,8 @@ def test_moe_plan_zeroes_its_output(dev):
 
 def test_moe_plan_keys(dev, monkeypatch):
     """A change of anything the plan was made from never reuses it: the layout arrays' shapes and dtypes, the
-    routing weights, the scalars, the out dtype, the build table, an ``out`` buffer, the aiter layout, a copied
-    operand; a new pointer of the same kind reuses it."""
+    routing weights, the scalars, the out dtype, the build table, an ``out`` buffer (its own key; a strided one none),
+    a copied operand; a new pointer of the same kind reuses it."""
     args, kw = _moe_inputs()
     x, w, ids, experts, ntpp = args
     mxrt.moe_gemm_mx(*args, **kw)
@@ -466,8 +467,17 @@ def test_moe_plan_keys(dev, monkeypatch):
     monkeypatch.setitem(moe_ops.MOE_DEFAULT, 2, ((2, 3, 1), (2, 3, 1)))  # another build: another key
     mxrt.moe_gemm_mx(*args, **kw)
     assert len(api_moe._PLANS) == 4
-    mxrt.moe_gemm_mx(*args, **kw, out=cp.zeros((x.shape[0] * 2, 256), np.uint16))  # out given: no plan
-    assert len(api_moe._PLANS) == 4
+    out = cp.asarray(np.full((x.shape[0] * 2, 256), 0x7F7F, np.uint16))
+    assert mxrt.moe_gemm_mx(*args, **kw, out=out) is out  # out given: its own key, written in place
+    assert len(api_moe._PLANS) == 5
+    out[...] = 0x7F7F
+    dev["launches"].clear()
+    assert mxrt.moe_gemm_mx(*args, **kw, out=out) is out  # planned: zeroed, then the kernel's out
+    ((_, _, _, _, _, vals),) = dev["launches"]
+    assert vals[4] == out.data.ptr and not np.asarray(out).any()
+    with pytest.raises(LayoutError, match="'out' has strides"):  # strided: no plan, validation's typed error
+        mxrt.moe_gemm_mx(*args, **kw, out=cp.zeros((x.shape[0] * 2, 512), np.uint16)[:, :256])
+    assert len(api_moe._PLANS) == 5
     y = dataclasses.replace(x, data=x.data.copy(), scales=x.scales.copy())
     dev["launches"].clear()
     mxrt.moe_gemm_mx(y, w, ids, experts, ntpp, **kw)  # a copy's own key (its pointers) is the same kind

@@ -27,13 +27,13 @@ from .grouped_gemm import _same_buffer, import_out
 OP = "moe_gemm_mx"
 
 # ---- call plans (host time of plain calls; session 20) ------------------------------------------------------------
-# A call with CuPy operands (MXArrays) and CuPy layout arrays, or all of them CUDA torch tensors, no ``out``, the
-# vLLM layout and backend auto / gpu is keyed by everything its validation and launch read: the operands' keys
-# (mxrt.api.gemm's, kept on the MXArrays), the layout arrays' and routing weights' dtype / shape / strides / device,
-# the scalars and the build the op would choose. A key seen before skips validation and launch set-up: a fresh
-# ``out`` (CuPy's pool, or torch's allocator for torch calls), a cudaMemsetAsync and one prepared launch
-# (mxrt.ops.moe_gemm.PreparedMoe). Made only where the op reads every array as it is; torch calls run their plan
-# only on the legacy default streams and outside mxrt.runtime.debug, as gemm_mx's.
+# A call with CuPy operands (MXArrays) and CuPy layout arrays (and ``out``, if given), or all of them CUDA torch
+# tensors, the vLLM layout and backend auto / gpu is keyed by everything its validation and launch read: the operands'
+# keys (mxrt.api.gemm's, kept on the MXArrays), the layout arrays', routing weights' and ``out``'s dtype / shape /
+# strides / device, the scalars and the build the op would choose. A key seen before skips validation and launch
+# set-up: the caller's ``out`` or a fresh one (CuPy's pool, or torch's allocator for torch calls), a cudaMemsetAsync
+# and one prepared launch (mxrt.ops.moe_gemm.PreparedMoe). Made only where the op reads every array as it is; torch
+# calls run their plan only on the legacy default streams and outside mxrt.runtime.debug, as gemm_mx's.
 _PLANS: dict[tuple, Any] = {}
 _PLANS_KEPT = 512
 _PLANS_LOCK = threading.Lock()
@@ -56,7 +56,7 @@ def _ptr(a: Any) -> int:
 
 
 def _plan_key(x, w, ids, experts, ntpp, top_k, block_size, topk_weights, a_div, out, out_dtype, backend, layout):
-    if out is not None or layout != "vllm" or type(backend) is not str or backend not in ("auto", "gpu"):
+    if layout != "vllm" or type(backend) is not str or backend not in ("auto", "gpu"):
         return None
     if type(top_k) is not int or type(block_size) is not int or block_size < 1 or type(out_dtype) is not str:
         return None
@@ -71,22 +71,29 @@ def _plan_key(x, w, ids, experts, ntpp, top_k, block_size, topk_weights, a_div, 
     tw = None if topk_weights is None else _array_key(topk_weights, kx[0])
     if topk_weights is not None and tw is None:
         return None
+    ko = None
+    if out is not None:
+        ko = _array_key(out, kx[0])
+        contiguous = out.is_contiguous() if kx[0] == "torch" else out.flags.c_contiguous
+        if ko is None or not contiguous:
+            return None
     from ..ops import moe_gemm as moe_gemm_ops
 
     build = moe_gemm_ops.moe_build(moe_gemm_ops._mt(block_size), w.fmt, w.shape[2])
-    return (kx, kw, arrays, tw, top_k, block_size, a_div, out_dtype, build)
+    return (kx, kw, arrays, tw, ko, top_k, block_size, a_div, out_dtype, build)
 
 
-def _run_plan(plan: tuple, kind: str, x, w, ids, experts, ntpp, topk_weights) -> Any | None:
-    """A planned call, or None where the unplanned route must run (another launch route or device; for torch: not
-    on the legacy streams, or inside mxrt.runtime.debug)."""
+def _run_plan(plan: tuple, kind: str, x, w, ids, experts, ntpp, topk_weights, out) -> Any | None:
+    """A planned call (``out`` itself when given), or None where the unplanned route must run (another launch route
+    or device; for torch: not on the legacy streams, or inside mxrt.runtime.debug)."""
     prepared, shape, dtype, out_name = plan
     if not prepared.usable():
         return None
     from ..runtime import alloc
 
     if kind == "cupy":
-        out = alloc.empty(shape, dtype)
+        if out is None:
+            out = alloc.empty(shape, dtype)
         out_ptr = out.data.ptr
     else:
         from ..runtime.arrays import torch_on_legacy_streams
@@ -95,7 +102,8 @@ def _run_plan(plan: tuple, kind: str, x, w, ids, experts, ntpp, topk_weights) ->
         dev = x.data.get_device()
         if alloc.current_debug() is not None or not torch_on_legacy_streams(torch, dev):
             return None
-        out = torch.empty(shape, dtype=getattr(torch, out_name), device=dev)
+        if out is None:
+            out = torch.empty(shape, dtype=getattr(torch, out_name), device=dev)
         out_ptr = out.data_ptr()
     tw = 0 if topk_weights is None else _ptr(topk_weights)
     prepared(_ptr(x.data), _ptr(x.scales), _ptr(w.data), _ptr(w.scales), out_ptr, _ptr(ids), _ptr(experts),
@@ -109,11 +117,13 @@ def _keep_plan(key: tuple, p: MoeGemmProblem, d: Any, given: tuple) -> None:
     themselves (a planned call reads their pointers)."""
     from ..ops import moe_gemm as moe_gemm_ops
 
-    x, w, ids, experts, ntpp, tw = given
+    x, w, ids, experts, ntpp, tw, out = given
     pairs = [(x.data, p.x_codes), (x.scales, p.x_scales), (w.data, p.w_codes), (w.scales, p.w_scales)]
     pairs += [(ids, p.sorted_token_ids), (experts, p.expert_ids), (ntpp, p.num_tokens_post_padded)]
     if tw is not None:
         pairs.append((tw, p.topk_weights))
+    if out is not None:
+        pairs.append((out, p.out))
     if any(_ptr(a) != b.data.ptr for a, b in pairs):
         return
     prepared = moe_gemm_ops.prepare(p, d)
@@ -240,9 +250,10 @@ def moe_gemm_mx(
     if key is not None:
         plan = _PLANS.get(key)
         if plan is not None:
-            d = _run_plan(plan, key[0][0], x, w, sorted_token_ids, expert_ids, num_tokens_post_padded, topk_weights)
+            d = _run_plan(plan, key[0][0], x, w, sorted_token_ids, expert_ids, num_tokens_post_padded, topk_weights,
+                          out)  # fmt: skip
             if d is not None:
-                return d  # CuPy in, CuPy out (bfloat16 as uint16 bits); torch in, torch out: as below
+                return d  # CuPy in, CuPy out (bfloat16 as uint16 bits); torch in, torch out; out itself: as below
     x_given, w_given = x, w
     x, caller = interop.import_mx(x, OP, "x")
     w, _ = interop.import_mx(w, OP, "w")
@@ -274,7 +285,7 @@ def moe_gemm_mx(
     gpu = use_gpu(OP, backend, p.device, lambda: _unsupported(p))
     d = _run_gpu(p) if gpu else moe_gemm_numpy(p)
     if gpu and key is not None and p.device and caller.kind == key[0][0]:
-        given = (x_given, w_given, sorted_token_ids, expert_ids, num_tokens_post_padded, topk_weights)
+        given = (x_given, w_given, sorted_token_ids, expert_ids, num_tokens_post_padded, topk_weights, out)
         _keep_plan(key, p, d, given)
     if out is not None:
         if d is not out_native and not (p.device and d is not None and _same_buffer(d, out_native)):

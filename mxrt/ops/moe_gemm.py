@@ -26,7 +26,7 @@ from .. import codes
 from .._kinds import dtype_name, is_device_array
 from ..runtime import alloc
 from ..runtime.arch import get_arch
-from ..runtime.compiler import build
+from ..runtime.compiler import build_with_smem
 from ..runtime.launch import MAX_GRID_YZ, LaunchConfig, launch
 from ..runtime.launch import prepare as prepare_launch
 from . import gemm_decode_kernels as K
@@ -86,9 +86,6 @@ def _dev(a: Any, dtype: Any) -> Any:
     return cupy.ascontiguousarray(cupy.asarray(a, dtype=dtype))
 
 
-_KERNELS: dict = {}
-
-
 def _entry(p: Any, arch: Any) -> tuple[Any, LaunchConfig, tuple[int, int, int, int]]:
     """The kernel, launch configuration and weight tensor-map geometry (rows, 128-byte columns, box rows, box
     bytes) of a problem with at least one block, slot, weight row and K group."""
@@ -98,13 +95,7 @@ def _entry(p: Any, arch: Any) -> tuple[Any, LaunchConfig, tuple[int, int, int, i
     fa, fb = codes.FMT_CODES[p.x_fmt], codes.FMT_CODES[p.w_fmt]
     d = K.decode_variant(fa, fb, 0, kw, mt, codes.GEMM_OUT_DTYPE_CODES[name], stages, rt)
     smem = K.smem_bytes(fa, fb, mt, kw, stages, rt)
-    key = (d, arch)
-    kernel = _KERNELS.get(key)
-    if kernel is None:
-        kernel = build(K.GEMM_MX_DECODE_SM90_MOE, d, arch)
-        if kernel.max_dynamic_shared_size_bytes < smem:
-            kernel.max_dynamic_shared_size_bytes = smem
-        _KERNELS[key] = kernel
+    kernel = build_with_smem(K.GEMM_MX_DECODE_SM90_MOE, d, arch, smem)  # repeated calls skip this: their plan
     wrow = K.row_bytes(fb)
     chunks = -(-p.block_size // (8 * mt))
     # at most numel blocks are live (mxrt.problems.moe_gemm): the CTA rows past them would only read

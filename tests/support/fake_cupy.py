@@ -368,7 +368,6 @@ def _reset_caches() -> None:
 
     api_gemm.clear_plans()
     importlib.import_module("mxrt.api.moe_gemm").clear_plans()
-    importlib.import_module("mxrt.ops.moe_gemm")._KERNELS.clear()
     importlib.import_module("mxrt.api.grouped_gemm").clear_plans()
     importlib.import_module("mxrt.api.deep_gemm").clear_plans()
     for cache in (

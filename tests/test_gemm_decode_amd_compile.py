@@ -1,7 +1,8 @@
-"""The offline proof of the AMD decode kernels' builds (kernels_src/gemm/gemm_mx_decode_gfx9{50,42}.hip): a
-sample of the 21 define sets per target builds with the expected matrix instruction (the exact fp8/bf8 variant on
-gfx942), zero spills, zero scratch, and the LDS of the wave reduction only (12,288 * MT bytes).
-`mxrt compile-check --targets gfx942,gfx950` builds all 42 (NOTES.md has the table)."""
+"""The offline proof of the AMD decode kernels' builds (kernels_src/gemm/gemm_mx_decode_gfx9{50,42}.hip and their MoE
+twins gemm_mx_decode_gfx9{50,42}_moe.hip): a sample of the 21 define sets per kernel and target builds with the
+expected matrix instruction (the exact fp8/bf8 variant on gfx942), zero spills, zero scratch, and the LDS of the wave
+reduction only (12,288 * MT bytes; the MoE kernels 256 more for the chunk's slot ids).
+`mxrt compile-check --targets gfx942,gfx950` builds all 84 (NOTES.md has the table)."""
 
 from __future__ import annotations
 
@@ -15,33 +16,39 @@ from mxrt.runtime import compile_check
 
 # offline AMD builds: ~15 s; CI still runs it
 pytestmark = pytest.mark.slow
-KERNELS = {"gfx950": K.GEMM_MX_DECODE_GFX950, "gfx942": K.GEMM_MX_DECODE_GFX942}
+KERNELS = {
+    ("gfx950", "dense"): K.GEMM_MX_DECODE_GFX950,
+    ("gfx942", "dense"): K.GEMM_MX_DECODE_GFX942,
+    ("gfx950", "moe"): K.GEMM_MX_DECODE_GFX950_MOE,
+    ("gfx942", "moe"): K.GEMM_MX_DECODE_GFX942_MOE,
+}
+LDS_MORE = {"dense": 0, "moe": 256}  # the MoE kernels' slot ids (64 x i32)
 _942_NAMES = {0: "fp8", 4: "fp8", 1: "bf8"}  # e2m1 is widened to e4m3, read as fp8
 E4, E5, E2 = FMT_CODES["e4m3"], FMT_CODES["e5m2"], FMT_CODES["e2m1"]
 # MXFP8 and MXFP4-weight decode at every token tile, e5m2 x e4m3 (bf8 operand), e2m1 x e2m1, e2m1 tokens at MT = 4
 SAMPLE = [(E4, E4, 1), (E4, E2, 1), (E4, E4, 2), (E4, E2, 4), (E5, E4, 2), (E2, E2, 4), (E2, E4, 4)]
 
 
-@pytest.fixture(scope="module", params=list(KERNELS))
+@pytest.fixture(scope="module", params=list(KERNELS), ids="-".join)
 def reports(request):
-    target = request.param
+    target, kind = request.param
     why = compile_check.tools_missing(target)
     if why:
         pytest.skip(why)
-    spec = KERNELS[target]
+    spec = KERNELS[request.param]
     chosen = [K.decode_amd_variant(a, b, mt) for a, b, mt in SAMPLE]
     assert all(d in spec.variants for d in chosen)
     with ThreadPoolExecutor() as pool:
         rs = list(pool.map(lambda d: compile_check.build_one(spec, d, target), chosen))
-    return target, rs
+    return target, kind, rs
 
 
 def test_sampled_variants_build_clean(reports):
-    target, rs = reports
+    target, kind, rs = reports
     for r in rs:
         assert r.ok, r.error
         assert r.spills == 0 and r.scratch == 0, (r.defines, r.spills, r.scratch)
-        assert r.lds == 12288 * r.defines["MT"], (r.defines, r.lds)
+        assert r.lds == 12288 * r.defines["MT"] + LDS_MORE[kind], (r.defines, r.lds)
         assert r.registers["vgpr"] <= 512 and r.registers["sgpr"] <= 104
         a, b = r.defines["A_FMT"], r.defines["B_FMT"]
         if target == "gfx942":
@@ -51,5 +58,5 @@ def test_sampled_variants_build_clean(reports):
 
 
 def test_variant_list():
-    assert len(K.GEMM_MX_DECODE_GFX950.variants) == len(K.GEMM_MX_DECODE_GFX942.variants) == 21
+    assert all(len(spec.variants) == 21 for spec in KERNELS.values())
     assert K.DECODE_AMD_MAX_M == 64

@@ -64,15 +64,17 @@ def build_dir(tmp_path_factory) -> Path:
     return d
 
 
-def _lib(build_dir: Path, target: str, defines: dict[str, int]) -> ctypes.CDLL:
+def _lib(build_dir: Path, target: str, defines: dict[str, int], moe: bool = False) -> ctypes.CDLL:
+    """The host build of one define set of the decode kernel (``moe``: of its MoE twin)."""
     d = {k: v for k, v in defines.items() if k != "THREADS"}
-    key = (target, *sorted(d.items()))
+    key = (target, moe, *sorted(d.items()))
     if key not in _LIBS:
         tag = "_".join(f"{k}{v}" for k, v in sorted(d.items()))
-        out = build_dir / f"simt_decode_{target}_{tag}.so"
+        out = build_dir / f"simt_{'moe' if moe else 'decode'}_{target}_{tag}.so"
         if not out.exists():
             src = ROOT / "tests" / "support" / "simt_amd_host.cpp"
             cmd = [*host_compiler(), "-std=c++17", "-O1", "-shared", "-fPIC", "-Wno-psabi", "-DSIMT_DECODE=1"]
+            cmd += ["-DSIMT_MOE=1"] if moe else []
             cmd += [f"-DSIMT_KERNEL={TARGETS[target]}", *(f"-D{k}={v}" for k, v in d.items())]
             tmp = out.with_suffix(".tmp.so")
             proc = subprocess.run([*cmd, str(src), "-o", str(tmp)], capture_output=True, text=True, check=False)

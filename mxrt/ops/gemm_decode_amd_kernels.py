@@ -1,5 +1,6 @@
 """Kernel specs and variants of the AMD small-M (decode) GEMM paths (kernels_src/gemm/gemm_mx_decode_gfx9{50,42}.hip,
-body gemm_decode_amd.h; launch and arguments in mxrt/ops/gemm_decode_amd.py, GemmPaths: no dispatch row)."""
+body gemm_decode_amd.h; launch and arguments in mxrt/ops/gemm_decode_amd.py, GemmPaths: no dispatch row) and of
+their MoE twins (gemm_mx_decode_gfx9{50,42}_moe.hip; launch in mxrt/ops/moe_gemm_amd.py)."""
 
 from __future__ import annotations
 
@@ -44,5 +45,24 @@ GEMM_MX_DECODE_GFX942 = KernelSpec(
     expect_mma=(("gfx942", ("v_mfma_f32_16x16x32_",)),),
 )
 
-SPECS = (GEMM_MX_DECODE_GFX950, GEMM_MX_DECODE_GFX942)
+# The MoE decode kernels: the same mainloops and define sets (the MoE GEMM takes every format pair too).
+GEMM_MX_DECODE_GFX950_MOE = KernelSpec(
+    symbol="gemm_mx_decode_gfx950_moe",
+    file="gemm/gemm_mx_decode_gfx950_moe.hip",
+    required=("A_FMT", "B_FMT", "MT", "THREADS"),
+    variants=_VARIANTS,
+    targets=("gfx950",),
+    expect_mma=(("gfx950", ("v_mfma_scale_f32_16x16x128_f8f6f4",)),),
+)
+
+GEMM_MX_DECODE_GFX942_MOE = KernelSpec(
+    symbol="gemm_mx_decode_gfx942_moe",
+    file="gemm/gemm_mx_decode_gfx942_moe.hip",
+    required=("A_FMT", "B_FMT", "MT", "THREADS"),
+    variants=_VARIANTS,
+    targets=("gfx942",),
+    expect_mma=(("gfx942", ("v_mfma_f32_16x16x32_",)),),
+)
+
+SPECS = (GEMM_MX_DECODE_GFX950, GEMM_MX_DECODE_GFX942, GEMM_MX_DECODE_GFX950_MOE, GEMM_MX_DECODE_GFX942_MOE)
 DISPATCH: dict = {}  # GemmPaths (mxrt/ops/gemm_paths.py) choose them, not a dispatch row

@@ -1,5 +1,6 @@
 """The GPU twin of :func:`mxrt.moe_gemm_mx` (MoE decode on the vLLM ``moe_align_block_size`` layout):
-``gemm_mx_decode_sm90_moe`` of kernels_src/gemm/gemm_mx_decode_sm90.hip on sm_90a.
+``gemm_mx_decode_sm90_moe`` of kernels_src/gemm/gemm_mx_decode_sm90_moe.hip on sm_90a; on gfx950 / gfx942 the AMD
+kernels of :mod:`mxrt.ops.moe_gemm_amd` (their own envelope; this module converts the arrays and zeroes ``out``).
 
 One CTA per (16 * RT weight rows, block of sorted slots, chunk of 8 * MT slots; the build from :func:`moe_build`):
 it reads ``expert_ids[b]`` and ``num_tokens_post_padded`` on the device (no host synchronisation; the grid is sized
@@ -9,7 +10,7 @@ ring, and scatters ``out[id]`` (times ``topk_weights[id]``). Blocks past ``num_t
 ``[0, E)`` (expert parallelism: -1) and padding slots exit or are skipped; ``out`` is zeroed first, so slots no
 block reaches read 0.
 
-Envelope (``unsupported`` says why otherwise; there is no portable MoE GEMM kernel yet): sm_90a; row-major
+Envelope on sm_90a (``unsupported`` says why otherwise; there is no portable MoE GEMM kernel yet): row-major
 scales; ``k % 128 == 0``; 16-byte aligned codes, 4-byte aligned scales; bf16 / fp16 out (float32 only for
 e2m1 x e2m1, as the dense decode path); ``E * N < 2^31`` weight rows (TMA row coordinates); grid y / z <= 65535.
 Weights of 2 GB and more are fine: every offset is 64-bit and TMA addresses the weight map with 64-bit strides.
@@ -30,6 +31,7 @@ from ..runtime.compiler import build_with_smem
 from ..runtime.launch import MAX_GRID_YZ, LaunchConfig, launch
 from ..runtime.launch import prepare as prepare_launch
 from . import gemm_decode_kernels as K
+from . import moe_gemm_amd
 from .gemm import DEVICE_OUT_DTYPES
 from .gemm_sm90 import TensorMapMemo, tensor_map_arg
 
@@ -51,8 +53,10 @@ def _mt(block_size: int) -> int:
 def unsupported(p: Any) -> str | None:
     """Why the GPU cannot run ``p`` (None when it can)."""
     arch = get_arch()
+    if arch.target in moe_gemm_amd.SPECS:
+        return moe_gemm_amd.unsupported(arch.target, p)
     if arch.target != "sm_90a":
-        return f"the MoE decode kernel runs on sm_90a, this device is {arch.target!r}"
+        return f"the MoE decode kernels run on sm_90a, gfx950 and gfx942; this device is {arch.target!r}"
     out = dtype_name(p.out_dtype)
     if out not in codes.GEMM_OUT_DTYPE_CODES:
         return f"out dtype {out}"
@@ -110,8 +114,17 @@ def _scalars(p: Any) -> tuple:
             np.uint64(p.sorted_token_ids.size))  # fmt: skip
 
 
-def _has_work(p: Any) -> bool:
-    return bool(p.numel and p.n and int(p.expert_ids.size) and p.k)
+_has_work = moe_gemm_amd.has_work
+
+
+def _run_sm90(p: Any, arch: Any, arrays: tuple, out: Any) -> None:
+    out.fill(0)
+    if not _has_work(p):
+        return
+    xc, xs, wc, ws, ids, eids, ntpp, tw = arrays
+    kernel, cfg, geo = _entry(p, arch)
+    tmw = tensor_map_arg(wc.data.ptr, geo[0], geo[1], geo[2], wc.data.device_id, geo[3])
+    launch(OP, kernel, cfg, (tmw, xc, xs, ws, out, ids, eids, ntpp, np.uint64(0) if tw is None else tw, *_scalars(p)))
 
 
 def moe_gemm_mx_gpu(p: Any) -> Any:
@@ -124,12 +137,11 @@ def moe_gemm_mx_gpu(p: Any) -> Any:
     ids, eids, ntpp = (_dev(a, np.int32) for a in (p.sorted_token_ids, p.expert_ids, p.num_tokens_post_padded))
     tw = None if p.topk_weights is None else _dev(p.topk_weights, np.float32).reshape(-1)
     out = p.out if (p.device and p.out is not None) else alloc.empty((p.numel, p.n), DEVICE_OUT_DTYPES[name])
-    out.fill(0)
-    if _has_work(p):
-        kernel, cfg, geo = _entry(p, arch)
-        tmw = tensor_map_arg(wc.data.ptr, geo[0], geo[1], geo[2], wc.data.device_id, geo[3])
-        args = (tmw, xc, xs, ws, out, ids, eids, ntpp, np.uint64(0) if tw is None else tw, *_scalars(p))
-        launch(OP, kernel, cfg, args)
+    arrays = (xc, xs, wc, ws, ids, eids, ntpp, tw)
+    if arch.target in moe_gemm_amd.SPECS:
+        moe_gemm_amd.run(arch.target, p, arrays, out, arch)
+    else:
+        _run_sm90(p, arch, arrays, out)
     if p.device:
         return out
     host = out.get()
@@ -164,7 +176,7 @@ def prepare(p: Any, out: Any) -> PreparedMoe | None:
     """The :class:`PreparedMoe` of a device problem whose arrays the kernel reads as they are (no conversion in
     :func:`moe_gemm_mx_gpu`), with ``out`` a sample output of its dtype and shape; None where the launch goes
     through CuPy's call (ROCm, ``MXRT_LAUNCH=cupy``) or an array would be converted."""
-    if not p.device:
+    if not p.device or get_arch().target != "sm_90a":
         return None
     pairs = [(p.x_codes, np.uint8), (p.x_scales, np.uint8), (p.w_codes, np.uint8), (p.w_scales, np.uint8)]
     pairs += [(a, np.int32) for a in (p.sorted_token_ids, p.expert_ids, p.num_tokens_post_padded)]

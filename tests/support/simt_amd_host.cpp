@@ -30,7 +30,8 @@
 // -DSIMT_KERNEL=950|942 (the dense kernel's 14 builds), or with -DSIMT_GROUPED=1 -DA_FMT=.. -DB_FMT=.. -DMODE=..
 // -DOUT_DTYPE=.. -DACCUM=.. the one build of gemm_mx_grouped_gfx950|942.hip (tests/test_grouped_gemm_amd_host.py),
 // or with -DSIMT_DECODE=1 -DA_FMT=.. -DB_FMT=.. -DMT=.. the one build of gemm_mx_decode_gfx950|942.hip
-// (tests/test_gemm_decode_amd_host.py).
+// (tests/test_gemm_decode_amd_host.py), with -DSIMT_MOE=1 added of gemm_mx_decode_gfx950|942_moe.hip
+// (tests/test_moe_gemm_amd_host.py).
 #include <ucontext.h>
 
 #include <cmath>
@@ -346,9 +347,16 @@ extern "C" int simt_grouped(const u8* a, const u8* sa, const u8* b, const u8* sb
   return 0;
 }
 #elif defined(SIMT_DECODE)
-// ---- the decode kernel: one build per library (A_FMT, B_FMT, MT from the command line) -------------------------
+// ---- the decode kernel: one build per library (A_FMT, B_FMT, MT from the command line); with -DSIMT_MOE=1 its
+// MoE twin gemm_mx_decode_gfx950|942_moe.hip instead (tests/test_moe_gemm_amd_host.py) ----------------------------
 #define THREADS 256
-#if SIMT_KERNEL == 950
+#if defined(SIMT_MOE) && SIMT_KERNEL == 950
+#include "../../kernels_src/gemm/gemm_mx_decode_gfx950_moe.hip"
+#define SIMT_DECODE_FN gemm_mx_decode_gfx950_moe
+#elif defined(SIMT_MOE)
+#include "../../kernels_src/gemm/gemm_mx_decode_gfx942_moe.hip"
+#define SIMT_DECODE_FN gemm_mx_decode_gfx942_moe
+#elif SIMT_KERNEL == 950
 #include "../../kernels_src/gemm/gemm_mx_decode_gfx950.hip"
 #define SIMT_DECODE_FN gemm_mx_decode_gfx950
 #else
@@ -359,17 +367,57 @@ extern "C" int simt_grouped(const u8* a, const u8* sa, const u8* b, const u8* sb
 namespace simt {
 static const u8 *d_a, *d_b, *d_sa, *d_sb;
 static void* d_out;
-static i32 d_u[8];
+static const i32 *d_ids, *d_eids, *d_ntpp;
+static const float* d_tw;
+static i32 d_u[9];
 static void run_decode() {
+#if defined(SIMT_MOE)
+  SIMT_DECODE_FN(d_a, d_b, d_sa, d_sb, d_out, d_ids, d_eids, d_ntpp, d_tw, d_u[0], d_u[1], d_u[2], d_u[3], d_u[4],
+                 d_u[5], d_u[6], d_u[7], d_u[8]);
+#else
   SIMT_DECODE_FN(d_a, d_b, d_sa, d_sb, d_out, d_u[0], d_u[1], d_u[2], d_u[3], d_u[4], d_u[5], d_u[6], d_u[7]);
+#endif
+}
+
+// Every block of the grid, in a scrambled order (order 2) or in launch order, every block's fibers in `order`.
+static int run_grid(int gx, int gy, int gz, int order) {
+  body = run_decode;
+  const u64 total = (u64)gx * gy * gz;
+  for (u64 i = 0; i < total; ++i) {
+    const u64 b = order == 2 && total % 7919u != 0 ? (i * 7919u + 13u) % total : i;  // 7919 prime: a permutation
+    bid_x = (u32)(b % (u32)gx);
+    bid_y = (u32)((b / (u32)gx) % (u32)gy);
+    bid_z = (u32)(b / ((u64)gx * (u32)gy));
+    if (!run_block(THREADS, order, bid_x * 7u + bid_y * 13u + bid_z * 5u)) return 1;
+  }
+  return 0;
 }
 }  // namespace simt
 
 extern "C" const char* simt_error() { return simt::error; }
 extern "C" unsigned long long simt_collectives() { return simt::collectives; }
 
-// u = {m, n, k, split_k, a_layout, b_layout, out_dtype, mode} (the kernel's scalars); blocks in a scrambled order
-// (order 2) or in launch order, every block's fibers in `order`.
+#if defined(SIMT_MOE)
+// u = {m_act, n, k, e_num, numel, a_div, block_size, cap, out_dtype} (the kernel's scalars); tw may be null.
+extern "C" int simt_moe(const u8* x, const u8* w, const u8* sx, const u8* sw, void* out, const i32* ids,
+                        const i32* eids, const i32* ntpp, const float* tw, const i32* u, int gx, int gy, int gz,
+                        int order) {
+  simt::failed = false;
+  simt::error[0] = 0;
+  simt::d_a = x;
+  simt::d_b = w;
+  simt::d_sa = sx;
+  simt::d_sb = sw;
+  simt::d_out = out;
+  simt::d_ids = ids;
+  simt::d_eids = eids;
+  simt::d_ntpp = ntpp;
+  simt::d_tw = tw;
+  for (int i = 0; i < 9; ++i) simt::d_u[i] = u[i];
+  return simt::run_grid(gx, gy, gz, order);
+}
+#else
+// u = {m, n, k, split_k, a_layout, b_layout, out_dtype, mode} (the kernel's scalars).
 extern "C" int simt_decode(const u8* a, const u8* b, const u8* sa, const u8* sb, void* out, const i32* u, int gx,
                            int gy, int gz, int order) {
   simt::failed = false;
@@ -380,17 +428,9 @@ extern "C" int simt_decode(const u8* a, const u8* b, const u8* sa, const u8* sb,
   simt::d_sb = sb;
   simt::d_out = out;
   for (int i = 0; i < 8; ++i) simt::d_u[i] = u[i];
-  simt::body = simt::run_decode;
-  const u64 total = (u64)gx * gy * gz;
-  for (u64 i = 0; i < total; ++i) {
-    const u64 b = order == 2 && total % 7919u != 0 ? (i * 7919u + 13u) % total : i;  // 7919 prime: a permutation
-    simt::bid_x = (u32)(b % (u32)gx);
-    simt::bid_y = (u32)((b / (u32)gx) % (u32)gy);
-    simt::bid_z = (u32)(b / ((u64)gx * (u32)gy));
-    if (!simt::run_block(THREADS, order, simt::bid_x * 7u + simt::bid_y * 13u + simt::bid_z * 5u)) return 1;
-  }
-  return 0;
+  return simt::run_grid(gx, gy, gz, order);
 }
+#endif
 #else
 // ---- the kernels, once per format pair (namespaces keep the seven builds apart) ---------------------------------
 #define THREADS 256

@@ -145,6 +145,36 @@ def test_bitwise_stable_over_reruns(forced):
         np.testing.assert_array_equal(mxrt.grouped_gemm_mx(a, b, dl).get(), first)
 
 
+def test_call_plans_replay_the_engine(forced):
+    """A repeated grouped_gemm_mx signature runs its prepared engine launch (mxrt/api/grouped_gemm.py, session 21):
+    the first call's bits on a fresh poisoned result each time, or the caller's ``out`` written in place."""
+    from mxrt.api import grouped_gemm as api
+
+    rng = np.random.default_rng(12)
+    lens = np.array([33, 0, 700, 7])
+    m, n, k = int(lens.sum()), 200, 256
+    qa, qb = mxrt.quantize_mx(values(rng, (m, k))), mxrt.quantize_mx(values(rng, (4, n, k)), axis=2)
+    a, b, dl = dev(qa), dev(qb), cupy.asarray(lens)
+    want = grouped_gemm_f64(grouped_gemm_problem(qa, qb, lens, out_dtype="float32"))[0]
+    api.clear_plans()
+    for out_dtype in ("bfloat16", "float16"):
+        first = mxrt.grouped_gemm_mx(a, b, dl, out_dtype=out_dtype)
+        ran(forced)
+        check(host(first, out_dtype), want, out_dtype)
+        for _ in range(2):
+            got = mxrt.grouped_gemm_mx(a, b, dl, out_dtype=out_dtype)
+            ran(forced)
+            assert got.data.ptr != first.data.ptr
+            np.testing.assert_array_equal(got.get(), first.get())
+    plans = [pl.route for pl in api._PLANS.values()]
+    assert len(plans) == 2 and all(isinstance(r, grouped_gemm_sm90_ws.PreparedEngine) for r in plans)
+    out = cupy.full((m, n), 0xFFFF, np.uint16)
+    for _ in range(2):
+        assert mxrt.grouped_gemm_mx(a, b, dl, out=out) is out
+        check(host(out), want, "bfloat16")
+        out.fill(0xFFFF)
+
+
 @pytest.mark.parametrize("out_dtype", ["bfloat16", "float16"])
 def test_extreme_scale_pairs(forced, out_dtype):
     """Legal extreme scale pairs (sa = 0 with sb = 254, ...) give the reference; NaN scale bytes give exactly the

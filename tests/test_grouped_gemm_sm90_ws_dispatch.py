@@ -393,3 +393,70 @@ def test_ue8m0_per_128_recipe_runs_the_per_128_build(monkeypatch):
     assert "UE8M0 per 128 K" in grouped_gemm_sm90.unsupported("sm_90a", p)
     with pytest.raises(UnsupportedArchError, match="UE8M0 scales per 128 K"):
         grouped_plan(p, "sm_90a", force="generic")
+
+
+def test_engine_call_plans(monkeypatch):
+    """A repeated grouped_gemm_mx signature on the engine (no torch route here: CPU torch) runs its kept launch: no
+    validation (the problem is not built again), the same kernel, grid and packed parameters with a new result
+    buffer, or the caller's ``out``; int32 / int64 lens, odd n (no pair stores), fp16 out; a caller ``out`` not
+    aligned for the prepared pair stores takes the validated route; e2m1 operands (expanded first) keep no launch."""
+    from mxrt.api import grouped_gemm as api
+    from mxrt.problems import grouped_gemm as problems
+
+    monkeypatch.delenv("MXRT_GROUPED_PLANS", raising=False)
+    with fake_cupy.install(record=True) as state:
+        cp = sys.modules["cupy"]
+        dev = lambda q: dataclasses.replace(q, data=cp.asarray(q.data), scales=cp.asarray(q.scales))  # noqa: E731
+        rng = np.random.default_rng(8)
+        built = []
+        make = problems.grouped_gemm_problem
+        monkeypatch.setattr(api, "grouped_gemm_problem", lambda *a, **k: built.append(1) or make(*a, **k))
+        for lens, n, k, ldt, out_dtype in (((300, 0, 77), 72, 96, np.int64, "bfloat16"),
+                                           ((5, 130), 199, 64, np.int32, "float16")):  # fmt: skip
+            api.clear_plans()
+            built.clear()
+            lens = np.array(lens)
+            m = int(lens.sum())
+            a = dev(mxrt.quantize_mx(rng.standard_normal((m, k))))
+            b = dev(mxrt.quantize_mx(rng.standard_normal((lens.size, n, k)), axis=2))
+            dl = cp.asarray(lens.astype(ldt))
+            recs, outs = [], []
+            for _ in range(3):
+                state["launches"].clear()
+                outs.append(mxrt.grouped_gemm_mx(a, b, dl, out_dtype=out_dtype))
+                (rec,) = _launches(state)
+                recs.append(rec)
+            assert built == [1] and len(api._PLANS) == 1  # one validated call, then the plan
+            ((_, plan),) = api._PLANS.items()
+            assert isinstance(plan.route, grouped_gemm_sm90_ws.PreparedEngine) and not plan.torch
+            for rec, o in zip(recs, outs, strict=True):
+                assert rec[0] == "driver" and rec[1:5] == recs[0][1:5]
+                assert rec[5][:4] == recs[0][5][:4] and rec[5][5:] == recs[0][5][5:]  # all but out
+                assert rec[5][4] == o.data.ptr and o.shape == (m, n) and o.flags.c_contiguous
+                assert o.dtype == (np.uint16 if out_dtype == "bfloat16" else np.float16)
+            assert recs[0][5][5] == dl.data.ptr and recs[0][5][-1] == (2 if ldt == np.int64 else 0) | (n % 2 == 0)
+            assert len({o.data.ptr for o in outs}) == 3  # a fresh result each call
+        # the caller's out: written in place and returned; one not aligned for pair stores: validated again
+        lens = np.array([64, 64])
+        a = dev(mxrt.quantize_mx(rng.standard_normal((128, 64))))
+        b = dev(mxrt.quantize_mx(rng.standard_normal((2, 32, 64)), axis=2))
+        dl = cp.asarray(lens)
+        out = cp.zeros((128, 32), np.uint16)
+        api.clear_plans()
+        built.clear()
+        for _ in range(2):
+            assert mxrt.grouped_gemm_mx(a, b, dl, out=out) is out
+        assert built == [1] and _launches(state)[-1][5][4] == out.data.ptr
+        flat = cp.zeros(128 * 32 + 1, np.uint16)
+        odd = flat[1:].reshape(128, 32)  # C-contiguous, 2 bytes off a 4-byte boundary
+        assert odd.data.ptr % 4 == 2
+        state["launches"].clear()
+        assert mxrt.grouped_gemm_mx(a, b, dl, out=odd) is odd
+        assert built == [1, 1] and _launches(state)[-1][5][-1] == 2  # validated: int64 lens, no pair stores
+        # e2m1 operands: expanded into pool buffers first, so no engine launch is kept
+        api.clear_plans()
+        qa = dev(mxrt.quantize_mx(rng.standard_normal((128, 64)), "e2m1"))
+        qb = dev(mxrt.quantize_mx(rng.standard_normal((2, 32, 64)), "e2m1", axis=2))
+        for _ in range(2):
+            mxrt.grouped_gemm_mx(qa, qb, dl)
+        assert all(plan.route is None for plan in api._PLANS.values())

@@ -3,7 +3,7 @@
 Flow as :mod:`mxrt.api.gemm`: operands in (:mod:`mxrt.api.interop`) -> :mod:`mxrt.problems.grouped_gemm`
 validates once -> :func:`mxrt.api.dispatch.use_gpu` -> :func:`mxrt.reference.grouped_gemm.grouped_gemm_numpy` or
 :func:`mxrt.ops.grouped_gemm.grouped_gemm_gpu` -> the result in the caller's kind. A device call whose signature
-was seen before and took the torch route skips all of that for its plan (below).
+was seen before and took the torch route or the Hopper engine skips all of that for its plan (below).
 """
 
 from __future__ import annotations
@@ -40,12 +40,18 @@ from .gemm import _operand_key
 # launches'), no CUDA-graph capture on CuPy's stream (the route steps aside there), and for torch tensors both
 # libraries on the legacy default stream (pointers read without DLPack's stream ordering, as ``gemm_mx``'s plans).
 # ``MXRT_GROUPED_PLANS=0`` turns the plans off (A/B).
+# Session 21: a key whose call ran the Hopper grouped engine alone (no torch route: CuPy without torch, fp16 out;
+# fp8 operands, lens) keeps that launch prepared instead (:class:`mxrt.ops.grouped_gemm_sm90_ws.PreparedEngine`): a
+# later call allocates ``out`` (CuPy's pool, or torch's allocator for torch operands) unless given, and queues the one
+# launch with the operands' tensor maps memoised by pointer. Checked as the route's plans, but a capture is no reason
+# to step aside (the engine runs there too, and allocations inside ``graph_safe`` are held).
 
 
 @dataclass(frozen=True)
 class _Plan:
-    route: Any  # mxrt.runtime.torch_grouped.PreparedRoute, or None: another kernel serves the key (unplanned call)
+    route: Any  # torch_grouped.PreparedRoute, grouped_gemm_sm90_ws.PreparedEngine, or None (an unplanned call)
     torch: bool  # the operands are CUDA torch tensors (a torch result), else CuPy arrays (a CuPy result)
+    out: tuple = ()  # the engine's result: (shape, DEVICE_OUT_DTYPES name, out_dtype name); () for the torch route
 
 
 _PLANS: dict[tuple, _Plan] = {}
@@ -98,6 +104,8 @@ def _run_plan(plan: _Plan, a: Any, b: Any, lens: Any, out: Any) -> Any:
     r = plan.route
     if not r.usable():
         return None
+    if plan.out:
+        return _run_engine(plan, a, b, lens, out)
     if plan.torch:
         torch = sys.modules["torch"]
         if not torch_on_legacy_streams(torch, a.data.get_device()):
@@ -110,14 +118,37 @@ def _run_plan(plan: _Plan, a: Any, b: Any, lens: Any, out: Any) -> Any:
     return out if out is not None else view_torch_cuda(d, "uint16")  # CuPy in, CuPy out (bfloat16 bits)
 
 
+def _run_engine(plan: _Plan, a: Any, b: Any, lens: Any, out: Any) -> Any:
+    """A planned engine call (:meth:`mxrt.ops.grouped_gemm_sm90_ws.PreparedEngine.__call__`)."""
+    shape, device_dtype, out_name = plan.out
+    if plan.torch:
+        torch = sys.modules["torch"]
+        dev = a.data.get_device()
+        if not torch_on_legacy_streams(torch, dev):
+            return None
+        d = out if out is not None else torch.empty(shape, dtype=getattr(torch, out_name), device=a.data.device)
+        ptrs = (a.data.data_ptr(), a.scales.data_ptr(), b.data.data_ptr(), b.scales.data_ptr(), lens.data_ptr())
+        return d if plan.route(*ptrs, d.data_ptr()) else None
+    from ..runtime import alloc
+
+    d = out if out is not None else alloc.empty(shape, device_dtype)
+    ptrs = (a.data.data.ptr, a.scales.data.ptr, b.data.data.ptr, b.scales.data.ptr, lens.data.ptr)
+    return d if plan.route(*ptrs, d.data.ptr) else None  # CuPy bfloat16 as uint16 bits, as unplanned
+
+
 def _remember(key: tuple, p: GroupedGemmProblem) -> None:
-    """After the first (validated) call of ``key``: keep its prepared route, or that none serves it."""
+    """After the first (validated) call of ``key``: keep its prepared route or engine launch, or that none serves
+    it."""
     route, keep = grouped_ops.prepare_route(p)
     if keep:
+        engine = ()
+        if isinstance(route, grouped_ops.PreparedEngine):
+            name = dtype_name(p.out_dtype)
+            engine = (p.out_shape, grouped_ops.DEVICE_OUT_DTYPES[name], name)
         with _PLANS_LOCK:
             if len(_PLANS) >= _PLANS_KEPT:
                 _PLANS.clear()
-            _PLANS[key] = _Plan(route, key[1][0] == "torch")
+            _PLANS[key] = _Plan(route, key[1][0] == "torch", engine)
 
 
 def clear_plans() -> None:

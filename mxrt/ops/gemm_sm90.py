@@ -173,8 +173,10 @@ class TensorMapMemo:
 
     __slots__ = ("_args", "_last")
 
-    def __init__(self, rows: int, cols: int, box_rows: int, device_id: int, box_cols: int = 128) -> None:
-        self._args = (rows, cols, box_rows, device_id, box_cols)
+    def __init__(
+        self, rows: int, cols: int, box_rows: int, device_id: int, box_cols: int = 128, stride: int | None = None
+    ) -> None:
+        self._args = (rows, cols, box_rows, device_id, box_cols, stride)
         self._last: tuple[int, bytes] = (-1, b"")
 
     def __call__(self, ptr: int) -> bytes:

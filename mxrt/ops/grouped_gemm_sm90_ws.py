@@ -166,6 +166,20 @@ def _kernel(d: Defines, arch: Any, smem: int) -> Any:
     return kernel
 
 
+def _scalars(p: GroupedGemmProblem, flags: int) -> tuple:
+    """The launch's arguments after the six pointers."""
+    u32 = np.uint32
+    kb = int(p.b.shape[-1])
+    # scale row strides in bytes: E8M0 one byte per 32 K (or per 128 K); float32 one word per 128 K (b's rows:
+    # 128-row blocks where the scales are per 128 K)
+    if p.scale_f32:
+        strides = (4 * _cdiv(p.k, 128), 4 * _cdiv(kb, 128))
+    else:
+        strides = (_cdiv(p.k, 128), _cdiv(kb, 128)) if p.sf_k128 else (_cdiv(p.k, 32), _cdiv(kb, 32))
+    return (u32(p.m), u32(p.n), u32(p.k), u32(strides[0]), u32(strides[1]), u32(p.num_groups), u32(p.max_m),
+            u32(flags))  # fmt: skip
+
+
 def launch_sm90_ws(p: GroupedGemmProblem, groups: Any, out: Any, arch: Any, plan: Any = None) -> None:
     """Launch ``p`` (a device problem :func:`unsupported` accepted, ``out`` non-empty, bfloat16 as uint16) on the
     current stream; no host synchronisation. ``plan``: its :class:`mxrt.ops.grouped_gemm.GroupedPlan` (defines and
@@ -175,18 +189,7 @@ def launch_sm90_ws(p: GroupedGemmProblem, groups: Any, out: Any, arch: Any, plan
     tma, tmb = grouped_gemm_sm90.tensor_maps(p, arch, BM, BN)
     d, cfg = (plan.defines, plan.cfg) if plan is not None else (kernel_defines(p), launch_config(p, arch.num_cus))
     kernel = _kernel(d, arch, cfg.shared_mem)
-    flags = grouped_gemm_sm90.launch_flags(p, groups, out)
-    u32 = np.uint32
-    kb = int(p.b.shape[-1])
-    # scale row strides in bytes: E8M0 one byte per 32 K (or per 128 K); float32 one word per 128 K (b's rows:
-    # 128-row blocks where the scales are per 128 K)
-    if p.scale_f32:
-        strides = (4 * _cdiv(p.k, 128), 4 * _cdiv(kb, 128))
-    else:
-        strides = (_cdiv(p.k, 128), _cdiv(kb, 128)) if p.sf_k128 else (_cdiv(p.k, 32), _cdiv(kb, 32))
-    args = (tma, tmb, p.a.scales, p.b.scales, out, groups)
-    args += (u32(p.m), u32(p.n), u32(p.k), u32(strides[0]), u32(strides[1]), u32(p.num_groups))
-    args += (u32(p.max_m), u32(flags))
+    args = (tma, tmb, p.a.scales, p.b.scales, out, groups, *_scalars(p, grouped_gemm_sm90.launch_flags(p, groups, out)))
     launch(p.op, kernel, cfg, args)
     into = getattr(_RECORD, "into", None)
     if into is not None:
@@ -194,3 +197,52 @@ def launch_sm90_ws(p: GroupedGemmProblem, groups: Any, out: Any, arch: Any, plan
         a_map = p.a.data.data.ptr if p.a_fmt != "e2m1" else None
         b_map = p.b.data.data.ptr if p.b_fmt != "e2m1" else None
         into.append((kernel, cfg, tuple(ptr(x) for x in args), (a_map, b_map)))
+
+
+class PreparedEngine:
+    """The engine launch of one ``grouped_gemm_mx`` call signature (:func:`prepare`): kernel, configuration and
+    scalars fixed, the two operand tensor maps memoised by pointer. A call takes raw device pointers and queues the
+    one launch on CuPy's current stream (:class:`mxrt.runtime.launch.PreparedLaunch`). Call :meth:`usable` first."""
+
+    __slots__ = ("_launch", "_map_a", "_map_b", "_pair_align", "_scalars")
+
+    def __init__(self, pl: Any, map_a: Any, map_b: Any, scalars: tuple, pair_align: int) -> None:
+        self._launch, self._map_a, self._map_b = pl, map_a, map_b
+        self._scalars = tuple(int(v) for v in scalars)
+        self._pair_align = pair_align  # 0, or the alignment paired stores need of ``out`` (FLAG_PAIRS)
+
+    def usable(self) -> bool:
+        return self._launch.usable()
+
+    def __call__(self, a: int, sa: int, b: int, sb: int, groups: int, out: int) -> bool:
+        """Queue the launch; False (nothing queued) where ``out`` is not aligned as the prepared stores need."""
+        if self._pair_align and out % self._pair_align:
+            return False
+        self._launch(self._map_a(a), self._map_b(b), sa, sb, out, groups, *self._scalars)
+        return True
+
+
+def prepare(p: GroupedGemmProblem, arch: Any, plan: Any) -> PreparedEngine | None:
+    """The :class:`PreparedEngine` of a device ``"lens"`` problem on the engine (``plan``: its
+    :class:`mxrt.ops.grouped_gemm.GroupedPlan`) whose operand codes the tensor maps address as they are (fp8: an
+    e2m1 operand is expanded into a pool buffer first), or None (also where launches go through CuPy's call)."""
+    from ..runtime.launch import prepare as prepare_launch
+    from .gemm_sm90 import TensorMapMemo, tensor_map_arg
+
+    if p.kind != "lens" or "e2m1" in (p.a_fmt, p.b_fmt) or p.scale_f32 or p.sf_k128:
+        return None
+    kp, kb, b_rows, dev = grouped_gemm_sm90.padded_k(p), int(p.b.shape[-1]), p.num_groups * p.n, p.a.data.data.device_id
+    map_a, map_b = TensorMapMemo(p.m, kp, BM, dev), TensorMapMemo(b_rows, kp, BN, dev, stride=kb)
+    pairs = p.n % 2 == 0  # launch_flags' FLAG_PAIRS for an out aligned to a pair (a fresh one always is)
+    flags = (grouped_gemm_sm90.FLAG_PAIRS if pairs else 0) | (
+        grouped_gemm_sm90.FLAG_I64 if dtype_name(p.groups.dtype) == "int64" else 0
+    )
+    kernel = _kernel(plan.defines, arch, plan.cfg.shared_mem)
+    ptr = np.uint64(0)
+    tma = tensor_map_arg(p.a.data.data.ptr, p.m, kp, BM, dev)
+    tmb = tensor_map_arg(p.b.data.data.ptr, b_rows, kp, BN, dev, stride=kb)
+    scalars = _scalars(p, flags)
+    pl = prepare_launch(p.op, kernel, plan.cfg, (tma, tmb, ptr, ptr, ptr, ptr, *scalars))
+    if pl is None:
+        return None
+    return PreparedEngine(pl, map_a, map_b, scalars, 2 * (4 if dtype_name(p.out_dtype) == "float32" else 2) * pairs)

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Session 21. Steps: moe (tests/test_gpu_moe_gemm.py: the sm_90a MoE path after the AMD dispatch), grouped
+# (tests/test_gpu_grouped_gemm_sm90.py: the engine, with its call-plan test), host (benchmarks/engine_plan_host.py:
+# eager engine calls, plans off / on), san (the grouped smoke under the sanitizers).
+source "$(dirname "$0")/gpu_common.sh" "${1:-moe grouped host}"
+nvidia-smi --query-gpu=name --format=csv,noheader
+if has moe; then
+  step "GPU tests: MoE decode"
+  timeout 300 python3 -m pytest -q -m gpu tests/test_gpu_moe_gemm.py -p no:cacheprovider 2>&1 | tail -3
+fi
+if has grouped; then
+  step "GPU tests: the grouped engine (and its call plans)"
+  timeout 400 python3 -m pytest -q -m gpu tests/test_gpu_grouped_gemm_sm90.py -p no:cacheprovider 2>&1 | tail -5
+fi
+if has host; then
+  step "eager engine calls: plans off / on"
+  timeout 200 python3 benchmarks/engine_plan_host.py ${HOST_ARGS:-}
+fi

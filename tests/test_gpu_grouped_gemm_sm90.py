@@ -173,6 +173,16 @@ def test_call_plans_replay_the_engine(forced):
         assert mxrt.grouped_gemm_mx(a, b, dl, out=out) is out
         check(host(out), want, "bfloat16")
         out.fill(0xFFFF)
+    torch = pytest.importorskip("torch")  # CUDA torch operands: torch results from the planned engine call
+    t = lambda v: torch.from_numpy(np.ascontiguousarray(v)).cuda()  # noqa: E731
+    ta = dataclasses.replace(qa, data=t(qa.data), scales=t(qa.scales))
+    tb = dataclasses.replace(qb, data=t(qb.data), scales=t(qb.scales))
+    ref = mxrt.grouped_gemm_mx(a, b, dl, out_dtype="float16").get()
+    for _ in range(3):
+        got = mxrt.grouped_gemm_mx(ta, tb, t(lens), out_dtype="float16")
+        assert isinstance(got, torch.Tensor) and got.dtype == torch.float16 and got.shape == (m, n)
+        np.testing.assert_array_equal(got.cpu().numpy(), ref)
+    assert any(pl.torch and isinstance(pl.route, grouped_gemm_sm90_ws.PreparedEngine) for pl in api._PLANS.values())
 
 
 @pytest.mark.parametrize("out_dtype", ["bfloat16", "float16"])

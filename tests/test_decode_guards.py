@@ -118,7 +118,7 @@ def test_plan_splits_small_grids_only():
 
 def moe(e=256, n=4096, k=7168, m_act=8, **kw):
     p = dict(e=e, n=n, k=k, m_act=m_act, numel=m_act * 8, block_size=16, expert_ids=NS(size=300), x_fmt="e4m3",
-             w_fmt="e4m3", out_dtype="bfloat16", device=False)  # fmt: skip
+             w_fmt="e4m3", out_dtype="bfloat16", device=False, sorted_token_ids=NS(size=4800), a_div=8)  # fmt: skip
     p.update(kw)
     return NS(**p)
 
@@ -132,8 +132,13 @@ def test_moe_guards(monkeypatch):
     assert moe_gemm.unsupported(moe(expert_ids=NS(size=70000))) is None  # numel = 64
     assert "grid" in moe_gemm.unsupported(moe(expert_ids=NS(size=70000), m_act=10000))
     assert "float32 output" in moe_gemm.unsupported(moe(out_dtype="float32"))
+    # gfx950 / gfx942: the AMD MoE kernels' own envelope (mxrt/ops/moe_gemm_amd.py: any k % 16, fp32 out, one
+    # expert's codes below 2^31 bytes); another target: no kernel
     monkeypatch.setattr(moe_gemm, "get_arch", lambda: Arch("amd", "gfx950", "MI355", 64, 256, 163840))
-    assert "sm_90a" in moe_gemm.unsupported(moe())
+    assert moe_gemm.unsupported(moe()) is None and moe_gemm.unsupported(moe(k=7168 + 32, out_dtype="float32")) is None
+    assert "one expert of w" in moe_gemm.unsupported(moe(n=2**18, k=2**13))
+    monkeypatch.setattr(moe_gemm, "get_arch", lambda: Arch("nvidia", "sm_80", "A100", 32, 108, 166912))
+    assert "sm_90a, gfx950 and gfx942" in moe_gemm.unsupported(moe())
 
 
 def test_past_the_size_limit_is_a_typed_error_before_any_allocation():

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Session 21. Steps: moe (tests/test_gpu_moe_gemm.py: the sm_90a MoE path after the AMD dispatch), grouped
-# (tests/test_gpu_grouped_gemm_sm90.py: the engine, with its call-plan test), host (benchmarks/engine_plan_host.py:
-# eager engine calls, plans off / on), san (the grouped smoke under the sanitizers).
+# (tests/test_gpu_grouped_gemm_sm90.py: the engine, with its call-plan test), bf16 (tests/test_gpu_grouped_wgrad_bf16.py:
+# the bf16 route, with its call-plan test), host (benchmarks/engine_plan_host.py: eager engine / bf16-route calls,
+# plans off / on), san (the bf16 route's smoke, every call twice, under the sanitizers).
 source "$(dirname "$0")/gpu_common.sh" "${1:-moe grouped host}"
 nvidia-smi --query-gpu=name --format=csv,noheader
 if has moe; then
@@ -12,7 +13,14 @@ if has grouped; then
   step "GPU tests: the grouped engine (and its call plans)"
   timeout 400 python3 -m pytest -q -m gpu tests/test_gpu_grouped_gemm_sm90.py -p no:cacheprovider 2>&1 | tail -5
 fi
+if has bf16; then
+  step "GPU tests: the bf16 route (and its call plans)"
+  timeout 400 python3 -m pytest -q -m gpu tests/test_gpu_grouped_wgrad_bf16.py -p no:cacheprovider 2>&1 | tail -5
+fi
 if has host; then
   step "eager engine calls: plans off / on"
   timeout 200 python3 benchmarks/engine_plan_host.py ${HOST_ARGS:-}
+fi
+if has san; then
+  step "sanitizers: the bf16 route's smoke (planned calls too)"; sanitize tests/support/gpu_wgrad_bf16_smoke.py
 fi

@@ -153,6 +153,36 @@ def test_bitwise_stable_over_reruns(session):
         np.testing.assert_array_equal(mxrt.grouped_gemm_mx_wgrad(a, b, dl).get(), first)
 
 
+def test_call_plans_replay_the_route(session, monkeypatch):
+    """A repeated signature runs its prepared launches (mxrt/api/grouped_gemm.py, session 21): the bits of the
+    validated call (plans off) on fresh poisoned results, into the caller's ``out`` when accumulating, and through the
+    gated exact fallback where a scale leaves the bf16 window."""
+    from mxrt.api import grouped_gemm as api
+
+    rng = np.random.default_rng(23)
+    lens = np.array([33, 0, 700, 7, 1300])
+    qg, qx = wgrad_operands(rng, lens, 384, 256)
+    ea, eb, elens = extreme_wgrad_operands(rng)
+    cases = [(dev(qg), dev(qx), cupy.asarray(lens)), (dev(ea), dev(eb), cupy.asarray(elens))]
+    for a, b, dl in cases:
+        monkeypatch.setenv("MXRT_GROUPED_PLANS", "0")
+        want = mxrt.grouped_gemm_mx_wgrad(a, b, dl).get()
+        start = cupy.asarray(values(rng, want.shape).astype(np.float32))
+        out = start.copy()
+        want_acc = mxrt.grouped_gemm_mx_wgrad(a, b, dl, out=out, accumulate=True).get()
+        monkeypatch.delenv("MXRT_GROUPED_PLANS")
+        api.clear_plans()
+        for i in range(3):
+            got = mxrt.grouped_gemm_mx_wgrad(a, b, dl)
+            ran(session)
+            np.testing.assert_array_equal(got.get(), want, err_msg=f"call {i}")
+            out[...] = start
+            assert mxrt.grouped_gemm_mx_wgrad(a, b, dl, out=out, accumulate=True) is out
+            np.testing.assert_array_equal(out.get(), want_acc, err_msg=f"accumulate, call {i}")
+        routes = [pl.route for pl in api._PLANS.values()]
+        assert len(routes) == 2 and all(isinstance(r, grouped_wgrad_bf16.PreparedBf16) for r in routes)
+
+
 def test_device_lens_the_host_cannot_check(session):
     """Lens past the columns (cut at k), negative (0): no fault, the clamped result (the generic kernel's rule)."""
     rng = np.random.default_rng(19)

@@ -460,3 +460,83 @@ def test_engine_call_plans(monkeypatch):
         for _ in range(2):
             mxrt.grouped_gemm_mx(qa, qb, dl)
         assert all(plan.route is None for plan in api._PLANS.values())
+
+
+def _norm(records, known):
+    """Launch records with pointers named: the call's arrays by ``known``, every other pointer (workspaces, gate
+    words, group ends, new results) by first use; tensor maps as (their named address, their other bytes)."""
+    fresh: dict = {}
+
+    def name(v):
+        return known.get(v) or fresh.setdefault(v, f"new{len(fresh)}")
+
+    out = []
+    for _route, sym, grid, block, smem, vals in records:
+        norm = []
+        for v in vals or ():
+            if isinstance(v, bytes):
+                words = np.frombuffer(v, np.uint64)
+                norm.append((name(int(words[0])), v[8:]))
+            elif isinstance(v, int) and v > 2**26:
+                norm.append(name(v))
+            else:
+                norm.append(v)
+        out.append((sym, grid, block, smem, tuple(norm) if vals is not None else None))
+    return out
+
+
+@pytest.mark.parametrize("case", ["wgrad", "wgrad-accumulate", "fwd-f32"])
+def test_bf16_route_call_plans(monkeypatch, case):
+    """A repeated signature on the bf16 route (the float32 wgrad, its accumulate form, the float32 forward) runs its
+    kept launches: no validation, the same five kernels, grids and packed parameters as the validated call (the
+    workspaces named by first use: one pool allocation holds them in the plan), the gate word cleared first."""
+    from mxrt.api import grouped_gemm as api
+    from mxrt.ops import grouped_wgrad_bf16
+    from mxrt.problems import grouped_gemm as problems
+
+    monkeypatch.delenv("MXRT_GROUPED_PLANS", raising=False)
+    with fake_cupy.install(record=True) as state:
+        cp = sys.modules["cupy"]
+        dev = lambda q: dataclasses.replace(q, data=cp.asarray(q.data), scales=cp.asarray(q.scales))  # noqa: E731
+        rng = np.random.default_rng(9)
+        lens = np.array([64, 0, 96])
+        m = int(lens.sum())
+        built = []
+        for fn in ("wgrad_problem", "grouped_gemm_problem"):
+            make = getattr(problems, fn)
+            monkeypatch.setattr(api, fn, lambda *a, _m=make, **k: built.append(1) or _m(*a, **k))
+        if case == "fwd-f32":
+            a = dev(mxrt.quantize_mx(rng.standard_normal((m, 96))))
+            b = dev(mxrt.quantize_mx(rng.standard_normal((3, 40, 96)), axis=2))
+            dl, out = cp.asarray(lens.astype(np.int32)), None
+            call = lambda: mxrt.grouped_gemm_mx(a, b, dl, out_dtype="float32")  # noqa: E731
+        else:
+            grad = rng.standard_normal((m, 40)).astype(np.float32)
+            x = rng.standard_normal((m, 72)).astype(np.float32)
+            kw = dict(colwise=True, col_align=32, backend="numpy")
+            a = dev(mxrt.quantize_mx_grouped(grad, lens, **kw).col)
+            b = dev(mxrt.quantize_mx_grouped(x, lens, **kw).col)
+            dl = cp.asarray(lens)
+            acc = case == "wgrad-accumulate"
+            out = cp.zeros((3, 40, 72), np.float32) if acc else None
+            call = lambda: mxrt.grouped_gemm_mx_wgrad(a, b, dl, out=out, accumulate=acc)  # noqa: E731
+        known = {a.data.data.ptr: "a", a.scales.data.ptr: "sa", b.data.data.ptr: "b", b.scales.data.ptr: "sb"}
+        known[dl.data.ptr] = "lens"
+        if out is not None:
+            known[out.data.ptr] = "out"
+        api.clear_plans()
+        runs, results = [], []
+        for _ in range(3):
+            state["launches"].clear()
+            results.append(call())
+            if out is None:
+                known[results[-1].data.ptr] = "out"
+            runs.append(_norm(state["launches"], known))
+        assert built == [1]  # validated once
+        ((_, plan),) = api._PLANS.items()
+        assert isinstance(plan.route, grouped_wgrad_bf16.PreparedBf16)
+        names = ["dequantize_mx", "dequantize_mx", "grouped_offsets", "gemm_wgrad_bf16_sm90", "gemm_mx_grouped_generic"]
+        assert [r[0] for r in runs[0]] == names
+        assert runs[1] == runs[0] and runs[2] == runs[0], (runs[0], runs[1])
+        assert all(r[0] == "driver" for r in state["launches"])
+        assert (results[-1] is out) if out is not None else results[-1].dtype == np.float32

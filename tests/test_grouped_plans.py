@@ -210,9 +210,9 @@ def test_the_key_changes_with_everything_validation_reads(dev, monkeypatch):
     assert _new_plans(lambda: mxrt.grouped_gemm_mx(_d(qa5), _d(qb5), dl)) == 1
     qa2, qb2, lens2 = _lens_case(n=32, lens=(8, 8, 8, 9))
     assert _new_plans(lambda: mxrt.grouped_gemm_mx(_d(qa2), _d(qb2), cp.asarray(lens2))) == 1
-    assert _new_plans(lambda: mxrt.grouped_gemm_mx(a, b, dl, out_dtype="float32")) == 1  # no route: kept as such
-    ((_, no_route),) = ((k, p) for k, p in api._PLANS.items() if k[5] == "float32")
-    assert no_route.route is None
+    assert _new_plans(lambda: mxrt.grouped_gemm_mx(a, b, dl, out_dtype="float32")) == 1  # the bf16 route's plan
+    ((_, f32),) = ((k, p) for k, p in api._PLANS.items() if k[5] == "float32")
+    assert type(f32.route).__name__ == "PreparedBf16" and f32.out == ((m, n), "float32", "float32")
     monkeypatch.setenv("MXRT_GROUPED_GEMM_KERNEL", "torch")
     assert _new_plans(lambda: mxrt.grouped_gemm_mx(a, b, dl)) == 1
     monkeypatch.setenv("MXRT_GROUPED_GEMM_KERNEL", "generic")

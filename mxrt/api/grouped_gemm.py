@@ -40,18 +40,19 @@ from .gemm import _operand_key
 # launches'), no CUDA-graph capture on CuPy's stream (the route steps aside there), and for torch tensors both
 # libraries on the legacy default stream (pointers read without DLPack's stream ordering, as ``gemm_mx``'s plans).
 # ``MXRT_GROUPED_PLANS=0`` turns the plans off (A/B).
-# Session 21: a key whose call ran the Hopper grouped engine alone (no torch route: CuPy without torch, fp16 out;
-# fp8 operands, lens) keeps that launch prepared instead (:class:`mxrt.ops.grouped_gemm_sm90_ws.PreparedEngine`): a
-# later call allocates ``out`` (CuPy's pool, or torch's allocator for torch operands) unless given, and queues the one
-# launch with the operands' tensor maps memoised by pointer. Checked as the route's plans, but a capture is no reason
-# to step aside (the engine runs there too, and allocations inside ``graph_safe`` are held).
+# Session 21: a key whose call ran the bf16 route (float32 out: the wgrad's default and the fwd / dgrad; accumulate;
+# no torch) or the Hopper grouped engine alone (fp16 out, or no torch; fp8 operands, lens) keeps those launches
+# prepared instead (:data:`mxrt.ops.grouped_gemm.PREPARED`): a later call allocates ``out`` (CuPy's pool, or torch's
+# allocator for torch operands) unless given, and queues the launches (the bf16 route: one pool allocation for its
+# workspaces, group ends and gate word) with the tensor maps memoised by pointer. Checked as the route's plans, but a
+# capture is no reason to step aside (both run there too; allocations inside ``graph_safe`` are held).
 
 
 @dataclass(frozen=True)
 class _Plan:
-    route: Any  # torch_grouped.PreparedRoute, grouped_gemm_sm90_ws.PreparedEngine, or None (an unplanned call)
+    route: Any  # torch_grouped.PreparedRoute, one of grouped_gemm.PREPARED, or None (an unplanned call)
     torch: bool  # the operands are CUDA torch tensors (a torch result), else CuPy arrays (a CuPy result)
-    out: tuple = ()  # the engine's result: (shape, DEVICE_OUT_DTYPES name, out_dtype name); () for the torch route
+    out: tuple = ()  # PREPARED's result: (shape, DEVICE_OUT_DTYPES name, out_dtype name); () for the torch route
 
 
 _PLANS: dict[tuple, _Plan] = {}
@@ -105,7 +106,7 @@ def _run_plan(plan: _Plan, a: Any, b: Any, lens: Any, out: Any) -> Any:
     if not r.usable():
         return None
     if plan.out:
-        return _run_engine(plan, a, b, lens, out)
+        return _run_prepared(plan, a, b, lens, out)
     if plan.torch:
         torch = sys.modules["torch"]
         if not torch_on_legacy_streams(torch, a.data.get_device()):
@@ -118,8 +119,8 @@ def _run_plan(plan: _Plan, a: Any, b: Any, lens: Any, out: Any) -> Any:
     return out if out is not None else view_torch_cuda(d, "uint16")  # CuPy in, CuPy out (bfloat16 bits)
 
 
-def _run_engine(plan: _Plan, a: Any, b: Any, lens: Any, out: Any) -> Any:
-    """A planned engine call (:meth:`mxrt.ops.grouped_gemm_sm90_ws.PreparedEngine.__call__`)."""
+def _run_prepared(plan: _Plan, a: Any, b: Any, lens: Any, out: Any) -> Any:
+    """A planned call of the bf16 route or the engine (:data:`mxrt.ops.grouped_gemm.PREPARED`)."""
     shape, device_dtype, out_name = plan.out
     if plan.torch:
         torch = sys.modules["torch"]
@@ -137,12 +138,11 @@ def _run_engine(plan: _Plan, a: Any, b: Any, lens: Any, out: Any) -> Any:
 
 
 def _remember(key: tuple, p: GroupedGemmProblem) -> None:
-    """After the first (validated) call of ``key``: keep its prepared route or engine launch, or that none serves
-    it."""
+    """After the first (validated) call of ``key``: keep its prepared launches, or that none serves it."""
     route, keep = grouped_ops.prepare_route(p)
     if keep:
         engine = ()
-        if isinstance(route, grouped_ops.PreparedEngine):
+        if isinstance(route, grouped_ops.PREPARED):
             name = dtype_name(p.out_dtype)
             engine = (p.out_shape, grouped_ops.DEVICE_OUT_DTYPES[name], name)
         with _PLANS_LOCK:

@@ -53,7 +53,8 @@ from . import (
 _U32 = 2**32
 _I31 = 2**31
 DEVICE_OUT_DTYPES = {"float32": "float32", "float16": "float16", "bfloat16": "uint16"}
-PreparedEngine = grouped_gemm_sm90_ws.PreparedEngine  # a call plan's engine launch (prepare_route)
+#: a call plan's prepared launches of the engine / the bf16 route (prepare_route), called with raw pointers
+PREPARED = (grouped_gemm_sm90_ws.PreparedEngine, grouped_wgrad_bf16.PreparedBf16)
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -248,10 +249,9 @@ def torch_route_reason(p: GroupedGemmProblem, target: str) -> str | None:
 def prepare_route(p: GroupedGemmProblem) -> tuple[Any, bool]:
     """``(route, keep)`` for a plan of ``p``'s call signature (:mod:`mxrt.api.grouped_gemm`): ``route`` the torch
     route with every launch prepared (:func:`mxrt.ops.grouped_gemm_torch.prepare`) where :func:`grouped_gemm_gpu`
-    runs ``p`` on it, the Hopper engine's prepared launch (:func:`mxrt.ops.grouped_gemm_sm90_ws.prepare`, a
-    :class:`~mxrt.ops.grouped_gemm_sm90_ws.PreparedEngine`) where it runs ``p`` on the engine with nothing before
-    it, else None; ``keep`` False where that answer may change on a later call with the same signature (a CUDA-graph
-    capture underway, launches through CuPy's call), so no plan should remember it."""
+    runs ``p`` on it, the bf16 route's or the Hopper engine's prepared launches (:data:`PREPARED`) where it runs
+    ``p`` on one of them, else None; ``keep`` False where that answer may change on a later call with the same
+    signature (a CUDA-graph capture underway, launches through CuPy's call), so no plan should remember it."""
     from ..runtime import torch_grouped
     from ..runtime.arch import get_arch
 
@@ -271,11 +271,15 @@ def prepare_route(p: GroupedGemmProblem) -> tuple[Any, bool]:
 
 
 def _prepare_engine(p: GroupedGemmProblem, arch: Any, force: str | None) -> tuple[Any, bool]:
-    """The engine's part of :func:`prepare_route`: the torch route does not serve ``p`` (whatever a capture does),
-    so :func:`grouped_gemm_gpu` runs the bf16 route, the engine or another kernel on it, as decided here."""
-    if force == grouped_wgrad_bf16.NAME or (force is None and grouped_wgrad_bf16.unsupported(arch.target, p) is None):
-        return None, True
+    """The rest of :func:`prepare_route`: the torch route does not serve ``p`` (whatever a capture does), so
+    :func:`grouped_gemm_gpu` runs the bf16 route (prepared: :func:`mxrt.ops.grouped_wgrad_bf16.prepare`), the engine
+    (:func:`mxrt.ops.grouped_gemm_sm90_ws.prepare`) or another kernel (no plan) on it, as decided here."""
     if p.out is not None and not p.out.flags.c_contiguous:
+        return None, True
+    if force in (None, grouped_wgrad_bf16.NAME) and grouped_wgrad_bf16.unsupported(arch.target, p) is None:
+        route = grouped_wgrad_bf16.prepare(p, arch, plain_entry(p, _generic_plan(p), p.groups, arch))
+        return route, route is not None
+    if force == grouped_wgrad_bf16.NAME:
         return None, True
     plan = grouped_plan(p, arch.target, arch.num_cus, force)
     if plan.spec is not _SM90_WS:

@@ -204,3 +204,93 @@ def _run_kgrouped(p: GroupedGemmProblem, groups: Any, out: Any, arch: Any, bn: i
     args = (tma, tmb, out, ends, gate, u32(p.m), u32(p.n), u32(g), u32(total), fa, fb)
     launch(p.op, kernel, cfg, args)
     return gate
+
+
+class PreparedBf16:
+    """The route of one call signature (``"lens"`` / ``"wgrad"``) with every decision made (:func:`prepare`): the
+    prepared launches ``(dequantise a, dequantise b, group ends, wgmma kernel, gated fallback)`` with their trailing
+    scalars, the workspace layout and the two workspace tensor maps memoised by pointer.
+
+    A call (:meth:`__call__`) takes raw device pointers and queues on CuPy's current stream what :func:`run` and the
+    gated generic launch after it queue: one pool allocation holding both bf16 workspaces, the group ends and the
+    gate word (cleared by one cudaMemsetAsync), the two dequantisations, the group-ends kernel, the wgmma kernel and
+    the fallback, which recomputes everything where the gate is raised. Call :meth:`usable` first (the launch route
+    and the current device)."""
+
+    __slots__ = ("_bn", "_launches", "_maps", "_memset", "_offs", "_stream", "_total", "_values")
+
+    def __init__(self, launches: tuple, values: tuple, maps: tuple, offs: tuple[int, int, int], bn: int) -> None:
+        import cupy
+
+        self._launches, self._values, self._maps, self._bn = launches, values, maps, bn
+        self._offs = offs  # byte offsets of b's workspace, the group ends and the gate word after a's
+        self._total = offs[2] + 4
+        self._memset, self._stream = cupy.cuda.runtime.memsetAsync, cupy.cuda.get_current_stream
+
+    def usable(self) -> bool:
+        """The launch route and device, and the tile width :data:`BN` the plan was made with (a benchmark or a test
+        may set another)."""
+        return self._bn == BN and self._launches[0].usable()
+
+    def __call__(self, a: int, sa: int, b: int, sb: int, lens: int, out: int) -> bool:
+        from ..runtime import alloc
+
+        ws = alloc.empty(self._total, np.uint8)  # kept alive until every launch below is queued
+        wa = ws.data.ptr
+        wb, offs, gate = wa + self._offs[0], wa + self._offs[1], wa + self._offs[2]
+        self._memset(gate, 0, 4, self._stream().ptr)
+        pa, pb, po, pk, pf = self._launches
+        va, vb, vo, vk, vf = self._values
+        pa(a, sa, wa, gate, *va)
+        pb(b, sb, wb, gate, *vb)
+        po(lens, offs, 0, *vo)
+        pk(self._maps[0](wa), self._maps[1](wb), out, offs, gate, *vk, 0, 0)
+        pf(a, sa, b, sb, out, lens, *vf, gate)
+        return True
+
+
+def prepare(p: GroupedGemmProblem, arch: Any, fallback: tuple[Any, Any, tuple]) -> PreparedBf16 | None:
+    """:func:`run` and the gated fallback of ``p``'s call signature as one :class:`PreparedBf16`, or None (DeepGEMM's
+    k-grouped layout; launches through CuPy's call). ``fallback``: the generic kernel's ``(kernel, cfg, scalars)``
+    (:func:`mxrt.ops.grouped_gemm.plain_entry`). What the launches depend on besides sizes (the code buffers' 16-byte
+    alignment, the lengths' dtype) is part of the plan key (:mod:`mxrt.api.grouped_gemm`); the workspaces start at
+    1024-byte boundaries of one pool allocation."""
+    from ..runtime.launch import prepare as prepare_launch
+    from .dequant import dequant_entry
+    from .gemm_sm90 import TensorMapMemo, tensor_map_arg
+    from .grouped_gemm_torch import offsets_entry
+
+    if p.kind not in ("lens", "wgrad"):
+        return None
+    kp = padded(p.k)
+    b_rows, kb = int(np.prod(p.b.shape[:-1])), int(p.b.shape[-1])
+    kbp = padded(kb)
+    up = lambda x: -(-x // 1024) * 1024  # noqa: E731
+    off_b = up(2 * p.m * kp)
+    off_offs = off_b + up(2 * b_rows * kbp)
+    offs = (off_b, off_offs, off_offs + 4 * p.num_groups)
+    ws, bf = 1 << 20, "bfloat16"  # any 1024-byte aligned address: the workspaces' vector stores are on
+    ea = dequant_entry(p.a.data.data.ptr, ws, p.a.scales, p.m, p.k, kp, p.a_fmt, None, bf, arch, True)
+    eb = dequant_entry(p.b.data.data.ptr, ws, p.b.scales, b_rows, kb, kbp, p.b_fmt, None, bf, arch, True)
+    if p.kind == "lens":  # as run(): rows clamped and cut at m; the wgrad's columns padded to align, cut at Mc
+        eo = offsets_entry(p.groups, p.m, 1, p.m, arch)
+    else:
+        eo = offsets_entry(p.groups, p.k, p.align, p.k, arch)
+    kernel, cfg, bn = _kernel(p, arch, BN)
+    dev = p.a.data.data.device_id
+    maps = (TensorMapMemo(p.m, 2 * kp, _TILE, dev), TensorMapMemo(b_rows, 2 * kbp, bn, dev))
+    u32, ptr = np.uint32, np.uint64(0)
+    tma = tensor_map_arg(ws, p.m, 2 * kp, _TILE, dev)
+    tmb = tensor_map_arg(ws, b_rows, 2 * kbp, bn, dev)
+    ek = (kernel, cfg, (u32(p.m), u32(p.n), u32(p.num_groups), u32(p.k)))
+    # (entry, leading arguments, trailing pointers): the kernel's two maps and three pointers, then two null pointers
+    entries = ((ea, (ptr,) * 4, 0), (eb, (ptr,) * 4, 0), (eo, (ptr,) * 3, 0), (ek, (tma, tmb, ptr, ptr, ptr), 2),
+               (fallback, (ptr,) * 6, 1))  # fmt: skip
+    launches, values = [], []
+    for (k, c, scalars), head, tail in entries:
+        pl = prepare_launch(p.op, k, c, (*head, *scalars, *(ptr,) * tail))
+        if pl is None:
+            return None
+        launches.append(pl)
+        values.append(tuple(int(v) for v in scalars))
+    return PreparedBf16(tuple(launches), tuple(values), maps, offs, BN)

@@ -163,6 +163,7 @@ PARAM_FORMATS = {
     "gemm_mx_sm90": "=128s128sQQQiiii",
     "gemm_mx_sm90_ws": "=128s128sQQQiii",
     "gemm_mx_grouped_sm90_ws": "=128s128sQQQQIIIIIIII",
+    "gemm_wgrad_bf16_sm90": "=128s128sQQQIIIIQQ",
     "gemm_mx_splitk_reduce": "=QQQI",
     "quantize_mx_rowwise": "=QQQiiii",
     "quantize_mx_dual": "=QQQQQiiii",

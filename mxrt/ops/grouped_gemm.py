@@ -276,13 +276,16 @@ def _prepare_engine(p: GroupedGemmProblem, arch: Any, force: str | None) -> tupl
     (:func:`mxrt.ops.grouped_gemm_sm90_ws.prepare`) or another kernel (no plan) on it, as decided here."""
     if p.out is not None and not p.out.flags.c_contiguous:
         return None, True
+    # (None, True) where no plan can ever serve the signature: the unplanned route then runs without asking again
     if force in (None, grouped_wgrad_bf16.NAME) and grouped_wgrad_bf16.unsupported(arch.target, p) is None:
+        if p.kind not in grouped_wgrad_bf16.PLANNED_KINDS:
+            return None, True
         route = grouped_wgrad_bf16.prepare(p, arch, plain_entry(p, _generic_plan(p), p.groups, arch))
         return route, route is not None
     if force == grouped_wgrad_bf16.NAME:
         return None, True
     plan = grouped_plan(p, arch.target, arch.num_cus, force)
-    if plan.spec is not _SM90_WS:
+    if plan.spec is not _SM90_WS or not grouped_gemm_sm90_ws.plannable(p):
         return None, True
     route = grouped_gemm_sm90_ws.prepare(p, arch, plan)
     return route, route is not None

@@ -222,14 +222,20 @@ class PreparedEngine:
         return True
 
 
+def plannable(p: GroupedGemmProblem) -> bool:
+    """Whether :func:`prepare` can keep ``p``'s launch: a ``"lens"`` problem whose operand codes the tensor maps
+    address as they are (fp8: an e2m1 operand is expanded into a pool buffer first), with E8M0 scales."""
+    return p.kind == "lens" and "e2m1" not in (p.a_fmt, p.b_fmt) and not (p.scale_f32 or p.sf_k128)
+
+
 def prepare(p: GroupedGemmProblem, arch: Any, plan: Any) -> PreparedEngine | None:
-    """The :class:`PreparedEngine` of a device ``"lens"`` problem on the engine (``plan``: its
-    :class:`mxrt.ops.grouped_gemm.GroupedPlan`) whose operand codes the tensor maps address as they are (fp8: an
-    e2m1 operand is expanded into a pool buffer first), or None (also where launches go through CuPy's call)."""
+    """The :class:`PreparedEngine` of a device problem on the engine (``plan``: its
+    :class:`mxrt.ops.grouped_gemm.GroupedPlan`) that is :func:`plannable`, or None (also where launches go through
+    CuPy's call)."""
     from ..runtime.launch import prepare as prepare_launch
     from .gemm_sm90 import TensorMapMemo, tensor_map_arg
 
-    if p.kind != "lens" or "e2m1" in (p.a_fmt, p.b_fmt) or p.scale_f32 or p.sf_k128:
+    if not plannable(p):
         return None
     kp, kb, b_rows, dev = grouped_gemm_sm90.padded_k(p), int(p.b.shape[-1]), p.num_groups * p.n, p.a.data.data.device_id
     map_a, map_b = TensorMapMemo(p.m, kp, BM, dev), TensorMapMemo(b_rows, kp, BN, dev, stride=kb)

@@ -206,6 +206,10 @@ def _run_kgrouped(p: GroupedGemmProblem, groups: Any, out: Any, arch: Any, bn: i
     return gate
 
 
+#: the layouts :func:`prepare` keeps (DeepGEMM's k-grouped wgrad has its own pass and an API of its own plans)
+PLANNED_KINDS = ("lens", "wgrad")
+
+
 class PreparedBf16:
     """The route of one call signature (``"lens"`` / ``"wgrad"``) with every decision made (:func:`prepare`): the
     prepared launches ``(dequantise a, dequantise b, group ends, wgmma kernel, gated fallback)`` with their trailing
@@ -260,7 +264,7 @@ def prepare(p: GroupedGemmProblem, arch: Any, fallback: tuple[Any, Any, tuple]) 
     from .gemm_sm90 import TensorMapMemo, tensor_map_arg
     from .grouped_gemm_torch import offsets_entry
 
-    if p.kind not in ("lens", "wgrad"):
+    if p.kind not in PLANNED_KINDS:
         return None
     kp = padded(p.k)
     b_rows, kb = int(np.prod(p.b.shape[:-1])), int(p.b.shape[-1])

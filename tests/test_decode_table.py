@@ -251,7 +251,7 @@ def test_tune_gemm_on_fake_timings_merges_and_reloads(user_table: Path, monkeypa
     monkeypatch.setattr(runtime, "device_available", lambda: True)
     monkeypatch.setattr(runtime, "get_arch", lambda: H100)
 
-    def fake_cell(ses, arch, m, n, k, reps, w_fmt="e4m3"):
+    def fake_cell(ses, arch, m, n, k, reps, w_fmt="e4m3", paths=None):
         cands = [*tune.decode_candidates(m, n, k, arch.num_cus), tune.Candidate("sm90_wgmma")]
         # the deepest ring of the widest CTA wins; the wgmma path fails
         times = [(c, None if c.kw is None else 1e-5 * (10 - c.kw - c.stages / 10)) for c in cands]

@@ -208,6 +208,15 @@ def test_parse_fmts():
             tune.parse_fmts(bad)
 
 
+def test_parse_paths():
+    known = ("sm90_decode_wg", "sm90_cublas", "generic")
+    assert tune.parse_paths("", known) is None and tune.parse_paths(" ", known) is None  # every path
+    assert tune.parse_paths("none", known) == ()
+    assert tune.parse_paths("generic,sm90_decode_wg,generic", known) == ("generic", "sm90_decode_wg")
+    with pytest.raises(ValueError, match="'sm90_decode' is not one of sm90_decode_wg, sm90_cublas, generic"):
+        tune.parse_paths("sm90_decode", known)
+
+
 def test_e2m1_candidates_fit_e2m1_rings_and_end_with_the_extra():
     fp8 = tune.decode_candidates(1, 7168, 4096, 132)
     e2m1 = tune.decode_candidates(1, 7168, 4096, 132, "e2m1")
@@ -236,8 +245,8 @@ def test_tune_gemm_fmts_writes_each_formats_entries(user_table: Path, monkeypatc
     monkeypatch.setattr(runtime, "get_arch", lambda: H100)
     seen = []
 
-    def fake_cell(ses, arch, m, n, k, reps, w_fmt="e4m3"):
-        seen.append((m, n, k, w_fmt))
+    def fake_cell(ses, arch, m, n, k, reps, w_fmt="e4m3", paths=None):
+        seen.append((m, n, k, w_fmt) if paths is None else (m, n, k, w_fmt, paths))
         cands = tune.decode_candidates(m, n, k, arch.num_cus, w_fmt)
         # fp8 weights: the widest CTA with the deepest ring wins; e2m1: the most rows per CTA, then the deepest ring
         key = (lambda c: -c.kw - c.stages / 10) if w_fmt == "e4m3" else (lambda c: -c.rt - c.stages / 10)
@@ -260,6 +269,11 @@ def test_tune_gemm_fmts_writes_each_formats_entries(user_table: Path, monkeypatc
     assert T.lookup("sm_90a", DEV, 7168, 4096, 1) == fp8 and T.lookup("sm_90a", DEV, 7168, 4096, 2).path == "sm90_wgmma"
     assert T.lookup("sm_90a", DEV, 7168, 4096, 2, "e2m1").rt == 4
     assert json.loads(user_table.read_text())["meta"]["runs"][-1]["formats"] == "e4m3 x e2m1"
+    seen.clear()
+    args = ["tune", "gemm", "--shapes", "8x7168x4096", "--fmts", "e2m1", "--paths", "sm90_decode_wg", "--no-progress"]
+    assert cli.main(args) == 0 and seen == [(8, 7168, 4096, "e2m1", ("sm90_decode_wg",))]
     capsys.readouterr()
     assert cli.main(["tune", "gemm", "--shapes", "1x7168x4096", "--fmts", "e5m2"]) == 2
     assert "e5m2 weights read the e4m3 entries" in capsys.readouterr().err
+    assert cli.main(["tune", "gemm", "--shapes", "1x7168x4096", "--paths", "sm90_nope"]) == 2
+    assert "'sm90_nope' is not one of sm90_decode_wg" in capsys.readouterr().err

@@ -79,6 +79,20 @@ def parse_fmts(text: str) -> tuple[str, ...]:
     return fmts
 
 
+def parse_paths(text: str, known: Sequence[str]) -> tuple[str, ...] | None:
+    """``--paths``: None (empty: every path), ``()`` for ``none``, else the named paths of ``known`` (the target's
+    registered paths other than sm90_decode), in order, without repeats; ValueError for another name."""
+    if not text.strip():
+        return None
+    if text.strip() == "none":
+        return ()
+    names = tuple(dict.fromkeys(p.strip() for p in text.split(",") if p.strip()))
+    bad = [p for p in names if p not in known]
+    if bad:
+        raise ValueError(f"--paths {text!r}: {bad[0]!r} is not one of {', '.join(known)} (or 'none')")
+    return names
+
+
 def decode_candidates(
     m: int, n: int, k: int, sms: int, w_fmt: str = T.FP8_W_FMT, extra: Sequence[Candidate] = ()
 ) -> list[Candidate]:
@@ -155,6 +169,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--fmts", default=T.FP8_W_FMT,
                    help=f"weight formats to tune, comma list of {', '.join(T.W_FMTS)} (tokens are {TOKEN_FMT}; "
                         "e5m2 weights read the e4m3 entries)")  # fmt: skip
+    p.add_argument("--paths", default="",
+                   help="the other GEMM paths to time beside sm90_decode, comma list, or 'none' (default: every "
+                        "registered path of the target that supports the cell)")  # fmt: skip
     p.add_argument("--reps", type=int, default=7, help="timed graph replays per configuration (median)")
     p.add_argument("--no-progress", action="store_true", help="plain [i/n] lines instead of a tqdm bar")
 
@@ -167,6 +184,10 @@ def run(args: argparse.Namespace, argv: Sequence[str] = ()) -> int:
         for s in shapes:
             check_shape(*s)
         fmts = parse_fmts(args.fmts)
+        from ..ops.gemm_paths import gemm_paths
+
+        others = [p.name for p in gemm_paths(TARGET) if p.name != T.DECODE_PATH]
+        paths = parse_paths(args.paths, others)
         if args.reps < 1:
             raise ValueError(f"--reps {args.reps}: expected at least 1")
         out = Path(args.out).expanduser() if args.out else tuned_table_path()
@@ -191,7 +212,7 @@ def run(args: argparse.Namespace, argv: Sequence[str] = ()) -> int:
     cells = [(m, n, k, f) for f in fmts for m, n, k in shapes]
     try:
         for m, n, k, w_fmt in ses.track(cells, "tune gemm", lambda c: f"{core.shape_label(*c[:3])} {c[3]}"):
-            entry = tune_cell(ses, arch, T.bucket(m), n, k, args.reps, w_fmt)
+            entry = tune_cell(ses, arch, T.bucket(m), n, k, args.reps, w_fmt=w_fmt, paths=paths)
             if entry is not None:
                 new[(arch.target, arch.name, n, k, T.bucket(m), w_fmt)] = entry
     finally:
@@ -221,11 +242,19 @@ def fallback_line(
 
 
 def tune_cell(
-    ses: core.Session, arch: Any, m: int, n: int, k: int, reps: int, w_fmt: str = T.FP8_W_FMT
+    ses: core.Session,
+    arch: Any,
+    m: int,
+    n: int,
+    k: int,
+    reps: int,
+    w_fmt: str = T.FP8_W_FMT,
+    paths: Sequence[str] | None = None,
 ) -> T.Entry | None:
     """Time every candidate of one cell (e4m3 tokens, ``w_fmt`` weights) on the GPU; the best as an entry (None when
     nothing ran). For e2m1 weights the cell's fp8 entry (this device's, else the target's) is a candidate too, and a
-    ``fallback:`` line compares the envelope default and that entry with the best."""
+    ``fallback:`` line compares the envelope default and that entry with the best. ``paths``: the other GEMM paths
+    to time (None: every registered one)."""
     import cupy
 
     import mxrt
@@ -273,7 +302,7 @@ def tune_cell(
             [lambda dg=dg, c=c: gemm_decode.run(dg, kw=c.kw, stages=c.stages, rt=c.rt, split=c.split) for dg in dgs],
         )
     for path in gemm_paths(arch.target):
-        if path.name == T.DECODE_PATH:
+        if path.name == T.DECODE_PATH or (paths is not None and path.name not in paths):
             continue
         try:
             forced = select_gemm_path(dgs[0], path.name)
@@ -302,5 +331,6 @@ __all__ = [
     "fallback_line",
     "merge",
     "parse_fmts",
+    "parse_paths",
     "run",
 ]

@@ -76,14 +76,15 @@ def test_shipped_table_is_package_data_with_measured_cells_only():
     h100 = {(n, k, mb) for (_, d, n, k, mb, f) in cells if d == DEV and f == "e4m3"}
     h200 = {(n, k, mb) for (_, d, n, k, mb, f) in cells if d == "NVIDIA H200" and f == "e4m3"}
     assert h100 == {(7168, 4096, mb) for mb in T.M_BUCKETS if mb <= 8}
-    assert len({(n, k) for n, k, _ in h200}) == 15 and len(h200) == 15 * 7 and len(cells) == len(h100) + len(h200)
+    fp8 = [key for key in cells if key[5] == "e4m3"]
+    assert len({(n, k) for n, k, _ in h200}) == 15 and len(h200) == 15 * 7 and len(fp8) == len(h100) + len(h200)
     paths = {}
-    for (target, device, n, k, mb, _), e in cells.items():
+    for (target, device, n, k, mb, w_fmt), e in cells.items():
         assert target == "sm_90a" and e.path in ("sm90_decode", "sm90_decode_wg")
         assert e.us is not None  # measured
         paths.setdefault(e.path, set()).add(mb)
         if e.path == "sm90_decode":
-            c, split = gemm_decode.plan(mb, n, k, 1, 132, "sm_90a", device)
+            c, split = gemm_decode.plan(mb, n, k, 1, 132, "sm_90a", device, fmts=("e4m3", w_fmt))
             assert (c.kw, c.stages, c.rt, split) == (e.kw, e.stages, e.rt or 1, e.split)
     assert paths["sm90_decode_wg"] <= {16, 32, 64} and 64 in paths["sm90_decode_wg"]
     assert T.lookup("sm_90a", DEV, 7168, 8192, 40).path == "sm90_decode_wg"  # an H100 takes the H200's entry

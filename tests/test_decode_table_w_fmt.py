@@ -62,6 +62,27 @@ def test_table_w_fmt():
     assert T.W_FMTS == ("e4m3", "e2m1") and T.FP8_W_FMT == "e4m3"
 
 
+def test_shipped_e2m1_entries():
+    """Session 21: the shipped table's 16 N x K cells at M 1-8 measured with e2m1 weights on the H100 (all on
+    sm90_decode: the wgmma decode path, timed beside, won none), each planned as written; the fp8 entries as before."""
+    cells, meta = T.load_file(T.shipped_path())
+    e2m1 = {key: e for key, e in cells.items() if key[5] == "e2m1"}
+    fp8_nk = {(n, k) for (_, _, n, k, _, f) in cells if f == "e4m3"}
+    assert {(d, n, k, mb) for (_, d, n, k, mb, _) in e2m1} == {
+        (DEV, n, k, mb) for n, k in fp8_nk for mb in (1, 2, 4, 8)
+    }
+    assert len(fp8_nk) == 16 and len(e2m1) == 64
+    assert meta["runs"][-1]["formats"] == "e4m3 x e2m1" and meta["runs"][-1]["device"] == DEV
+    for (target, device, n, k, mb, _), e in e2m1.items():
+        assert e.path == "sm90_decode" and e.us is not None
+        c, split = gemm_decode.plan(mb, n, k, 1, 132, target, device, fmts=("e4m3", "e2m1"))
+        assert (c.kw, c.stages, c.rt, split) == (e.kw, e.stages, e.rt, e.split)
+    # an H200 takes the H100's e2m1 entries (any device of the target) and its own fp8 ones
+    e = T.lookup("sm_90a", "NVIDIA H200", 7168, 18432, 1, "e2m1")
+    assert e == cells[("sm_90a", DEV, 7168, 18432, 1, "e2m1")] != T.lookup("sm_90a", "NVIDIA H200", 7168, 18432, 1)
+    assert T.lookup("sm_90a", DEV, 7168, 18432, 16, "e2m1") is None  # M 16-64: the token threshold's wgmma path
+
+
 def test_lookup_per_weight_format(user_table: Path):
     write(user_table, {"7168x12288": {"1": FP8}}, {"7168x12288": {"1": E2M1}})
     fp8, e2m1 = T.Entry("sm90_decode", 2, 3, 1, None, 1), T.Entry("sm90_decode", 4, 4, 1, 13.1, 2)
@@ -82,17 +103,22 @@ def test_lookup_per_weight_format(user_table: Path):
     assert gemm_decode._plan(dg(1, "e5m2")) == (gemm_decode.DecodeConfig(1, 2, 3, 1), 1)
 
 
-def test_a_file_without_w_fmts_is_an_fp8_table_and_e2m1_runs_the_defaults(user_table: Path):
+def test_a_file_without_w_fmts_is_an_fp8_table_and_e2m1_runs_the_fp8_build(user_table: Path):
     """Every file written before the key (the shipped one of session 20 included) means fp8 weights; an e2m1 call of
-    such a cell runs the envelope defaults, not the fp8 entry."""
-    write(user_table, {"7168x12288": {"1": {**FP8, "kw": 8, "stages": 2}}})
-    assert T.lookup("sm_90a", DEV, 7168, 12288, 1, "e2m1") is None
+    such a cell runs the fp8 entry's build, as before the key (measured closer to the e2m1 optimum than the envelope
+    defaults), and a cell without any entry the defaults."""
+    write(user_table, {"7168x12288": {"1": {**FP8, "kw": 8, "stages": 2}, "4": {"path": "sm90_wgmma"}}})
+    assert T.lookup("sm_90a", DEV, 7168, 12288, 1, "e2m1") is None  # lookups match the weight format exactly
     assert T.lookup("sm_90a", DEV, 7168, 12288, 1).kw == 8
-    defaults = gemm_decode.plan(1, 7168, 12288, 1, 132)
-    assert defaults[0].kw != 8
-    assert gemm_decode.plan(1, 7168, 12288, 1, 132, "sm_90a", DEV, fmts=("e4m3", "e2m1")) == defaults
-    assert gemm_decode._plan(dg(1, "e2m1")) == defaults
-    assert gemm_decode._plan(dg(1, "e4m3"))[0].kw == 8
+    fp8 = (gemm_decode.DecodeConfig(1, 8, 2, 1), 1)
+    assert gemm_decode.plan(1, 7168, 12288, 1, 132)[0].kw != 8  # the defaults differ
+    for fmts in (("e4m3", "e4m3"), ("e4m3", "e2m1"), ("e2m1", "e2m1"), ("e4m3", "e5m2")):
+        assert gemm_decode.plan(1, 7168, 12288, 1, 132, "sm_90a", DEV, fmts=fmts) == fp8
+    assert gemm_decode._plan(dg(1, "e2m1")) == fp8
+    # an fp8 entry naming another path gives e2m1 calls no build (and no route): the defaults
+    assert gemm_decode._plan(dg(3, "e2m1")) == gemm_decode.plan(3, 7168, 12288, 1, 132)
+    assert gemm_decode.supports(dg(3, "e2m1")) is None
+    assert gemm_decode._plan(dg(2, "e2m1")) == gemm_decode.plan(2, 7168, 12288, 1, 132)  # no entry at all
 
 
 def test_user_e2m1_entries_override_shipped_and_shipped_e2m1_beats_user_fp8(user_table: Path, tmp_path: Path):
@@ -179,20 +205,22 @@ def test_e2m1_entries_route_e2m1_calls(user_table: Path):
     assert lim == 8
     write(
         user_table,
-        {"7168x4096": {"8": FP8, "32": {"path": wg}}},
-        {"7168x4096": {"8": {"path": wg, "us": 9.0}, "32": {**E2M1, "rt": 1}}},
+        {"7168x12288": {"8": FP8, "16": {**FP8, "stages": 2}, "32": {"path": wg}}},
+        {"7168x12288": {"8": {"path": wg, "us": 9.0}, "32": {**E2M1, "rt": 1}}},
     )
 
     def sel(m, b_fmt):
-        return select_gemm_path(dg(m, b_fmt, k=4096)).name
+        return select_gemm_path(dg(m, b_fmt)).name
 
-    assert gemm_decode.supports(dg(8, "e2m1", k=4096)) == f"tuned table routes it to {wg}"
+    assert gemm_decode.supports(dg(8, "e2m1")) == f"tuned table routes it to {wg}"
     assert sel(8, "e2m1") == wg and sel(8, "e4m3") == "sm90_decode"
     assert sel(32, "e2m1") == "sm90_decode" and sel(32, "e4m3") == wg
-    assert gemm_decode._plan(dg(32, "e2m1", k=4096)) == (gemm_decode.DecodeConfig(4, 4, 4, 1), 1)
+    assert gemm_decode._plan(dg(32, "e2m1")) == (gemm_decode.DecodeConfig(4, 4, 4, 1), 1)
     assert sel(4, "e2m1") == "sm90_decode"  # no entry, m <= 8: the decode kernel's defaults
-    assert gemm_decode._plan(dg(4, "e2m1", k=4096)) == gemm_decode.plan(4, 7168, 4096, 1, 132)
-    assert gemm_decode.supports(dg(16, "e2m1", k=4096)) == f"m = 16 > {lim} with e2m1 weights: routed to {wg}"
+    assert gemm_decode._plan(dg(4, "e2m1")) == gemm_decode.plan(4, 7168, 12288, 1, 132)
+    # no e2m1 entry at M 16: the token threshold, whatever the fp8 entry names (sm90_decode here)
+    assert gemm_decode.supports(dg(16, "e2m1")) == f"m = 16 > {lim} with e2m1 weights: routed to {wg}"
+    assert sel(16, "e4m3") == "sm90_decode"
 
 
 # --- the tuner -----------------------------------------------------------------------------------------------

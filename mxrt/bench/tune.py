@@ -6,8 +6,8 @@ by default, the table's fp8 entries, which e5m2 weights read too; e2m1 for MXFP4
 entries): every ``(kw, stages, rt)`` build of ``sm90_decode`` that fits in shared memory with those operands at a
 few K splits (the envelope default, 1, and 2 / 4 when the CTAs leave SMs idle), and every other registered GEMM path
 of the target that supports the call (forced by name, as ``MXRT_GEMM_PATH`` does; what a ``split_k=1`` call would
-run). For e2m1 weights the cell's fp8 entry is timed too when it is not already a candidate, and the log compares
-it with the envelope default (what an e2m1 call without an entry runs) and the best.
+run). For e2m1 weights the cell's fp8 entry is timed too when it is not already a candidate (its build is what an
+e2m1 call of a cell without an e2m1 entry runs), and the log compares it with the envelope default and the best.
 Timing: :func:`mxrt.bench.core.time_cupy` (CUDA-graph replays) round-robin over weight sets larger than the L2.
 The fastest candidate becomes the cell's entry, merged into the existing table at ``--out``.
 
@@ -231,7 +231,7 @@ def fallback_line(
     timings: Sequence[tuple[Candidate, float | None]], default: Candidate, fp8: Candidate | None, best: T.Entry
 ) -> str:
     """The log line that compares, for one cell of a non-fp8 weight format, the envelope default and the cell's fp8
-    entry (the two possible fallbacks of a cell without an entry of its own) with the best candidate."""
+    entry (the build of a cell without an entry of its own, and of a cell without any) with the best candidate."""
     times = dict(timings)
 
     def us(c: Candidate | None) -> str:

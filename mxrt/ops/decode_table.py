@@ -16,8 +16,10 @@ keyed by weight format, target, device name, ``NxK`` and M bucket (the smallest 
 per row and the same builds); the optional ``w_fmts`` holds one tree of the same shape per other weight format
 (:data:`W_FMTS`: e2m1, MXFP4 weights, whose rows are half the bytes and prefer other builds). A file without
 ``w_fmts`` (every file written before it existed) is an fp8 table, and a reader that predates it ignores it, so the
-schema number stays 1. A call with e2m1 weights reads only e2m1 entries; without one its cell runs the envelope
-defaults, not the fp8 entry (measured closer to the e2m1 optimum, RESULTS / results_s21_fmtkey.md). ``path`` is
+schema number stays 1. :func:`lookup` matches the weight format exactly; a call with e2m1 weights whose cell has no
+e2m1 entry runs as before the key existed (:func:`mxrt.ops.gemm_decode.plan`: the fp8 entry's build, which fits
+the smaller e2m1 rings and was measured 4.6% off the e2m1 optimum at the median against 15.6% for the envelope
+defaults, H100, 64 cells, benchmarks/results_s21_fmtkey.md; the path by the e2m1 token threshold). ``path`` is
 ``"sm90_decode"`` (then ``kw``, ``stages``, ``split`` are the build and the path's own K split of a ``split_k=1``
 call) or the name of another registered GEMM path that won the measurement (the decode path then declines the
 cell). A device without an entry of its own takes any device's entry of the same target. Absent an entry, the
@@ -258,7 +260,7 @@ def lookup(target: str, device: str, n: int, k: int, m: int, w_fmt: str = FP8_W_
     """The entry for a call of ``m`` tokens on an ``n x k`` weight in format ``w_fmt`` (a weight format; e5m2
     reads the e4m3 entries, :func:`table_w_fmt`): the user table first (this device, then any device of the
     target), then the shipped one; None when neither has one for that weight format (or m is outside the buckets).
-    An e2m1 call never takes an fp8 entry: the envelope defaults serve it (the module docstring)."""
+    An exact match: the e2m1 call's fallback to the fp8 entry's build is :func:`mxrt.ops.gemm_decode.plan`'s."""
     if m > M_BUCKETS[-1]:
         return None
     mb, fmt = bucket(max(m, 1)), table_w_fmt(w_fmt)

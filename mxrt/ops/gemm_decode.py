@@ -30,8 +30,8 @@ would leave SMs idle (:func:`plan`; still deterministic unless ``deterministic=F
 Tuned table (:mod:`mxrt.ops.decode_table`): a cell (target, device, N, K, M bucket, weight format: fp8 or e2m1) with
 an entry runs the entry's build and split (a ``split_k=1`` call, or one whose split_k equals the entry's); an entry
 naming another GEMM path makes :func:`supports` decline the cell with "tuned table routes it to <path>" (when that
-path supports it), so the selection falls through to it. Absent an entry, the envelope defaults of :func:`plan` run
-(e2m1 weights never take an fp8 entry).
+path supports it), so the selection falls through to it. Absent an entry, the envelope defaults of :func:`plan` run;
+e2m1 weights without an e2m1 entry run the cell's fp8 entry's build (an fp8 entry never routes them elsewhere).
 """
 
 from __future__ import annotations
@@ -165,9 +165,10 @@ def plan(
     fmts: tuple[str, str] = ("e4m3", "e4m3"),
 ) -> tuple[DecodeConfig, int]:
     """The build and the split of one problem: the smallest token tile that holds ``m``. With ``target`` given,
-    the tuned table's decode entry for (target, device, n, k, M bucket, weight format ``fmts[1]``) when it has one,
-    ``split_k`` is 1 or the entry's split, and its rings fit in shared memory with the operand formats ``fmts``
-    (tokens, weights) and the scale layouts ``layouts`` (SLA, SLB). Else the
+    the tuned table's decode entry for (target, device, n, k, M bucket, weight format ``fmts[1]``; e2m1 weights
+    without an e2m1 entry take the fp8 entry's build) when it has one, ``split_k`` is 1 or the entry's split, and its
+    rings fit in shared memory with the operand formats ``fmts`` (tokens, weights) and the scale layouts ``layouts``
+    (SLA, SLB). Else the
     envelope defaults: warps and ring depth from the sweep (RESULTS.md, session 5); with ``split_k == 1`` (the
     default) and fewer CTAs (of 16 * RT rows) than SMs, K is split across CTAs (deterministic: fp32 slices reduced
     in order), at most 16 ways and 4 groups of 4 MX blocks per split; then more K warps per CTA while the grid holds
@@ -176,6 +177,10 @@ def plan(
     mt = next(t for t in K.DECODE_MT if 8 * t >= m)
     if target is not None:
         e = decode_table.lookup(target, device, n, k, m, fmts[1])
+        if e is None and decode_table.table_w_fmt(fmts[1]) != decode_table.FP8_W_FMT:
+            # no entry of the weight format: the fp8 entry's build (4.6% off the e2m1 optimum at the median on an
+            # H100, the envelope defaults 15.6%: benchmarks/results_s21_fmtkey.md), as before the table had the key
+            e = decode_table.lookup(target, device, n, k, m, decode_table.FP8_W_FMT)
         if e is not None and e.path == NAME and split_k in (1, e.split):
             assert e.kw is not None and e.stages is not None and e.split is not None
             fa, fb = codes.FMT_CODES[fmts[0]], codes.FMT_CODES[fmts[1]]

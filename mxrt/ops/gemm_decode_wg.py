@@ -60,7 +60,7 @@ _FP8 = ("e4m3", "e5m2")
 #: 15.7 / 24.8 / 38.8, session 12 call 14); None: only table entries and MXRT_GEMM_PATH route here
 DEFAULT_MIN_M: int | None = 8
 #: e2m1 weights (MXFP4) run here above this token count when the tuned table has no e2m1 entry for their cell (the
-#: envelope default of MXFP4 weights; fp8 entries are never read for them): at M 32 / 64 this path beat sm90_decode
+#: envelope default of MXFP4 weights; fp8 entries never route them): at M 32 / 64 this path beat sm90_decode
 #: on all 15 of the seed's cells (session 13 calls 3, 6, 8); at M 16, with the shift widening and 8 producer warps,
 #: on 11 of 15 on an H200 (median 1.35x cuBLAS bf16 against sm90_decode's 1.28x, call 11); at M 8 sm90_decode won 14
 #: of 15 (H100, call 8). None: only e2m1 table entries and MXRT_GEMM_PATH route e2m1 weights here

@@ -7,7 +7,8 @@
 #   ab        `bench_decode.py --fmts e2m1 --m $MS --no-peers` (the seed's 15 cells, then --quick: 7168 x 4096) on
 #             each tree of $TREES (default "ab_old . ab_old .": the library before the key, a `git archive` of its
 #             mxrt/ and kernels_src/ carried inside this tree, and this tree), one process per tree and pass
-#             ($OUT/ab_<i>_<tree>[_q].json), so old and new alternate on one warm GPU
+#             ($OUT/ab_<i>_<tree>[_q].json; each seed pass stops adding cells after $BENCH_S s, default 85), so old
+#             and new alternate on one warm GPU
 source "$(dirname "$0")/gpu_common.sh" "${1:-prebuild tune}"
 MS=${MS:-1,8,2,4}
 export MXRT_TUNED_TABLE="$OUT/no_user_table.json"  # the shipped tables only (a fresh machine has none, to be sure)
@@ -39,8 +40,8 @@ if has ab; then
   for tree in ${TREES:-ab_old . ab_old .}; do
     i=$((i + 1)); tag=$(basename "$(cd "$tree" && pwd)")
     for q in "" "--quick"; do
-      PYTHONPATH=$(cd "$tree" && pwd) timeout 200 python3 benchmarks/bench_decode.py --fmts e2m1 --m "$MS" --tp 1,8 \
-        --no-peers $q --json "$OUT/ab_${i}_${tag}${q:+_q}.json" > "$OUT/ab_${i}_${tag}${q:+_q}.log" 2>&1
+      PYTHONPATH=$(cd "$tree" && pwd) timeout 150 python3 benchmarks/bench_decode.py --fmts e2m1 --m "$MS" --tp 1,8 \
+        --no-peers --budget-s "${BENCH_S:-85}" $q --json "$OUT/ab_${i}_${tag}${q:+_q}.json" > "$OUT/ab_${i}_${tag}${q:+_q}.log" 2>&1
       echo "tree $tree pass $i ${q:-seed cells}: rc=$? $(grep -E '^wall' "$OUT/ab_${i}_${tag}${q:+_q}.log")"
     done
   done

@@ -7,8 +7,8 @@
 #   ab        `bench_decode.py --fmts e2m1 --m $MS --no-peers` (the seed's 15 cells, then --quick: 7168 x 4096) on
 #             each tree of $TREES (default "ab_old . ab_old .": the library before the key, a `git archive` of its
 #             mxrt/ and kernels_src/ carried inside this tree, and this tree), one process per tree and pass
-#             ($OUT/ab_<i>_<tree>[_q].json; each seed pass stops adding cells after $BENCH_S s, default 85), so old
-#             and new alternate on one warm GPU
+#             (ab_<i>_<tree>[_q].json / .log, packed into $OUT/ab.tgz; each seed pass stops adding cells after
+#             $BENCH_S s, default 85), so old and new alternate on one warm GPU
 source "$(dirname "$0")/gpu_common.sh" "${1:-prebuild tune}"
 MS=${MS:-1,8,2,4}
 export MXRT_TUNED_TABLE="$OUT/no_user_table.json"  # the shipped tables only (a fresh machine has none, to be sure)
@@ -45,4 +45,6 @@ if has ab; then
       echo "tree $tree pass $i ${q:-seed cells}: rc=$? $(grep -E '^wall' "$OUT/ab_${i}_${tag}${q:+_q}.log")"
     done
   done
+  # one file: the device tool brings back only a few files per call (call 2 lost passes 3-4)
+  (cd "$OUT" && tar czf ab.tgz ab_*.json ab_*.log && rm -f ab_*.json ab_*.log)
 fi

@@ -168,12 +168,12 @@ def plan(
     the tuned table's decode entry for (target, device, n, k, M bucket, weight format ``fmts[1]``; e2m1 weights
     without an e2m1 entry take the fp8 entry's build) when it has one, ``split_k`` is 1 or the entry's split, and its
     rings fit in shared memory with the operand formats ``fmts`` (tokens, weights) and the scale layouts ``layouts``
-    (SLA, SLB). Else the
-    envelope defaults: warps and ring depth from the sweep (RESULTS.md, session 5); with ``split_k == 1`` (the
-    default) and fewer CTAs (of 16 * RT rows) than SMs, K is split across CTAs (deterministic: fp32 slices reduced
-    in order), at most 16 ways and 4 groups of 4 MX blocks per split; then more K warps per CTA while the grid holds
-    fewer than :data:`GRID_WARPS` warps, each warp keeps at least two groups and the rings fit in shared memory
-    (sized for e4m3 x e4m3 whatever ``fmts``: the defaults are the same build for every format pair)."""
+    (SLA, SLB). Else the envelope defaults: warps and ring depth from the sweep (RESULTS.md, session 5); with
+    ``split_k == 1`` (the default) and fewer CTAs (of 16 * RT rows) than SMs, K is split across CTAs
+    (deterministic: fp32 slices reduced in order), at most 16 ways and 4 groups of 4 MX blocks per split; then more
+    K warps per CTA while the grid holds fewer than :data:`GRID_WARPS` warps, each warp keeps at least two groups
+    and the rings fit in shared memory (sized for e4m3 x e4m3 whatever ``fmts``: the defaults are the same build for
+    every format pair)."""
     mt = next(t for t in K.DECODE_MT if 8 * t >= m)
     if target is not None:
         e = decode_table.lookup(target, device, n, k, m, fmts[1])

@@ -62,6 +62,8 @@ def main(argv=None) -> int:
     ap.add_argument("--m", default="1,2,4,8,16,32,64")
     ap.add_argument("--fmts", default="e4m3,e2m1", help="weight formats (tokens are e4m3)")
     ap.add_argument("--eager", action="store_true", help="also plain calls (host time): issue cell, MoE")
+    peers_help = "mxrt only: no cuBLAS bf16 timing, other decode path or same-size copy (an A/B of two trees)"
+    ap.add_argument("--no-peers", action="store_true", help=peers_help)
     ap.add_argument("--sweep", default="", help="MxNxK list: time the decode builds (rt, split, kw 2/4, stages 2-4)")
     ap.add_argument("--sweep-kw", default="2,4", help="K warps the --sweep builds take")
     ap.add_argument("--wg-sweep", default="", help="MxNxK list: the wgmma decode builds (nc, stages, split) vs peers")
@@ -171,11 +173,13 @@ def main(argv=None) -> int:
         wb = torch.from_dlpack(w32).to(torch.bfloat16)
         x32, qx = quant(m, k, "e4m3", 12)
         xb = torch.from_dlpack(x32).to(torch.bfloat16)
-        tsets = core.n_input_sets(wb.numel() * 2, l2)
-        wbs = [wb] + [torch.randn_like(wb) for _ in range(tsets - 1)]
-        t_torch, how_t = core.time_torch([lambda w=w, xb=xb: torch.matmul(xb, w.t()) for w in wbs], 7, log=print)
+        t_torch, how_t = None, None
+        if not args.no_peers:
+            tsets = core.n_input_sets(wb.numel() * 2, l2)
+            wbs = [wb] + [torch.randn_like(wb) for _ in range(tsets - 1)]
+            t_torch, how_t = core.time_torch([lambda w=w, xb=xb: torch.matmul(xb, w.t()) for w in wbs], 7, log=print)
+            del wbs
         ref = torch.matmul(xb.double(), wb.double().t())
-        del wbs
         for fmt in args.fmts.split(","):
             qw = mxrt.quantize_mx(w32, fmt)
             sets = core.n_input_sets(mx_bytes(qw), l2)
@@ -187,7 +191,7 @@ def main(argv=None) -> int:
             # sm90_decode where the wgmma kernel did
             t_other = None
             other = gemm_decode.NAME if path == gemm_decode_wg.NAME else gemm_decode_wg.NAME
-            if not budget.over():
+            if not budget.over() and not args.no_peers:
                 os.environ["MXRT_GEMM_PATH"] = other
                 try:
                     t_other, _ = core.time_cupy([lambda w=w, qx=qx: mxrt.gemm_mx(qx, w) for w in ws], 7, log=print)
@@ -198,11 +202,14 @@ def main(argv=None) -> int:
             got = torch.from_dlpack(mxrt.gemm_mx(qx, qw)).view(torch.bfloat16).double()
             cd = float(1 - 2 * (got * ref).sum() / ((got * got).sum() + (ref * ref).sum()))
             nbytes = mx_bytes(qw) + mx_bytes(qx) + 2 * m * n
-            same = same_size_copy(nbytes)
+            same = None if args.no_peers else same_size_copy(nbytes)
             row = dict(model=model, gemm=gemm, tp=tp, m=m, n=n, k=k, fmt=fmt, path=path, mxrt_us=t_mx * 1e6,
                        mxrt_tbps=nbytes / t_mx / 1e12, copy_frac=nbytes / t_mx / copy_bw,
-                       same_copy_tbps=same / 1e12, same_copy_frac=nbytes / t_mx / same, torch_us=t_torch * 1e6,
-                       torch_tbps=(2 * n * k + 2 * m * k + 2 * m * n) / t_torch / 1e12, speedup=t_torch / t_mx,
+                       same_copy_tbps=None if same is None else same / 1e12,
+                       same_copy_frac=None if same is None else nbytes / t_mx / same,
+                       torch_us=None if t_torch is None else t_torch * 1e6,
+                       torch_tbps=None if t_torch is None else (2 * n * k + 2 * m * k + 2 * m * n) / t_torch / 1e12,
+                       speedup=None if t_torch is None else t_torch / t_mx,
                        calc_diff_vs_bf16=cd, method=how, torch_method=how_t,
                        other_path=other, other_us=None if t_other is None else t_other * 1e6)  # fmt: skip
             if args.eager and (n, k) == ISSUE_CELL:
@@ -223,11 +230,14 @@ def main(argv=None) -> int:
             eager = ""
             if "mxrt_eager_us" in row:
                 eager = f" | eager {row['mxrt_eager_us']:.1f} vs {row['torch_eager_us']:.1f} us"
+            if t_torch is not None:
+                peers = (f"{row['same_copy_frac']:.0%} same-size copy, {path}) | cuBLAS bf16 {t_torch * 1e6:7.2f} us "
+                         f"({row['torch_tbps']:.2f} TB/s) | {row['speedup']:.2f}x")  # fmt: skip
+            else:
+                peers = f"{path})"
             print(
                 f"{model:11s} {gemm:7s} tp{tp} M={m:2d} N={n:5d} K={k:5d} {fmt}: mxrt {t_mx * 1e6:7.2f} us "
-                f"({row['mxrt_tbps']:.2f} TB/s, {row['copy_frac']:.0%} copy, "
-                f"{row['same_copy_frac']:.0%} same-size copy, {path}) | cuBLAS bf16 "
-                f"{t_torch * 1e6:7.2f} us ({row['torch_tbps']:.2f} TB/s) | {row['speedup']:.2f}x | calc_diff {cd:.1e}"
+                f"({row['mxrt_tbps']:.2f} TB/s, {row['copy_frac']:.0%} copy, {peers} | calc_diff {cd:.1e}"
                 + eager
                 + ("" if t_other is None else f" | {other} {t_other * 1e6:.1f} us")
             )
@@ -242,7 +252,7 @@ def main(argv=None) -> int:
         with open(args.json, "w") as f:
             json.dump({"device": dev, "copy_bw": bw, "rows": rows}, f, indent=1)
         print(f"wrote {args.json}")
-    if args.plot and rows:
+    if args.plot and rows and not args.no_peers:
         _plot(rows, args.plot, dev)
     return 0
 
@@ -423,13 +433,16 @@ def markdown(rows) -> str:
             "cuBLAS bf16 us | speedup | other decode path us |")  # fmt: skip
     lines = [head, "|---|---|---:|---:|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---:|"]
     short = {"sm90_decode": "dec", "sm90_decode_wg": "wg"}
+
+    def fmt(v, spec: str, unit: str = "") -> str:  # "-": not measured (--no-peers)
+        return "-" if v is None else format(v, spec) + unit
+
     for r in rows:
-        oth = "-" if r.get("other_us") is None else f"{r['other_us']:.1f}"
         lines.append(
             f"| {r['model']} | {r['gemm']} | {r['tp']} | {r['m']} | {r['n']} | {r['k']} | "
             f"{'MXFP8' if r['fmt'] == 'e4m3' else 'MXFP4'} | {short.get(r['path'], r['path'])} | {r['mxrt_us']:.1f} | "
-            f"{r['mxrt_tbps']:.2f} | {r['copy_frac']:.0%} | {r['same_copy_frac']:.0%} | {r['torch_us']:.1f} | "
-            f"{r['speedup']:.2f}x | {oth} |"
+            f"{r['mxrt_tbps']:.2f} | {r['copy_frac']:.0%} | {fmt(r['same_copy_frac'], '.0%')} | "
+            f"{fmt(r['torch_us'], '.1f')} | {fmt(r['speedup'], '.2f', 'x')} | {fmt(r.get('other_us'), '.1f')} |"
         )
     return "\n".join(lines)
 

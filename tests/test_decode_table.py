@@ -73,17 +73,18 @@ def test_shipped_table_is_package_data_with_measured_cells_only():
     # cells of benchmarks/bench_decode.py (TP 1 and 8) at every bucket up to 64, measured on an H200; from M 16 most
     # H200 entries name sm90_decode_wg (session 12), which an H100 then takes too (its own M >= 16 entries, measured
     # before that path existed, were dropped)
-    h100 = {(n, k, mb) for (_, d, n, k, mb) in cells if d == DEV}
-    h200 = {(n, k, mb) for (_, d, n, k, mb) in cells if d == "NVIDIA H200"}
+    h100 = {(n, k, mb) for (_, d, n, k, mb, f) in cells if d == DEV and f == "e4m3"}
+    h200 = {(n, k, mb) for (_, d, n, k, mb, f) in cells if d == "NVIDIA H200" and f == "e4m3"}
     assert h100 == {(7168, 4096, mb) for mb in T.M_BUCKETS if mb <= 8}
-    assert len({(n, k) for n, k, _ in h200}) == 15 and len(h200) == 15 * 7 and len(cells) == len(h100) + len(h200)
+    fp8 = [key for key in cells if key[5] == "e4m3"]
+    assert len({(n, k) for n, k, _ in h200}) == 15 and len(h200) == 15 * 7 and len(fp8) == len(h100) + len(h200)
     paths = {}
-    for (target, device, n, k, mb), e in cells.items():
+    for (target, device, n, k, mb, w_fmt), e in cells.items():
         assert target == "sm_90a" and e.path in ("sm90_decode", "sm90_decode_wg")
         assert e.us is not None  # measured
         paths.setdefault(e.path, set()).add(mb)
         if e.path == "sm90_decode":
-            c, split = gemm_decode.plan(mb, n, k, 1, 132, "sm_90a", device)
+            c, split = gemm_decode.plan(mb, n, k, 1, 132, "sm_90a", device, fmts=("e4m3", w_fmt))
             assert (c.kw, c.stages, c.rt, split) == (e.kw, e.stages, e.rt or 1, e.split)
     assert paths["sm90_decode_wg"] <= {16, 32, 64} and 64 in paths["sm90_decode_wg"]
     assert T.lookup("sm_90a", DEV, 7168, 8192, 40).path == "sm90_decode_wg"  # an H100 takes the H200's entry
@@ -235,11 +236,13 @@ def test_best_entry_and_merge():
     assert tune.best_entry([(a, 20e-6), (b, None), (wg, 15e-6), (c, 18e-6)]) == T.Entry("sm90_wgmma", us=15.0)
     assert tune.best_entry([(a, 20e-6), (b, 20e-6)]).stages == 2  # a tie: the first listed
     assert tune.best_entry([(a, None)]) is None and tune.best_entry([]) is None
-    old = {("sm_90a", DEV, 7168, 4096, 1): T.Entry("sm90_wgmma"), ("sm_90a", DEV, 7168, 4096, 2): T.Entry("x")}
-    new = {("sm_90a", DEV, 7168, 4096, 1): a.entry(1e-5)}
+    key = ("sm_90a", DEV, 7168, 4096)
+    old = {(*key, 1, "e4m3"): T.Entry("sm90_wgmma"), (*key, 2, "e4m3"): T.Entry("x"), (*key, 1, "e2m1"): T.Entry("y")}
+    new = {(*key, 1, "e4m3"): a.entry(1e-5)}
     merged = tune.merge(old, new)
-    assert merged[("sm_90a", DEV, 7168, 4096, 1)] == T.Entry("sm90_decode", 2, 2, 1, 10.0, 1)
-    assert merged[("sm_90a", DEV, 7168, 4096, 2)] == T.Entry("x")
+    assert merged[(*key, 1, "e4m3")] == T.Entry("sm90_decode", 2, 2, 1, 10.0, 1)
+    assert merged[(*key, 2, "e4m3")] == T.Entry("x")
+    assert merged[(*key, 1, "e2m1")] == T.Entry("y")  # another weight format's entry of the cell is kept
 
 
 def test_tune_gemm_on_fake_timings_merges_and_reloads(user_table: Path, monkeypatch: pytest.MonkeyPatch):
@@ -249,7 +252,7 @@ def test_tune_gemm_on_fake_timings_merges_and_reloads(user_table: Path, monkeypa
     monkeypatch.setattr(runtime, "device_available", lambda: True)
     monkeypatch.setattr(runtime, "get_arch", lambda: H100)
 
-    def fake_cell(ses, arch, m, n, k, reps):
+    def fake_cell(ses, arch, m, n, k, reps, w_fmt="e4m3", paths=None):
         cands = [*tune.decode_candidates(m, n, k, arch.num_cus), tune.Candidate("sm90_wgmma")]
         # the deepest ring of the widest CTA wins; the wgmma path fails
         times = [(c, None if c.kw is None else 1e-5 * (10 - c.kw - c.stages / 10)) for c in cands]
@@ -260,7 +263,8 @@ def test_tune_gemm_on_fake_timings_merges_and_reloads(user_table: Path, monkeypa
     doc = json.loads(user_table.read_text())
     assert doc["meta"]["runs"][-1]["device"] == DEV and doc["meta"]["written_by"] == "mxrt tune gemm"
     cells, _ = T.load_file(user_table)
-    assert cells[("sm_90a", DEV, 7168, 4096, 2)].path == "sm90_wgmma"  # kept
+    assert cells[("sm_90a", DEV, 7168, 4096, 2, "e4m3")].path == "sm90_wgmma"  # kept
+    assert "w_fmts" not in doc and doc["meta"]["runs"][-1]["formats"] == "e4m3 x e4m3"  # an fp8 run: as before
     e = T.lookup("sm_90a", DEV, 7168, 4096, 1)  # re-read without a manual reset
     assert (e.path, e.kw) == ("sm90_decode", 8) and e.us is not None
     assert T.lookup("sm_90a", DEV, 1280, 8192, 3).kw == 8  # stored under bucket 4

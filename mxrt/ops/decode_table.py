@@ -8,9 +8,18 @@ or ``~/.cache/mxrt/tuned_decode.json``; what ``mxrt tune gemm`` writes) and the 
 
     {"schema": 1, "meta": {...},
      "targets": {"sm_90a": {"NVIDIA H100 80GB HBM3": {"7168x4096": {"1": {"path": "sm90_decode", "kw": 2,
-                                                                          "stages": 3, "split": 8}, ...}}}}}
+                                                                          "stages": 3, "split": 8}, ...}}}},
+     "w_fmts": {"e2m1": {"sm_90a": {"NVIDIA H100 80GB HBM3": {"7168x4096": {"1": {...}, ...}}}}}}
 
-keyed by target, device name, ``NxK`` and M bucket (the smallest of :data:`M_BUCKETS` holding m). ``path`` is
+keyed by weight format, target, device name, ``NxK`` and M bucket (the smallest of :data:`M_BUCKETS` holding m).
+``targets`` holds the entries of fp8 weights (measured on e4m3 x e4m3; e5m2 weights read them too: the same bytes
+per row and the same builds); the optional ``w_fmts`` holds one tree of the same shape per other weight format
+(:data:`W_FMTS`: e2m1, MXFP4 weights, whose rows are half the bytes and prefer other builds). A file without
+``w_fmts`` (every file written before it existed) is an fp8 table, and a reader that predates it ignores it, so the
+schema number stays 1. :func:`lookup` matches the weight format exactly; a call with e2m1 weights whose cell has no
+e2m1 entry runs as before the key existed (:func:`mxrt.ops.gemm_decode.plan`: the fp8 entry's build, which fits
+the smaller e2m1 rings and was measured 4.6% off the e2m1 optimum at the median against 15.6% for the envelope
+defaults, H100, 64 cells, benchmarks/results_s21_fmtkey.md; the path by the e2m1 token threshold). ``path`` is
 ``"sm90_decode"`` (then ``kw``, ``stages``, ``split`` are the build and the path's own K split of a ``split_k=1``
 call) or the name of another registered GEMM path that won the measurement (the decode path then declines the
 cell). A device without an entry of its own takes any device's entry of the same target. Absent an entry, the
@@ -37,7 +46,16 @@ SCHEMA = 1
 M_BUCKETS = (1, 2, 4, 8, 16, 32, 64)
 DECODE_PATH = "sm90_decode"
 SHIPPED = "tuned_decode.json"
+#: the weight formats the table keys: e4m3 (fp8 weights, the top-level ``targets``) and those of ``w_fmts``
+W_FMTS = ("e4m3", "e2m1")
+FP8_W_FMT = W_FMTS[0]
 _E4M3 = FMT_CODES["e4m3"]
+
+
+def table_w_fmt(b_fmt: str) -> str:
+    """The table key of weights in format ``b_fmt``: ``"e2m1"`` for e2m1, else ``"e4m3"`` (e5m2 weights have the
+    same bytes per row and builds as e4m3, and read its entries)."""
+    return b_fmt if b_fmt in W_FMTS else FP8_W_FMT
 
 
 class TunedTableError(MxrtError, ValueError):
@@ -95,8 +113,9 @@ def _int(v: Any, path: str, field: str, lo: int, hi: int) -> int:
     return v
 
 
-def parse_entry(raw: Any, path: str, field: str, n: int, k: int, m_bucket: int) -> Entry:
-    """One validated entry of cell ``n x k`` at bucket ``m_bucket``."""
+def parse_entry(raw: Any, path: str, field: str, n: int, k: int, m_bucket: int, w_fmt: str = FP8_W_FMT) -> Entry:
+    """One validated entry of cell ``n x k`` at bucket ``m_bucket`` for weights in table format ``w_fmt`` (its
+    build must fit in shared memory with e4m3 tokens and those weights)."""
     if not isinstance(raw, dict):
         raise TunedTableError(path, field, f"expected an object, got {type(raw).__name__}")
     name = raw.get("path")
@@ -123,7 +142,7 @@ def parse_entry(raw: Any, path: str, field: str, n: int, k: int, m_bucket: int) 
         raise TunedTableError(
             path, f"{field}.rt", f"{rt!r} is not one of {K.DECODE_RT} with rt * MT <= 16 (MT {mt_of(m_bucket)})"
         )
-    smem = K.smem_bytes(_E4M3, _E4M3, mt_of(m_bucket), kw, stages, rt or 1)
+    smem = K.smem_bytes(_E4M3, FMT_CODES[w_fmt], mt_of(m_bucket), kw, stages, rt or 1)
     if smem > K.DECODE_SMEM_MAX:
         raise TunedTableError(
             path,
@@ -134,26 +153,21 @@ def parse_entry(raw: Any, path: str, field: str, n: int, k: int, m_bucket: int) 
     return Entry(DECODE_PATH, kw, stages, split, None if us is None else float(us), rt)
 
 
-Cells = dict[tuple[str, str, int, int, int], Entry]  # (target, device, n, k, m bucket) -> entry
+Key = tuple[str, str, int, int, int, str]  # (target, device, n, k, m bucket, table weight format)
+Cells = dict[Key, Entry]
 
 
-def parse_table(doc: Any, path: str) -> Cells:
-    """Every entry of a loaded JSON document, validated."""
-    if not isinstance(doc, dict):
-        raise TunedTableError(path, "<top>", f"expected an object, got {type(doc).__name__}")
-    if doc.get("schema") != SCHEMA:
-        raise TunedTableError(path, "schema", f"expected {SCHEMA}, got {doc.get('schema')!r}")
-    targets = doc.get("targets")
+def _parse_targets(targets: Any, path: str, where: str, w_fmt: str, out: Cells) -> None:
+    """The entries of one target -> device -> NxK -> M bucket tree (``where``: its field) into ``out``."""
     if not isinstance(targets, dict):
-        raise TunedTableError(path, "targets", "expected an object target -> device -> NxK -> M bucket -> entry")
-    out: Cells = {}
+        raise TunedTableError(path, where, "expected an object target -> device -> NxK -> M bucket -> entry")
     for target, devices in targets.items():
         if not isinstance(devices, dict):
-            raise TunedTableError(path, f"targets.{target}", "expected an object device name -> cells")
+            raise TunedTableError(path, f"{where}.{target}", "expected an object device name -> cells")
         for device, cells in devices.items():
-            where = f"targets.{target}.{device}"
+            at = f"{where}.{target}.{device}"
             if not isinstance(cells, dict):
-                raise TunedTableError(path, where, "expected an object NxK -> M bucket -> entry")
+                raise TunedTableError(path, at, "expected an object NxK -> M bucket -> entry")
             for nk, ms in cells.items():
                 parts = nk.split("x")
                 if (
@@ -161,15 +175,34 @@ def parse_table(doc: Any, path: str) -> Cells:
                     or not all(v.isdigit() and int(v) > 0 for v in parts)
                     or nk != cell_key(*(int(v) for v in parts))
                 ):
-                    raise TunedTableError(path, f"{where}.{nk}", "expected a cell key NxK, e.g. 7168x4096")
+                    raise TunedTableError(path, f"{at}.{nk}", "expected a cell key NxK, e.g. 7168x4096")
                 n, k = (int(v) for v in parts)
                 if not isinstance(ms, dict):
-                    raise TunedTableError(path, f"{where}.{nk}", "expected an object M bucket -> entry")
+                    raise TunedTableError(path, f"{at}.{nk}", "expected an object M bucket -> entry")
                 for mb, raw in ms.items():
                     if not (mb.isdigit() and int(mb) in M_BUCKETS):
-                        raise TunedTableError(path, f"{where}.{nk}.{mb}", f"M bucket must be one of {M_BUCKETS}")
-                    entry = parse_entry(raw, path, f"{where}.{nk}.{mb}", n, k, int(mb))
-                    out[(target, device, n, k, int(mb))] = entry
+                        raise TunedTableError(path, f"{at}.{nk}.{mb}", f"M bucket must be one of {M_BUCKETS}")
+                    entry = parse_entry(raw, path, f"{at}.{nk}.{mb}", n, k, int(mb), w_fmt)
+                    out[(target, device, n, k, int(mb), w_fmt)] = entry
+
+
+def parse_table(doc: Any, path: str) -> Cells:
+    """Every entry of a loaded JSON document, validated: ``targets`` (fp8 weights) and each tree of ``w_fmts``."""
+    if not isinstance(doc, dict):
+        raise TunedTableError(path, "<top>", f"expected an object, got {type(doc).__name__}")
+    if doc.get("schema") != SCHEMA:
+        raise TunedTableError(path, "schema", f"expected {SCHEMA}, got {doc.get('schema')!r}")
+    out: Cells = {}
+    _parse_targets(doc.get("targets"), path, "targets", FP8_W_FMT, out)
+    by_fmt = doc.get("w_fmts", {})
+    if not isinstance(by_fmt, dict):
+        raise TunedTableError(path, "w_fmts", "expected an object weight format -> target -> device -> cells")
+    for w_fmt, targets in by_fmt.items():
+        if w_fmt == FP8_W_FMT:
+            raise TunedTableError(path, f"w_fmts.{w_fmt}", "fp8 weights' entries are the top-level targets")
+        if w_fmt not in W_FMTS:
+            raise TunedTableError(path, f"w_fmts.{w_fmt}", f"expected one of {', '.join(W_FMTS[1:])}")
+        _parse_targets(targets, path, f"w_fmts.{w_fmt}", w_fmt, out)
     return out
 
 
@@ -189,11 +222,17 @@ def shipped_path() -> Path:
 
 
 def to_doc(cells: Cells, meta: dict) -> dict:
-    """The JSON document of ``cells`` (sorted keys, so rewrites diff cleanly)."""
-    targets: dict = {}
-    for (target, device, n, k, mb), e in sorted(cells.items()):
-        targets.setdefault(target, {}).setdefault(device, {}).setdefault(cell_key(n, k), {})[str(mb)] = e.as_dict()
-    return {"schema": SCHEMA, "meta": meta, "targets": targets}
+    """The JSON document of ``cells`` (sorted keys, so rewrites diff cleanly; ``w_fmts`` only when it has entries,
+    so an fp8-only table is written as before)."""
+    trees: dict[str, dict] = {f: {} for f in W_FMTS}
+    for (target, device, n, k, mb, w_fmt), e in sorted(cells.items()):
+        tree = trees[w_fmt].setdefault(target, {}).setdefault(device, {})
+        tree.setdefault(cell_key(n, k), {})[str(mb)] = e.as_dict()
+    doc = {"schema": SCHEMA, "meta": meta, "targets": trees[FP8_W_FMT]}
+    others = {f: t for f, t in trees.items() if f != FP8_W_FMT and t}
+    if others:
+        doc["w_fmts"] = others
+    return doc
 
 
 @functools.lru_cache(maxsize=1)
@@ -206,25 +245,27 @@ def _tables() -> tuple[Cells, Cells]:
     return user, shipped
 
 
-def _find(cells: Cells, target: str, device: str, n: int, k: int, mb: int) -> Entry | None:
-    hit = cells.get((target, device, n, k, mb))
+def _find(cells: Cells, target: str, device: str, n: int, k: int, mb: int, w_fmt: str) -> Entry | None:
+    hit = cells.get((target, device, n, k, mb, w_fmt))
     if hit is not None:
         return hit
-    for (t, _, nn, kk, b), e in sorted(cells.items()):  # another device of the same target
-        if (t, nn, kk, b) == (target, n, k, mb):
+    for (t, _, nn, kk, b, f), e in sorted(cells.items()):  # another device of the same target
+        if (t, nn, kk, b, f) == (target, n, k, mb, w_fmt):
             return e
     return None
 
 
 @functools.lru_cache(maxsize=4096)
-def lookup(target: str, device: str, n: int, k: int, m: int) -> Entry | None:
-    """The entry for a call of ``m`` tokens on an ``n x k`` weight: the user table first (this device, then any
-    device of the target), then the shipped one; None when neither has one (or m is outside the buckets)."""
+def lookup(target: str, device: str, n: int, k: int, m: int, w_fmt: str = FP8_W_FMT) -> Entry | None:
+    """The entry for a call of ``m`` tokens on an ``n x k`` weight in format ``w_fmt`` (a weight format; e5m2
+    reads the e4m3 entries, :func:`table_w_fmt`): the user table first (this device, then any device of the
+    target), then the shipped one; None when neither has one for that weight format (or m is outside the buckets).
+    An exact match: the e2m1 call's fallback to the fp8 entry's build is :func:`mxrt.ops.gemm_decode.plan`'s."""
     if m > M_BUCKETS[-1]:
         return None
-    mb = bucket(max(m, 1))
+    mb, fmt = bucket(max(m, 1)), table_w_fmt(w_fmt)
     for cells in _tables():
-        e = _find(cells, target, device, n, k, mb)
+        e = _find(cells, target, device, n, k, mb, fmt)
         if e is not None:
             return e
     return None
@@ -238,8 +279,10 @@ def clear() -> None:
 
 __all__ = [
     "DECODE_PATH",
+    "FP8_W_FMT",
     "M_BUCKETS",
     "SCHEMA",
+    "W_FMTS",
     "Entry",
     "TunedTableError",
     "bucket",
@@ -249,5 +292,6 @@ __all__ = [
     "lookup",
     "parse_table",
     "shipped_path",
+    "table_w_fmt",
     "to_doc",
 ]

@@ -27,10 +27,11 @@ more weight bytes); ``KW`` warps split its K range and are summed in shared memo
 (:mod:`mxrt.ops.gemm_splitk`); with ``split_k == 1`` (the default) the path splits K itself when its CTAs
 would leave SMs idle (:func:`plan`; still deterministic unless ``deterministic=False``).
 
-Tuned table (:mod:`mxrt.ops.decode_table`): a cell (target, device, N, K, M bucket) with an entry runs the entry's
-build and split (a ``split_k=1`` call, or one whose split_k equals the entry's); an entry naming another GEMM path
-makes :func:`supports` decline the cell with "tuned table routes it to <path>" (when that path supports it), so the
-selection falls through to it. Absent an entry, the envelope defaults of :func:`plan` run.
+Tuned table (:mod:`mxrt.ops.decode_table`): a cell (target, device, N, K, M bucket, weight format: fp8 or e2m1) with
+an entry runs the entry's build and split (a ``split_k=1`` call, or one whose split_k equals the entry's); an entry
+naming another GEMM path makes :func:`supports` decline the cell with "tuned table routes it to <path>" (when that
+path supports it), so the selection falls through to it. Absent an entry, the envelope defaults of :func:`plan` run;
+e2m1 weights without an e2m1 entry run the cell's fp8 entry's build (an fp8 entry never routes them elsewhere).
 """
 
 from __future__ import annotations
@@ -92,10 +93,10 @@ def supports(dg: DeviceGemm) -> str | None:
 
 
 def _routed(dg: DeviceGemm) -> str | None:
-    """The tuned table's decline: its entry for the cell names another path that supports the call, or with no entry
-    the envelope default hands the call to the wgmma kernel; e2m1 weights go to the wgmma kernel above
-    ``gemm_decode_wg.E2M1_MIN_M`` tokens instead (the table is tuned on MXFP8). Not when ``MXRT_GEMM_PATH`` forces
-    this path."""
+    """The tuned table's decline: the entry of the cell for the call's weight format names another path that
+    supports the call, or with no entry the envelope default hands the call to the wgmma kernel (fp8 weights above
+    ``gemm_decode_wg.DEFAULT_MIN_M`` tokens, e2m1 weights above ``gemm_decode_wg.E2M1_MIN_M``). Not when
+    ``MXRT_GEMM_PATH`` forces this path."""
     p, arch = dg.p, getattr(dg, "arch", None)
     if arch is None:  # a shape-only stand-in (tests/test_decode_guards.py): no device, no table
         return None
@@ -110,13 +111,13 @@ def _routed(dg: DeviceGemm) -> str | None:
             and gemm_decode_wg.supports(dg) is None
         )
 
-    if p.b_fmt == "e2m1":  # MXFP4 weights: a measured token threshold (the table is tuned on MXFP8 weights)
-        e2m1_min = gemm_decode_wg.E2M1_MIN_M
-        if wg_above(e2m1_min):
-            return f"m = {p.m} > {e2m1_min} with e2m1 weights: routed to {gemm_decode_wg.NAME}"
-        return None
-    entry = decode_table.lookup(arch.target, arch.name, p.n, p.k, p.m)
+    entry = decode_table.lookup(arch.target, arch.name, p.n, p.k, p.m, p.b_fmt)
     if entry is None:  # the envelope default: the wgmma kernel above its token count, where it serves the call
+        if p.b_fmt == "e2m1":  # MXFP4 weights: a measured token threshold of their own
+            e2m1_min = gemm_decode_wg.E2M1_MIN_M
+            if wg_above(e2m1_min):
+                return f"m = {p.m} > {e2m1_min} with e2m1 weights: routed to {gemm_decode_wg.NAME}"
+            return None
         wg_min = gemm_decode_wg.DEFAULT_MIN_M
         if wg_above(wg_min):
             return f"m = {p.m} > {wg_min}: the envelope default routes it to {gemm_decode_wg.NAME}"
@@ -161,20 +162,29 @@ def plan(
     target: str | None = None,
     device: str = "",
     layouts: tuple[int, int] = (0, 0),
+    fmts: tuple[str, str] = ("e4m3", "e4m3"),
 ) -> tuple[DecodeConfig, int]:
     """The build and the split of one problem: the smallest token tile that holds ``m``. With ``target`` given,
-    the tuned table's decode entry for (target, device, n, k, M bucket) when it has one, ``split_k`` is 1 or the
-    entry's split, and its rings fit in shared memory with the scale layouts ``layouts`` (SLA, SLB). Else the
-    envelope defaults: warps and ring depth from the sweep (RESULTS.md, session 5); with ``split_k == 1`` (the
-    default) and fewer CTAs (of 16 * RT rows) than SMs, K is split across CTAs (deterministic: fp32 slices reduced
-    in order), at most 16 ways and 4 groups of 4 MX blocks per split; then more K warps per CTA while the grid holds
-    fewer than :data:`GRID_WARPS` warps, each warp keeps at least two groups and the rings fit in shared memory."""
+    the tuned table's decode entry for (target, device, n, k, M bucket, weight format ``fmts[1]``; e2m1 weights
+    without an e2m1 entry take the fp8 entry's build) when it has one, ``split_k`` is 1 or the entry's split, and its
+    rings fit in shared memory with the operand formats ``fmts`` (tokens, weights) and the scale layouts ``layouts``
+    (SLA, SLB). Else the envelope defaults: warps and ring depth from the sweep (RESULTS.md, session 5); with
+    ``split_k == 1`` (the default) and fewer CTAs (of 16 * RT rows) than SMs, K is split across CTAs
+    (deterministic: fp32 slices reduced in order), at most 16 ways and 4 groups of 4 MX blocks per split; then more
+    K warps per CTA while the grid holds fewer than :data:`GRID_WARPS` warps, each warp keeps at least two groups
+    and the rings fit in shared memory (sized for e4m3 x e4m3 whatever ``fmts``: the defaults are the same build for
+    every format pair)."""
     mt = next(t for t in K.DECODE_MT if 8 * t >= m)
     if target is not None:
-        e = decode_table.lookup(target, device, n, k, m)
+        e = decode_table.lookup(target, device, n, k, m, fmts[1])
+        if e is None and decode_table.table_w_fmt(fmts[1]) != decode_table.FP8_W_FMT:
+            # no entry of the weight format: the fp8 entry's build (4.6% off the e2m1 optimum at the median on an
+            # H100, the envelope defaults 15.6%: benchmarks/results_s21_fmtkey.md), as before the table had the key
+            e = decode_table.lookup(target, device, n, k, m, decode_table.FP8_W_FMT)
         if e is not None and e.path == NAME and split_k in (1, e.split):
             assert e.kw is not None and e.stages is not None and e.split is not None
-            if K.smem_bytes(K.E4M3, K.E4M3, mt, e.kw, e.stages, e.rt or 1, *layouts) <= K.DECODE_SMEM_MAX:
+            fa, fb = codes.FMT_CODES[fmts[0]], codes.FMT_CODES[fmts[1]]
+            if K.smem_bytes(fa, fb, mt, e.kw, e.stages, e.rt or 1, *layouts) <= K.DECODE_SMEM_MAX:
                 return DecodeConfig(mt, e.kw, e.stages, e.rt or 1), e.split
     kw, stages = DEFAULT[mt]
     rt = RT_DEFAULT[mt]
@@ -204,7 +214,7 @@ def _layouts(dg: DeviceGemm) -> tuple[int, int]:
 
 def _plan(dg: DeviceGemm) -> tuple[DecodeConfig, int]:
     p, a = dg.p, dg.arch
-    return plan(p.m, p.n, p.k, p.split_k, a.num_cus, a.target, a.name, _layouts(dg))
+    return plan(p.m, p.n, p.k, p.split_k, a.num_cus, a.target, a.name, _layouts(dg), (p.a_fmt, p.b_fmt))
 
 
 def _kernel(d: Any, arch: Any, smem: int) -> Any:

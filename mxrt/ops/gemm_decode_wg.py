@@ -28,8 +28,8 @@ the k32 partials carry ~2-5e-5 relative error); m, n, k below 2^31 (offsets past
 
 Selection: priority 29, between ``sm90_decode`` (30) and ``sm90_cublas`` (28). It serves the cells that
 ``sm90_decode`` hands to it: a tuned-table entry naming ``sm90_decode_wg``, or, for a cell without an entry, the
-envelope default (m > :data:`DEFAULT_MIN_M`, measured); e2m1 weights above :data:`E2M1_MIN_M` tokens (the table is
-tuned on MXFP8); ``MXRT_GEMM_PATH=sm90_decode_wg`` forces it.
+envelope default (m > :data:`DEFAULT_MIN_M`, measured; e2m1 weights above :data:`E2M1_MIN_M` tokens, their cells
+read the table's e2m1 entries only); ``MXRT_GEMM_PATH=sm90_decode_wg`` forces it.
 """
 
 from __future__ import annotations
@@ -59,11 +59,11 @@ _FP8 = ("e4m3", "e5m2")
 #: envelope default; at M = 16 / 32 / 64 on 7168 x 4096 this path took 12.5 / 14.0 / 19.7 us against sm90_decode's
 #: 15.7 / 24.8 / 38.8, session 12 call 14); None: only table entries and MXRT_GEMM_PATH route here
 DEFAULT_MIN_M: int | None = 8
-#: e2m1 weights (MXFP4) run here above this token count whatever the tuned table says (the table is tuned on MXFP8
-#: weights): at M 32 / 64 this path beat sm90_decode on all 15 of the seed's cells (session 13 calls 3, 6, 8); at M
-#: 16, with the shift widening and 8 producer warps, on 11 of 15 on an H200 (median 1.35x cuBLAS bf16 against
-#: sm90_decode's 1.28x, call 11); at M 8 sm90_decode won 14 of 15 (H100, call 8). None: only MXRT_GEMM_PATH routes
-#: e2m1 weights here
+#: e2m1 weights (MXFP4) run here above this token count when the tuned table has no e2m1 entry for their cell (the
+#: envelope default of MXFP4 weights; fp8 entries never route them): at M 32 / 64 this path beat sm90_decode
+#: on all 15 of the seed's cells (session 13 calls 3, 6, 8); at M 16, with the shift widening and 8 producer warps,
+#: on 11 of 15 on an H200 (median 1.35x cuBLAS bf16 against sm90_decode's 1.28x, call 11); at M 8 sm90_decode won 14
+#: of 15 (H100, call 8). None: only e2m1 table entries and MXRT_GEMM_PATH route e2m1 weights here
 E2M1_MIN_M: int | None = 8
 
 

@@ -2,7 +2,8 @@
 # Session 21. Steps: moe (tests/test_gpu_moe_gemm.py: the sm_90a MoE path after the AMD dispatch), grouped
 # (tests/test_gpu_grouped_gemm_sm90.py: the engine, with its call-plan test), bf16 (tests/test_gpu_grouped_wgrad_bf16.py:
 # the bf16 route, with its call-plan test), host (benchmarks/engine_plan_host.py: eager engine / bf16-route calls,
-# plans off / on), san (the bf16 route's smoke, every call twice, under the sanitizers).
+# plans off / on), san (the bf16 route's smoke, every call twice, under the sanitizers), decode (the dense decode
+# GPU files after the tuned table's weight-format key).
 source "$(dirname "$0")/gpu_common.sh" "${1:-moe grouped host}"
 nvidia-smi --query-gpu=name --format=csv,noheader
 if has moe; then
@@ -16,6 +17,11 @@ fi
 if has bf16; then
   step "GPU tests: the bf16 route (and its call plans)"
   timeout 400 python3 -m pytest -q -m gpu tests/test_gpu_grouped_wgrad_bf16.py -p no:cacheprovider 2>&1 | tail -5
+fi
+if has decode; then
+  step "GPU tests: dense decode (sm90_decode, sm90_decode_wg)"
+  timeout 500 python3 -m pytest -q -m gpu tests/test_gpu_gemm_decode.py tests/test_gpu_gemm_decode_wg.py \
+    -p no:cacheprovider 2>&1 | tail -5
 fi
 if has host; then
   step "eager engine calls: plans off / on"

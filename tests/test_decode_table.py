@@ -82,7 +82,8 @@ def test_shipped_table_is_package_data_with_measured_cells_only():
     for (target, device, n, k, mb, w_fmt), e in cells.items():
         assert target == "sm_90a" and e.path in ("sm90_decode", "sm90_decode_wg")
         assert e.us is not None  # measured
-        paths.setdefault(e.path, set()).add(mb)
+        if w_fmt == "e4m3":  # the e2m1 entries: tests/test_decode_table_w_fmt.py
+            paths.setdefault(e.path, set()).add(mb)
         if e.path == "sm90_decode":
             c, split = gemm_decode.plan(mb, n, k, 1, 132, "sm_90a", device, fmts=("e4m3", w_fmt))
             assert (c.kw, c.stages, c.rt, split) == (e.kw, e.stages, e.rt or 1, e.split)

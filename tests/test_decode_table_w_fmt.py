@@ -64,22 +64,34 @@ def test_table_w_fmt():
 
 def test_shipped_e2m1_entries():
     """Session 21: the shipped table's 16 N x K cells at M 1-8 measured with e2m1 weights on the H100 (all on
-    sm90_decode: the wgmma decode path, timed beside, won none), each planned as written; the fp8 entries as before."""
+    sm90_decode: the wgmma decode path, timed beside, won none) and on the H200 (call 5: the wgmma decode path won 8
+    cells), each planned as written; the fp8 entries as before."""
     cells, meta = T.load_file(T.shipped_path())
     e2m1 = {key: e for key, e in cells.items() if key[5] == "e2m1"}
     fp8_nk = {(n, k) for (_, _, n, k, _, f) in cells if f == "e4m3"}
+    h200 = "NVIDIA H200"
     assert {(d, n, k, mb) for (_, d, n, k, mb, _) in e2m1} == {
-        (DEV, n, k, mb) for n, k in fp8_nk for mb in (1, 2, 4, 8)
+        (d, n, k, mb) for d in (DEV, h200) for n, k in fp8_nk for mb in (1, 2, 4, 8)
     }
-    assert len(fp8_nk) == 16 and len(e2m1) == 64
-    assert meta["runs"][-1]["formats"] == "e4m3 x e2m1" and meta["runs"][-1]["device"] == DEV
+    assert len(fp8_nk) == 16 and len(e2m1) == 128
+    runs = {r["device"]: r for r in meta["runs"] if r.get("formats") == "e4m3 x e2m1"}
+    assert set(runs) == {DEV, h200}
+    wg = set()
     for (target, device, n, k, mb, _), e in e2m1.items():
-        assert e.path == "sm90_decode" and e.us is not None
+        assert e.us is not None and e.path in ("sm90_decode", "sm90_decode_wg")
+        if e.path == "sm90_decode_wg":
+            wg.add((device, n, k, mb))
+            continue
         c, split = gemm_decode.plan(mb, n, k, 1, 132, target, device, fmts=("e4m3", "e2m1"))
         assert (c.kw, c.stages, c.rt, split) == (e.kw, e.stages, e.rt, e.split)
-    # an H200 takes the H100's e2m1 entries (any device of the target) and its own fp8 ones
-    e = T.lookup("sm_90a", "NVIDIA H200", 7168, 18432, 1, "e2m1")
-    assert e == cells[("sm_90a", DEV, 7168, 18432, 1, "e2m1")] != T.lookup("sm_90a", "NVIDIA H200", 7168, 18432, 1)
+    assert len(wg) == 8 and {d for d, *_ in wg} == {h200}
+    # each device its own e2m1 entries; another device of the target takes the H100's (the first device in the file)
+    pcie = T.lookup("sm_90a", "NVIDIA H100 PCIe", 4608, 7168, 1, "e2m1")
+    assert pcie == cells[("sm_90a", DEV, 4608, 7168, 1, "e2m1")]
+    assert T.lookup("sm_90a", h200, 4608, 7168, 1, "e2m1").path == "sm90_decode_wg"
+    e = T.lookup("sm_90a", h200, 7168, 18432, 1, "e2m1")
+    assert e == cells[("sm_90a", h200, 7168, 18432, 1, "e2m1")] != T.lookup("sm_90a", h200, 7168, 18432, 1)
+    assert T.lookup("sm_90a", DEV, 7168, 18432, 1, "e2m1") == cells[("sm_90a", DEV, 7168, 18432, 1, "e2m1")]
     assert T.lookup("sm_90a", DEV, 7168, 18432, 16, "e2m1") is None  # M 16-64: the token threshold's wgmma path
 
 

@@ -14,13 +14,8 @@ for gemm in gate_up down; do
     for fmt in e4m3 e2m1; do
       step "ncu MoE $gemm T $t $fmt"
       timeout 120 ncu -k regex:gemm_mx_decode_sm90_moe -s 2 -c 1 --metrics "$M" --csv \
-        python3 benchmarks/ncu_moe_decode.py $t $gemm --fmt $fmt 2>/dev/null | python3 -c '
-import csv, sys
-rows = [r for r in csv.reader(l for l in sys.stdin if l.startswith("\""))]
-head = rows[0]
-for r in rows[1:]:
-    d = dict(zip(head, r))
-    print(f"  {d[\"Metric Name\"]:<90} {d[\"Metric Value\"]}")'
+        python3 benchmarks/ncu_moe_decode.py $t $gemm --fmt $fmt 2>&1 | tee "$OUT/ncu_${gemm}_${t}_${fmt}.csv" | \
+        python3 benchmarks/ncu_csv_metrics.py
     done
   done
 done

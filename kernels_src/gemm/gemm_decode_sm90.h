@@ -164,6 +164,7 @@ MXRT_DEVICE void dec_body(const DecArgs& P) {
   // slot id of chunk row r or -1 (padding, past the block); the CTA leaves when the block is past
   // num_tokens_post_padded, its expert is not local, or the chunk holds no slot.
   __shared__ i32 ids_s[8 * MT];
+  __shared__ u32 xrow_s[8 * MT];  // MoE: the activation row id / a_div of chunk row r (read by every stage's gather)
   __shared__ u32 tiles_s;
   u32 tiles = MT;
   u64 wrow = MXRT_BID_X * ROWS;  // this CTA's first weight row in the [E*N] (MoE) or [N] weight matrix
@@ -177,6 +178,7 @@ MXRT_DEVICE void dec_body(const DecArgs& P) {
       i32 id = -1;
       if (chunk0 + r < P.block_size && i < P.cap) id = P.sorted_ids[i];
       ids_s[r] = (id >= 0 && (u32)id < P.numel) ? id : -1;
+      xrow_s[r] = (id >= 0 && (u32)id < P.numel) ? (u32)id / P.a_div : 0u;  // one division per slot, not per stage
     }
     __syncthreads();
     if (tid == 0) {
@@ -236,12 +238,12 @@ MXRT_DEVICE void dec_body(const DecArgs& P) {
       for (u32 c = lane; c < 8u * tiles * XCH; c += 32u) {
         const u32 r = c / XCH, ch = c % XCH;
         const i32 id = ids_s[r];
-        const u8* src = id >= 0 ? P.x + (u64)((u32)id / P.a_div) * xrow_bytes + (u64)gi * XROW + 16u * ch : P.x;
+        const u8* src = id >= 0 ? P.x + (u64)xrow_s[r] * xrow_bytes + (u64)gi * XROW + 16u * ch : P.x;
         sm90_cp16(codes_s + slot * CODE + X_OFF + dec_swz<XROW>(r, ch), src, id >= 0 ? 16u : 0u);
       }
       for (u32 r = lane; r < 8u * tiles; r += 32u) {
         const i32 id = ids_s[r];
-        if (id >= 0) dec_cp4(sbase + X_SOFF + 4u * r, sa + (u64)((u32)id / P.a_div) * kbt + 4u * gi, 4u);
+        if (id >= 0) dec_cp4(sbase + X_SOFF + 4u * r, sa + (u64)xrow_s[r] * kbt + 4u * gi, 4u);
       }
     } else {
 #if SLA == MXRT_SCALE_LAYOUT_NONE

@@ -19,20 +19,12 @@ from mxrt.ops import gemm_decode, gemm_paths
 from mxrt.ops.gemm_paths import GemmPath, select_gemm_path
 from mxrt.runtime.arch import Arch
 
+#: every test gets its own (absent) user table and fresh memos (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("user_table")
+
 ROOT = Path(__file__).resolve().parents[1]
 DEV = "NVIDIA H100 80GB HBM3"
 H100 = Arch(vendor="nvidia", target="sm_90a", name=DEV, wave_size=32, num_cus=132, smem_per_block=232448)
-
-
-@pytest.fixture(autouse=True)
-def user_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    """Every test gets its own (absent) user table and fresh memos."""
-    path = tmp_path / "user" / "tuned_decode.json"
-    monkeypatch.setenv(ENV_TUNED_TABLE, str(path))
-    gemm_decode.reload_table()
-    yield path
-    monkeypatch.delenv(ENV_TUNED_TABLE, raising=False)
-    gemm_decode.reload_table()
 
 
 def write(path: Path, cells: dict, device: str = DEV, target: str = "sm_90a", schema: int = 1) -> None:

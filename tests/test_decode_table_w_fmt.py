@@ -15,12 +15,14 @@ from support.gemm_cases import h100_arch, sm90_device_gemm
 from mxrt import cli, runtime
 from mxrt.bench import tune
 from mxrt.codes import FMT_CODES
-from mxrt.config import ENV_TUNED_TABLE
 from mxrt.errors import MxrtError
 from mxrt.ops import decode_table as T
 from mxrt.ops import gemm_decode, gemm_decode_wg
 from mxrt.ops import gemm_decode_kernels as K
 from mxrt.ops.gemm_paths import select_gemm_path
+
+#: every test gets its own (absent) user table and fresh memos (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("user_table")
 
 DEV = "NVIDIA H100 80GB HBM3"
 H100 = dataclasses.replace(h100_arch(), name=DEV)
@@ -29,17 +31,6 @@ E2M1 = {"path": "sm90_decode", "kw": 4, "stages": 4, "split": 1, "rt": 2, "us": 
 #: a build whose rings fit in shared memory with e2m1 weights (5,416 B a stage at M 1, RT 4) but not with e4m3 ones
 #: (9,512 B): 8 x 4 stages = 174,336 B against 305,408 B
 E2M1_ONLY = {"path": "sm90_decode", "kw": 8, "stages": 4, "split": 1, "rt": 4}
-
-
-@pytest.fixture(autouse=True)
-def user_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    """Every test gets its own (absent) user table and fresh memos."""
-    path = tmp_path / "user" / "tuned_decode.json"
-    monkeypatch.setenv(ENV_TUNED_TABLE, str(path))
-    gemm_decode.reload_table()
-    yield path
-    monkeypatch.delenv(ENV_TUNED_TABLE, raising=False)
-    gemm_decode.reload_table()
 
 
 def write(path: Path, fp8: dict | None = None, e2m1: dict | None = None, **top) -> None:

@@ -114,12 +114,9 @@ def _scalars(p: Any) -> tuple:
             np.uint64(p.sorted_token_ids.size))  # fmt: skip
 
 
-_has_work = moe_gemm_amd.has_work
-
-
 def _run_sm90(p: Any, arch: Any, arrays: tuple, out: Any) -> None:
     out.fill(0)
-    if not _has_work(p):
+    if p.is_empty:
         return
     xc, xs, wc, ws, ids, eids, ntpp, tw = arrays
     kernel, cfg, geo = _entry(p, arch)
@@ -185,7 +182,7 @@ def prepare(p: Any, out: Any) -> PreparedMoe | None:
     if not all(_as_is(a, dtype) for a, dtype in pairs):
         return None
     nbytes = int(out.nbytes)
-    if not _has_work(p):
+    if p.is_empty:
         return PreparedMoe(None, None, (), nbytes)  # type: ignore[arg-type]
     kernel, cfg, geo = _entry(p, get_arch())
     dev = p.w_codes.data.device_id

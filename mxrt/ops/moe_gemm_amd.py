@@ -96,10 +96,6 @@ def scalars(p: Any) -> tuple[int, ...]:
     return (p.m_act, p.n, p.k, p.e, p.numel, p.a_div, p.block_size, int(p.sorted_token_ids.size), out)
 
 
-def has_work(p: Any) -> bool:
-    return bool(p.numel and p.n and int(p.expert_ids.size) and p.k)
-
-
 def run(target: str, p: Any, arrays: tuple, out: Any, arch: Any) -> None:
     """Launch on the current stream: ``arrays`` = (x codes, x scales, w codes, w scales, sorted ids, expert ids,
     num_tokens_post_padded, topk weights or None) as device arrays the kernel reads as they are; ``out`` zeroed
@@ -107,7 +103,7 @@ def run(target: str, p: Any, arrays: tuple, out: Any, arch: Any) -> None:
     from ..runtime.compiler import build
 
     out.fill(0)
-    if not has_work(p):
+    if p.is_empty:
         return
     xc, xs, wc, ws, ids, eids, ntpp, tw = arrays
     pl = plan(target, p)

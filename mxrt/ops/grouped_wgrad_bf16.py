@@ -127,6 +127,20 @@ def _kernel(p: GroupedGemmProblem, arch: Any, bn: int) -> tuple[Any, Any, int]:
     return kernel, LaunchConfig(grid, (384, 1, 1), smem), bn
 
 
+def _widths(p: GroupedGemmProblem) -> tuple[int, int, int, int]:
+    """``(kp, b_rows, kb, kbp)``: a's workspace row length, b's rows and K (``"lens"``: b may be padded past k, never
+    multiplied) and its workspace row length."""
+    b_rows, kb = int(np.prod(p.b.shape[:-1])), int(p.b.shape[-1])
+    return padded(p.k), b_rows, kb, padded(kb)
+
+
+def _ends(p: GroupedGemmProblem) -> tuple[int, int, int]:
+    """grouped_offsets' ``(cap, pad, total)``: the forward's row ends clamped to [0, m] and cut at m (the generic
+    kernel's MODE 0; its tail rows are zeros); the wgrad's column ends clamped to [0, Mc], padded to align, cut at Mc
+    (MODE 3)."""
+    return (p.m, 1, p.m) if p.kind == "lens" else (p.k, p.align, p.k)
+
+
 def run(p: GroupedGemmProblem, groups: Any, out: Any, arch: Any, bn: int | None = None) -> Any:
     """Queue the route on CuPy's current stream, writing ``out`` (a device ``[G, m, n]`` / ``[m, n]`` array; bf16 as
     uint16; ``bn``: the output tile width, 128 or 256, default :data:`BN`), and return the device gate word for the
@@ -141,20 +155,14 @@ def run(p: GroupedGemmProblem, groups: Any, out: Any, arch: Any, bn: int | None 
     bn = BN if bn is None else bn
     if p.kind == "kgrouped":
         return _run_kgrouped(p, groups, out, arch, bn)
-    lens = p.kind == "lens"
-    kp = padded(p.k)
-    b_rows, kb = int(np.prod(p.b.shape[:-1])), int(p.b.shape[-1])  # lens: b may be padded past k (never multiplied)
-    kbp = padded(kb)
+    kp, b_rows, kb, kbp = _widths(p)
     gate = alloc.zeros(1, np.uint32)
     bf = "bfloat16"
     wa = alloc.empty((p.m, kp), np.uint16)
     wb = alloc.empty((b_rows, kbp), np.uint16)
     launch_dequant(p.op, p.a.data, p.a.scales, wa, p.m, p.k, kp, p.a_fmt, None, bf, arch, gate)
     launch_dequant(p.op, p.b.data, p.b.scales, wb, b_rows, kb, kbp, p.b_fmt, None, bf, arch, gate)
-    if lens:  # row ends: lengths clamped to [0, m], cut at m (the generic kernel's MODE 0; its tail rows are zeros)
-        ends = launch_offsets(p.op, groups, p.m, 1, p.m, arch, None)
-    else:  # column ends: clamped to [0, Mc], padded to align, cut at Mc (MODE 3)
-        ends = launch_offsets(p.op, groups, p.k, p.align, p.k, arch, None)
+    ends = launch_offsets(p.op, groups, *_ends(p), arch, None)
     dev = wa.data.device_id
     tma = tensor_map_arg(wa.data.ptr, p.m, 2 * kp, _TILE, dev)
     tmb = tensor_map_arg(wb.data.ptr, b_rows, 2 * kbp, bn, dev)
@@ -266,9 +274,7 @@ def prepare(p: GroupedGemmProblem, arch: Any, fallback: tuple[Any, Any, tuple]) 
 
     if p.kind not in PLANNED_KINDS:
         return None
-    kp = padded(p.k)
-    b_rows, kb = int(np.prod(p.b.shape[:-1])), int(p.b.shape[-1])
-    kbp = padded(kb)
+    kp, b_rows, kb, kbp = _widths(p)
     up = lambda x: -(-x // 1024) * 1024  # noqa: E731
     off_b = up(2 * p.m * kp)
     off_offs = off_b + up(2 * b_rows * kbp)
@@ -276,10 +282,7 @@ def prepare(p: GroupedGemmProblem, arch: Any, fallback: tuple[Any, Any, tuple]) 
     ws, bf = 1 << 20, "bfloat16"  # any 1024-byte aligned address: the workspaces' vector stores are on
     ea = dequant_entry(p.a.data.data.ptr, ws, p.a.scales, p.m, p.k, kp, p.a_fmt, None, bf, arch, True)
     eb = dequant_entry(p.b.data.data.ptr, ws, p.b.scales, b_rows, kb, kbp, p.b_fmt, None, bf, arch, True)
-    if p.kind == "lens":  # as run(): rows clamped and cut at m; the wgrad's columns padded to align, cut at Mc
-        eo = offsets_entry(p.groups, p.m, 1, p.m, arch)
-    else:
-        eo = offsets_entry(p.groups, p.k, p.align, p.k, arch)
+    eo = offsets_entry(p.groups, *_ends(p), arch)
     kernel, cfg, bn = _kernel(p, arch, BN)
     dev = p.a.data.data.device_id
     maps = (TensorMapMemo(p.m, 2 * kp, _TILE, dev), TensorMapMemo(b_rows, 2 * kbp, bn, dev))

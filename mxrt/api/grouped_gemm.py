@@ -141,14 +141,14 @@ def _remember(key: tuple, p: GroupedGemmProblem) -> None:
     """After the first (validated) call of ``key``: keep its prepared launches, or that none serves it."""
     route, keep = grouped_ops.prepare_route(p)
     if keep:
-        engine = ()
+        result = ()  # where the prepared launches write: the route allocates its own result
         if isinstance(route, grouped_ops.PREPARED):
             name = dtype_name(p.out_dtype)
-            engine = (p.out_shape, grouped_ops.DEVICE_OUT_DTYPES[name], name)
+            result = (p.out_shape, grouped_ops.DEVICE_OUT_DTYPES[name], name)
         with _PLANS_LOCK:
             if len(_PLANS) >= _PLANS_KEPT:
                 _PLANS.clear()
-            _PLANS[key] = _Plan(route, key[1][0] == "torch", engine)
+            _PLANS[key] = _Plan(route, key[1][0] == "torch", result)
 
 
 def clear_plans() -> None:

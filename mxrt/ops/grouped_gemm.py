@@ -267,10 +267,10 @@ def prepare_route(p: GroupedGemmProblem) -> tuple[Any, bool]:
         return route, route is not None
     if force == grouped_gemm_torch.NAME:
         return None, True
-    return _prepare_engine(p, arch, force)
+    return _prepare_kernel_route(p, arch, force)
 
 
-def _prepare_engine(p: GroupedGemmProblem, arch: Any, force: str | None) -> tuple[Any, bool]:
+def _prepare_kernel_route(p: GroupedGemmProblem, arch: Any, force: str | None) -> tuple[Any, bool]:
     """The rest of :func:`prepare_route`: the torch route does not serve ``p`` (whatever a capture does), so
     :func:`grouped_gemm_gpu` runs the bf16 route (prepared: :func:`mxrt.ops.grouped_wgrad_bf16.prepare`), the engine
     (:func:`mxrt.ops.grouped_gemm_sm90_ws.prepare`) or another kernel (no plan) on it, as decided here."""

@@ -251,4 +251,4 @@ def prepare(p: GroupedGemmProblem, arch: Any, plan: Any) -> PreparedEngine | Non
     pl = prepare_launch(p.op, kernel, plan.cfg, (tma, tmb, ptr, ptr, ptr, ptr, *scalars))
     if pl is None:
         return None
-    return PreparedEngine(pl, map_a, map_b, scalars, 2 * (4 if dtype_name(p.out_dtype) == "float32" else 2) * pairs)
+    return PreparedEngine(pl, map_a, map_b, scalars, 4 if pairs else 0)  # 16-bit out: a pair is one 4-byte word

@@ -9,6 +9,10 @@ round-robin over input sets larger than 3x the L2 (mxrt.bench.core), so weights 
 
     python3 benchmarks/bench_decode.py [--quick] [--tp 1,8] [--m 1,2,4,8,16,32,64] [--json FILE] [--plot FILE]
     python3 benchmarks/bench_decode.py --sweep 1x7168x4096,16x7168x4096    # builds (rt, split, kw, stages)
+    python3 benchmarks/bench_decode.py --weight-layout aiter16x16          # weights shuffled, read in place
+
+``--weight-layout aiter16x16``: every weight is passed as ``mxrt.preshuffle_weight``'s buffer (``b_weight_layout``);
+the "other path" column is then the row-major weight on the path the shuffled call took (the layout's own cost).
 
 Bytes read per call: weight codes + weight scales + token codes + token scales (+ the bf16 output written);
 ``copy%`` is that over the copy kernel's rate.
@@ -68,6 +72,7 @@ def main(argv=None) -> int:
     ap.add_argument("--sweep-kw", default="2,4", help="K warps the --sweep builds take")
     ap.add_argument("--wg-sweep", default="", help="MxNxK list: the wgmma decode builds (nc, stages, split) vs peers")
     ap.add_argument("--moe", action="store_true", help="MoE decode: DeepSeek-V3 top-8 gate_up / down, 64 experts")
+    ap.add_argument("--weight-layout", default="", help="aiter16x16: weights shuffled (b_weight_layout)")
     ap.add_argument("--json", default="")
     ap.add_argument("--plot", default="")
     ap.add_argument("--budget-s", type=float, default=400)
@@ -83,7 +88,6 @@ def main(argv=None) -> int:
     from mxrt.ops import gemm as gemm_op
     from mxrt.ops import gemm_decode, gemm_decode_wg
     from mxrt.ops import gemm_decode_kernels as K
-    from mxrt.ops.gemm_paths import select_gemm_path
     from mxrt.problems import gemm_problem
 
     if args.sk == "off":
@@ -184,13 +188,22 @@ def main(argv=None) -> int:
             qw = mxrt.quantize_mx(w32, fmt)
             sets = core.n_input_sets(mx_bytes(qw), l2)
             ws = [qw] + [quant(n, k, fmt, 20 + i)[1] for i in range(sets - 1)]
-            dg = gemm_op.device_gemm(gemm_problem(qx, qw))
-            path = select_gemm_path(dg).name
-            t_mx, how = core.time_cupy([lambda w=w, qx=qx: mxrt.gemm_mx(qx, w) for w in ws], 7, log=print)
+            wl = args.weight_layout or None
+            if wl is None:
+                calls = [lambda w=w, qx=qx: mxrt.gemm_mx(qx, w) for w in ws]
+                dg = gemm_op.device_gemm(gemm_problem(qx, qw))
+            else:  # the same weights shuffled (one device buffer each), read in place
+                shuf = [(cupy.asarray(mxrt.preshuffle_weight(w.data.get(), wl)), w.scales, fmt, k) for w in ws]
+                calls = [lambda w=w, qx=qx, wl=wl: mxrt.gemm_mx(qx, w, b_weight_layout=wl) for w in shuf]
+                dg = gemm_op.device_gemm(gemm_problem(qx, shuf[0], b_weight_layout=wl))
+            path = gemm_op.resolve_gemm_path(dg)[0].name
+            t_mx, how = core.time_cupy(calls, 7, log=print)
             # the other decode path on the same cell (forced): the wgmma kernel where another path served the call,
-            # sm90_decode where the wgmma kernel did
+            # sm90_decode where the wgmma kernel did; with a weight layout, the row-major weights on the same path
             t_other = None
             other = gemm_decode.NAME if path == gemm_decode_wg.NAME else gemm_decode_wg.NAME
+            if wl is not None:
+                other = path
             if not budget.over() and not args.no_peers:
                 os.environ["MXRT_GEMM_PATH"] = other
                 try:
@@ -199,11 +212,12 @@ def main(argv=None) -> int:
                     print(f"    {other}: {type(e).__name__}: {str(e)[:100]}")
                 finally:
                     del os.environ["MXRT_GEMM_PATH"]
-            got = torch.from_dlpack(mxrt.gemm_mx(qx, qw)).view(torch.bfloat16).double()
+            got = torch.from_dlpack(calls[0]()).view(torch.bfloat16).double()
             cd = float(1 - 2 * (got * ref).sum() / ((got * got).sum() + (ref * ref).sum()))
             nbytes = mx_bytes(qw) + mx_bytes(qx) + 2 * m * n
             same = None if args.no_peers else same_size_copy(nbytes)
-            row = dict(model=model, gemm=gemm, tp=tp, m=m, n=n, k=k, fmt=fmt, path=path, mxrt_us=t_mx * 1e6,
+            row = dict(model=model, gemm=gemm, tp=tp, m=m, n=n, k=k, fmt=fmt, path=path, weight_layout=wl,
+                       mxrt_us=t_mx * 1e6,
                        mxrt_tbps=nbytes / t_mx / 1e12, copy_frac=nbytes / t_mx / copy_bw,
                        same_copy_tbps=None if same is None else same / 1e12,
                        same_copy_frac=None if same is None else nbytes / t_mx / same,
@@ -241,7 +255,7 @@ def main(argv=None) -> int:
                 + eager
                 + ("" if t_other is None else f" | {other} {t_other * 1e6:.1f} us")
             )
-            del ws, qw
+            del ws, qw, calls
         del w32, wb
         cupy.get_default_memory_pool().free_all_blocks()
         torch.cuda.empty_cache()

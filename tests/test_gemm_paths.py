@@ -20,8 +20,10 @@ def _path(name: str, target: str, priority: int, ok: bool = True) -> gp.GemmPath
     return gp.GemmPath(name, target, priority, lambda dg: None if ok else f"{name} says no", lambda dg: None)
 
 
-def _dg(target: str) -> SimpleNamespace:
-    p = SimpleNamespace(op="gemm_mx", a_fmt="e4m3", b_fmt="e4m3", m=8, n=8, k=32, out_dtype="bfloat16")
+def _dg(target: str, weight_layout: str | None = None) -> SimpleNamespace:
+    p = SimpleNamespace(
+        op="gemm_mx", a_fmt="e4m3", b_fmt="e4m3", m=8, n=8, k=32, out_dtype="bfloat16", b_weight_layout=weight_layout
+    )
     return SimpleNamespace(p=p, arch=SimpleNamespace(target=target))
 
 
@@ -61,3 +63,19 @@ def test_no_path_and_duplicate_names(registry: None) -> None:
     gp.register_gemm_path(_path("x", "generic", 0))
     with pytest.raises(ValueError, match="already registered"):
         gp.register_gemm_path(_path("x", "sm_90a", 1))
+
+
+def test_a_weight_layout_is_offered_only_to_paths_that_read_it(registry: None) -> None:
+    """Shuffled weight codes never reach a path that reads row-major ones, whatever its priority or a forced name."""
+    reads = gp.GemmPath("decode", "sm_90a", 30, lambda dg: None, lambda dg: None, weight_layouts=("aiter16x16",))
+    gp.register_gemm_path(reads)
+    gp.register_gemm_path(_path("fast", "sm_90a", 40))
+    gp.register_gemm_path(_path("generic", "generic", 0))
+    assert gp.select_gemm_path(_dg("sm_90a")).name == "fast"
+    assert gp.select_gemm_path(_dg("sm_90a", "aiter16x16")).name == "decode"
+    with pytest.raises(
+        UnsupportedArchError, match="fast: reads row-major weight codes, not b_weight_layout='aiter16x16'"
+    ):
+        gp.select_gemm_path(_dg("sm_90a", "aiter16x16"), "fast")
+    with pytest.raises(UnsupportedArchError, match="generic: reads row-major weight codes"):
+        gp.select_gemm_path(_dg("gfx950", "aiter16x16"))

@@ -30,6 +30,14 @@ MXRT_STATIC_ASSERT(B_FMT == MXRT_FMT_E4M3 || B_FMT == MXRT_FMT_E5M2 || B_FMT == 
 #ifndef SLB
 #define SLB MXRT_SCALE_LAYOUT_NONE
 #endif
+// weight code layout (WLB): 0 row-major [n, row bytes]; 1 aiter16x16 (MX_REFERENCE.md 3b', mxrt.preshuffle_weight),
+// read in place by a 5-D TMA map over (k2 16 B, k1 2, k0, n1 16, n0) whose box (16, 2, WROW / 32, 16, RT) lands in
+// shared memory as exactly the row-major tile's bytes (dims in (n0, n1, k0, k1, k2) order, the same swizzle), so
+// nothing after the load changes. Dense kernel only.
+#ifndef WLB
+#define WLB 0
+#endif
+MXRT_STATIC_ASSERT(WLB == 0 || WLB == 1, "WLB: 0 row-major weight codes, 1 aiter16x16");
 MXRT_STATIC_ASSERT(SLA >= MXRT_SCALE_LAYOUT_NONE && SLA <= MXRT_SCALE_LAYOUT_TURBO16X4_U32 &&
                        SLB >= MXRT_SCALE_LAYOUT_NONE && SLB <= MXRT_SCALE_LAYOUT_TURBO16X4_U32,
                    "SLA, SLB: MXRT_SCALE_LAYOUT_* 0..5");
@@ -137,8 +145,8 @@ MXRT_DEVICE void dec_body(const DecArgs& P) {
   constexpr u32 ROWS = DEC_ROWS, X_OFF = ROWS * WROW, TX_BYTES = MOE ? ROWS * WROW : ROWS * WROW + 8u * MT * XROW;
   // staged scale words per weight row and stage; the token words' offset in a scale stage
   constexpr u32 WB = DEC_SWORDS(SLB), X_SOFF = 4u * ROWS * WB;
-  MXRT_STATIC_ASSERT(!MOE || (SLA == MXRT_SCALE_LAYOUT_NONE && SLB == MXRT_SCALE_LAYOUT_NONE),
-                     "the MoE kernel reads row-major scales");
+  MXRT_STATIC_ASSERT(!MOE || (SLA == MXRT_SCALE_LAYOUT_NONE && SLB == MXRT_SCALE_LAYOUT_NONE && WLB == 0),
+                     "the MoE kernel reads row-major scales and weight codes");
   extern __shared__ u8 smem_raw[];
   // [KW][STAGES] code stages (1024-aligned) | [KW][STAGES] scale stages | [KW][STAGES] mbarriers
   u8* dsm = smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u);
@@ -215,7 +223,11 @@ MXRT_DEVICE void dec_body(const DecArgs& P) {
       asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // this slot's generic reads before the refill
       const u32 bar = bar0 + 8u * slot, dst = codes_s + slot * CODE;
       mbar_arrive_tx(bar, TX_BYTES);
+#if WLB
+      tma_load_5d(dst, P.tmw, bar, 0, 0, (i32)(gi * (WROW / 32u)), 0, (i32)(wrow / 16u));  // k0 of 32 bytes
+#else
       tma_load_2d(dst, P.tmw, bar, (i32)(gi * WROW), (i32)wrow);
+#endif
       if constexpr (!MOE) tma_load_2d(dst + X_OFF, P.tmx, bar, (i32)(gi * XROW), 0);
     }
     const u32 sbase = scales_s + slot * SCALE;

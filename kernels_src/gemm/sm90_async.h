@@ -47,6 +47,15 @@ MXRT_DEVICE void tma_load_2d(u32 dst, const void* tmap, u32 bar, i32 c0, i32 c1)
       : "memory");
 }
 
+// The same for a 5-D map (the aiter 16x16 weight layout read as (k2, k1, k0, n1, n0): gemm_decode_sm90.h, WLB)
+MXRT_DEVICE void tma_load_5d(u32 dst, const void* tmap, u32 bar, i32 c0, i32 c1, i32 c2, i32 c3, i32 c4) {
+  asm volatile(
+      "cp.async.bulk.tensor.5d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5, %6}], "
+      "[%7];" ::"r"(dst),
+      "l"(tmap), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4), "r"(bar)
+      : "memory");
+}
+
 // cp.async of 16 bytes; src_bytes 0 fills zeros and reads nothing (rows past a matrix's end)
 MXRT_DEVICE void sm90_cp16(u32 dst, const void* src, u32 src_bytes) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");

@@ -192,6 +192,7 @@ def gemm_mx(
     backend: str = "auto",
     a_scale_layout: str | None = None,
     b_scale_layout: str | None = None,
+    b_weight_layout: str | None = None,
 ) -> Any:
     """Dense MX GEMM ``d = a @ b.T`` ("NT"): both operands MX-quantized along K, one E8M0 scale per 32.
 
@@ -213,6 +214,12 @@ def gemm_mx(
     a_scale_layout, b_scale_layout : ``None`` (row-major scales) or one of ``mxrt.SCALE_LAYOUTS``
         (``"aiter32x8"``, ``"turbo16x4"``, ``"cublas128x4"``, ``"deepgemm_ue8m0"``): the raw-piece scales are the
         buffer :func:`mxrt.preshuffle_scales` returned for the logical ``[rows, ceil(k/32)]`` scales.
+    b_weight_layout : ``None`` (row-major codes) or ``"aiter16x16"``: b is raw pieces ``(codes, scales, fmt[, k])``
+        whose codes are :func:`mxrt.preshuffle_weight`'s ``[ceil(n/16)*16, ceil(row bytes/32)*32]`` buffer (aiter's
+        ``shuffle_weight(w, (16, 16))``); n is the row count of the row-major scales, or the codes' row count with
+        a ``b_scale_layout``. The decode kernels (``sm90_decode``, ``gfx950_decode``, ``gfx942_decode``: m <= 64)
+        read it in place; any other GPU path first unshuffles it into a device workspace (one extra pass over the
+        weight); the numpy twin unshuffles it at validation.
 
     Returns
     -------
@@ -229,7 +236,7 @@ def gemm_mx(
         deterministic not a bool, ``out`` dtype, operands on different sides.
     ShapeError : operand not 2-D, quantized along an axis other than K, block size != 32, codes or scales of the
         wrong shape, mismatched K, ``split_k`` out of range, ``out`` of the wrong shape or read-only.
-    LayoutError : an unknown scale layout, or a layout given for an MXArray operand.
+    LayoutError : an unknown scale or weight layout, or a layout given for an MXArray operand.
 
     Notes
     -----
@@ -238,7 +245,9 @@ def gemm_mx(
     :func:`mxrt.reference.gemm_mx`, the float64 twin every GPU path is tested against. Empty ``m`` or ``n`` give
     an empty result; ``k == 0`` gives zeros.
     """
-    key = _plan_key(a, b, out_dtype, split_k, deterministic, out, backend, a_scale_layout, b_scale_layout)
+    key = None
+    if b_weight_layout is None:  # weight-layout calls take the validated route (their b is raw pieces anyway)
+        key = _plan_key(a, b, out_dtype, split_k, deterministic, out, backend, a_scale_layout, b_scale_layout)
     if key is not None:
         plan = _PLANS.get(key)
         if plan is not None and plan.generation == plans_generation():
@@ -261,6 +270,7 @@ def gemm_mx(
         out=out_native,
         a_scale_layout=a_scale_layout,
         b_scale_layout=b_scale_layout,
+        b_weight_layout=b_weight_layout,
         op=OP,
     )
     # device operands write p.out in place; host operands (either path) come back as a fresh numpy array

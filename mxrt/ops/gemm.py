@@ -11,6 +11,10 @@ Input (already validated by :func:`mxrt.problems.gemm_problem`):
 
 Then :class:`~mxrt.ops.gemm_paths.DeviceGemm` -> :func:`~mxrt.ops.gemm_paths.select_gemm_path` -> ``path.run``, all
 on CuPy's current stream with no host synchronisation (empty problems launch nothing and give zeros).
+
+Weight layouts (``GemmProblem.b_weight_layout``, device codes only): the best path that reads the layout in place
+runs (the decode kernels, m <= 64); when none does, :func:`unshuffled_weight` copies the codes into a row-major
+device workspace (one pass over the weight, CuPy's copy kernel) and the ordinary selection runs on that.
 """
 
 from __future__ import annotations
@@ -22,10 +26,11 @@ import ml_dtypes
 import numpy as np
 
 from .._kinds import dtype_name
+from ..errors import UnsupportedArchError
 from ..problems.gemm import GemmProblem
 from ..runtime import alloc
 from ..runtime.arch import get_arch
-from .gemm_paths import DeviceGemm, select_gemm_path
+from .gemm_paths import DeviceGemm, GemmPath, select_gemm_path
 
 OP = "gemm_mx"
 #: CuPy dtype of the device result per out_dtype (bfloat16 bits travel as uint16)
@@ -51,10 +56,41 @@ def device_gemm(p: GemmProblem, out: Any = None) -> DeviceGemm:
     else:  # host operands: the logical row-major scales travel (a preshuffled host buffer is not re-read)
         d = dict(a_codes=_upload(p.a.data), b_codes=_upload(p.b.data))
         d.update(a_scales=_upload(p.a.scales), b_scales=_upload(p.b.scales))
-        p = dataclasses.replace(p, a_scale_layout=None, b_scale_layout=None, device=True, out=None)
+        p = dataclasses.replace(
+            p, a_scale_layout=None, b_scale_layout=None, b_weight_layout=None, device=True, out=None
+        )  # the host problem's b.data is already unshuffled
     if out is None:
         out = _empty((p.m, p.n), DEVICE_OUT_DTYPES[name])
     return DeviceGemm(p=p, out=out, arch=get_arch(), **d)
+
+
+def unshuffled_weight(dg: DeviceGemm) -> DeviceGemm:
+    """``dg`` with its weight codes (``p.b_weight_layout == "aiter16x16"``, ``[np_, kk]``) copied into a row-major
+    ``[n, row bytes]`` device workspace: the inverse of MX_REFERENCE.md 3b' (``(n0, k0, k1, n1, k2) -> (n0, n1, k0,
+    k1, k2)``) as one strided copy, plus a second one that drops the padding when n % 16 or the row bytes % 32."""
+    import cupy
+
+    p, codes = dg.p, dg.b_codes
+    np_, kk = (int(v) for v in codes.shape)
+    row = -(-p.k // 2) if p.b_fmt == "e2m1" else p.k
+    plain = alloc.empty((np_, kk), "uint8")
+    src = codes.reshape(np_ // 16, kk // 32, 2, 16, 16).transpose(0, 3, 1, 2, 4)
+    cupy.copyto(plain.reshape(np_ // 16, 16, kk // 32, 2, 16), src)
+    if (p.n, row) != (np_, kk):
+        plain = cupy.ascontiguousarray(plain[: p.n, :row])
+    return dataclasses.replace(dg, p=dataclasses.replace(p, b_weight_layout=None), b_codes=plain)
+
+
+def resolve_gemm_path(dg: DeviceGemm) -> tuple[GemmPath, DeviceGemm]:
+    """The path that runs ``dg`` and the :class:`DeviceGemm` it runs on: ``dg`` itself, or for a weight layout no
+    path reads in place, :func:`unshuffled_weight` of it."""
+    if dg.p.b_weight_layout is None:
+        return select_gemm_path(dg), dg
+    try:
+        return select_gemm_path(dg), dg
+    except UnsupportedArchError:
+        plain = unshuffled_weight(dg)
+        return select_gemm_path(plain), plain
 
 
 def gemm_mx_gpu(p: GemmProblem) -> Any:
@@ -64,7 +100,8 @@ def gemm_mx_gpu(p: GemmProblem) -> Any:
         if dg.out.size:
             dg.out.fill(0)  # k == 0: zeros, no launch
     else:
-        select_gemm_path(dg).run(dg)
+        path, run_dg = resolve_gemm_path(dg)
+        path.run(run_dg)  # writes dg.out (run_dg shares it)
     if p.device:
         return dg.out
     host = dg.out.get()

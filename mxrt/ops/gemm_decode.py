@@ -8,9 +8,15 @@ so MXFP4 weights are read at half the bytes of MXFP8.
 
 Envelope (everything inside runs here; ``sm90_wgmma`` or ``generic`` serve the rest): ``m <= 64``; row-major
 scales or any preshuffled layout (``aiter32x8``, ``turbo16x4`` bytes or uint32 words, ``cublas128x4``,
-``deepgemm_ue8m0``, per operand) read in place; ``k % 128 == 0``; 16-byte aligned code bases and 4-byte aligned
-scales; bf16 / fp16 out (float32 out only for e2m1 x e2m1, as on ``sm90_wgmma``: the fp8 tensor cores' k32 partials
-carry ~2-5e-5 relative error); sizes below 2^31 (a layout's storage too: 32-bit scale offsets).
+``deepgemm_ue8m0``, per operand) read in place; weight codes row-major or ``aiter16x16``; ``k % 128 == 0``; 16-byte
+aligned code bases and 4-byte aligned scales; bf16 / fp16 out (float32 out only for e2m1 x e2m1, as on
+``sm90_wgmma``: the fp8 tensor cores' k32 partials carry ~2-5e-5 relative error); sizes below 2^31 (a layout's
+storage too: 32-bit scale offsets).
+
+Weight codes in the aiter 16x16 layout (``b_weight_layout="aiter16x16"``, define WLB = 1) are read in place: the
+weight's TMA map is 5-D over the layout's (k2, k1, k0, n1, n0) dims, whose box lands in shared memory as the
+row-major tile's bytes, so only the map and its coordinates differ (:func:`mxrt.ops.gemm_sm90.tensor_map_w16`).
+Such calls are never routed to the wgmma decode kernel or by the tuned table (no other sm_90a path reads the layout).
 
 Scale layouts (defines SLA / SLB, :data:`gemm_decode_kernels.DECODE_LAYOUTS`; the index maps of
 kernels_src/common/scale_layouts.h): a stage's 4 scale bytes of a row are one aligned word in row-major,
@@ -53,7 +59,7 @@ from ..runtime.launch import MAX_GRID_YZ, LaunchConfig, launch, prepare
 from . import decode_table, gemm_decode_wg
 from . import gemm_decode_kernels as K
 from .gemm_paths import DeviceGemm, GemmPath, PreparedGemm, gemm_paths, invalidate_plans, register_gemm_path
-from .gemm_sm90 import TensorMapMemo, scale_layout_code, tensor_map_arg
+from .gemm_sm90 import TensorMapMemo, scale_layout_code, tensor_map_arg, tensor_map_w16_arg
 from .gemm_splitk import prepare_split_k, run_split_k
 
 NAME = "sm90_decode"
@@ -101,6 +107,8 @@ def _routed(dg: DeviceGemm) -> str | None:
     if arch is None:  # a shape-only stand-in (tests/test_decode_guards.py): no device, no table
         return None
     if gemm_path_override() == NAME:
+        return None
+    if p.b_weight_layout is not None:  # no other sm_90a path reads it in place
         return None
 
     def wg_above(min_m: int | None) -> bool:  # the wgmma kernel, registered here, takes m > min_m and this call
@@ -212,6 +220,12 @@ def _layouts(dg: DeviceGemm) -> tuple[int, int]:
     return scale_layout_code(p.a_scale_layout, dg.a_scales), scale_layout_code(p.b_scale_layout, dg.b_scales)
 
 
+def _wlb(dg: DeviceGemm) -> int:
+    """Define WLB of a call: 0 row-major weight codes, else the layout's code (K.DECODE_WEIGHT_LAYOUTS)."""
+    wl = dg.p.b_weight_layout
+    return 0 if wl is None else K.DECODE_WEIGHT_LAYOUTS[wl]
+
+
 def _plan(dg: DeviceGemm) -> tuple[DecodeConfig, int]:
     p, a = dg.p, dg.arch
     return plan(p.m, p.n, p.k, p.split_k, a.num_cus, a.target, a.name, _layouts(dg), (p.a_fmt, p.b_fmt))
@@ -234,7 +248,7 @@ def _launch_plan(dg: DeviceGemm, out_code: int, atomic: bool, tune: dict) -> tup
     c = DecodeConfig(*(tune.get(f, getattr(c, f)) for f in ("mt", "kw", "stages", "rt")))
     fa, fb = codes.FMT_CODES[p.a_fmt], codes.FMT_CODES[p.b_fmt]
     sla, slb = _layouts(dg)
-    d = K.dense_variant(fa, fb, int(atomic), c.kw, c.mt, out_code, c.stages, c.rt, sla, slb)
+    d = K.dense_variant(fa, fb, int(atomic), c.kw, c.mt, out_code, c.stages, c.rt, sla, slb, _wlb(dg))
     smem = K.smem_bytes(fa, fb, c.mt, c.kw, c.stages, c.rt, sla, slb)
     kernel = _kernel(d, dg.arch, smem)
     cfg = LaunchConfig((-(-p.n // (16 * c.rt)), 1, p.split_k), (c.threads, 1, 1), smem)
@@ -251,6 +265,7 @@ def _launch_entry(dg: DeviceGemm, out_code: int, atomic: bool, tune: dict) -> tu
         p.a_fmt,
         p.b_fmt,
         _layouts(dg),
+        _wlb(dg),
         out_code,
         atomic,
         tuple(sorted(tune.items())),
@@ -269,7 +284,11 @@ def _launch(dg: DeviceGemm, dst: Any, out_code: int, atomic: bool, tune: dict) -
     kernel, cfg, (xrow, wrow, mt, rt) = _launch_entry(dg, out_code, atomic, tune)
     dev = dg.a_codes.data.device_id
     tmx = tensor_map_arg(dg.a_codes.data.ptr, p.m, p.k * xrow // 128, 8 * mt, dev, xrow)
-    tmw = tensor_map_arg(dg.b_codes.data.ptr, p.n, p.k * wrow // 128, 16 * rt, dev, wrow)
+    if p.b_weight_layout is None:
+        tmw = tensor_map_arg(dg.b_codes.data.ptr, p.n, p.k * wrow // 128, 16 * rt, dev, wrow)
+    else:  # the aiter16x16 buffer [np_, kk]: the 5-D map whose box is the row-major tile
+        np_, kk = (int(v) for v in dg.b_codes.shape)
+        tmw = tensor_map_w16_arg(dg.b_codes.data.ptr, np_, kk, wrow, rt, dev)
     u32 = np.uint32
     args = (tmx, tmw, dg.a_scales, dg.b_scales, dst, u32(p.m), u32(p.n), u32(p.k), u32(p.split_k))
     launch(p.op, kernel, cfg, args)
@@ -292,7 +311,7 @@ def run(dg: DeviceGemm, **tune: int) -> None:
 def prepare_run(dg: DeviceGemm) -> PreparedGemm | None:
     """:func:`run` (untuned) for ``dg``'s plan with the split chosen and the launches prepared once."""
     p = dg.p
-    if p.is_empty:
+    if p.is_empty or p.b_weight_layout is not None:  # weight-layout calls have no plans (mxrt.api.gemm)
         return None
     split = _plan(dg)[1]
     if split != p.split_k:
@@ -328,4 +347,4 @@ def reload_table() -> None:
     invalidate_plans()  # gemm_mx's plans hold the old table's path choice and split
 
 
-register_gemm_path(GemmPath(NAME, TARGET, PRIORITY, supports, run, prepare_run))
+register_gemm_path(GemmPath(NAME, TARGET, PRIORITY, supports, run, prepare_run, tuple(K.DECODE_WEIGHT_LAYOUTS)))

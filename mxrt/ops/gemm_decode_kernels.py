@@ -77,9 +77,17 @@ def dense_variant(
     rt: int = 1,
     sla: int = 0,
     slb: int = 0,
+    wlb: int = 0,
 ) -> Defines:
-    """The defines of one build of the dense kernel: :func:`decode_variant`'s and the scale layouts SLA / SLB."""
-    return defines(**dict(decode_variant(a_fmt, b_fmt, atomic, kw, mt, out, stages, rt)), SLA=sla, SLB=slb)
+    """The defines of one build of the dense kernel: :func:`decode_variant`'s, the scale layouts SLA / SLB and,
+    for weights in the aiter 16x16 layout, WLB = 1 (absent for row-major codes: those builds keep their define
+    sets, hence their cache keys)."""
+    extra = {"WLB": wlb} if wlb else {}
+    return defines(**dict(decode_variant(a_fmt, b_fmt, atomic, kw, mt, out, stages, rt)), SLA=sla, SLB=slb, **extra)
+
+
+#: weight code layouts the dense kernel reads in place (define WLB): name -> code
+DECODE_WEIGHT_LAYOUTS = {"aiter16x16": 1}
 
 
 E4M3 = _E4M3 = FMT_CODES["e4m3"]  # the largest stages (fp8 on both sides)
@@ -89,6 +97,7 @@ GEMM_MX_DECODE_SM90 = KernelSpec(
     symbol="gemm_mx_decode_sm90",
     file="gemm/gemm_mx_decode_sm90.hip",
     required=("A_FMT", "ATOMIC", "B_FMT", "KW", "MT", "OUT_DTYPE", "RT", "SLA", "SLB", "STAGES"),
+    optional=("WLB",),  # absent: row-major weight codes (those builds keep their define sets)
     # row-major scales: every format pair at one tile with bf16 out (RT 1 and 2); every MT / KW / ring depth / out
     # dtype / mode on e4m3 at RT 1; every RT per MT at two ring depths. Then each preshuffled layout (23 builds):
     # on the weights alone (e4m3 MT 1; mixed e4m3 x e2m1 MT 4 RT 4), on both operands (e2m1 x e2m1 fp32 out MT 2
@@ -132,6 +141,18 @@ GEMM_MX_DECODE_SM90 = KernelSpec(
             (_SL["aiter32x8"], _SL["cublas128x4"]),
             (SCALE_LAYOUT_TURBO16X4_U32, _SL["deepgemm_ue8m0"]),
         )
+    )
+    # weights in the aiter 16x16 layout (WLB 1): every format pair at MT 1 RT 1; e4m3 and e2m1 weights at each RT
+    # with a preshuffled weight scale layout, an fp16 atomic build and an fp32 e2m1 x e2m1 build
+    + tuple(dense_variant(FMT_CODES[fa], FMT_CODES[fb], 0, 4, 1, _BF16, 4, 1, 0, 0, 1) for fa, fb in GEMM_FORMAT_PAIRS)
+    + tuple(
+        dense_variant(_E4M3, fb, 0, 2, mt, _BF16, 3, rt, 0, _SL["aiter32x8"], 1)
+        for fb in (_E4M3, _E2M1)
+        for mt, rt in ((2, 2), (4, 4))
+    )
+    + (
+        dense_variant(_E4M3, _E4M3, 1, 2, 8, _F16, 2, 2, 0, 0, 1),
+        dense_variant(_E2M1, _E2M1, 0, 4, 2, _F32, 3, 2, 0, _SL["turbo16x4"], 1),
     ),
     targets=("sm_90a",),
     expect_mma=(("sm_90a", ("mma.sync.aligned.m16n8k32",)),),

@@ -26,7 +26,8 @@ class DeviceGemm:
     ----------
     p : the validated problem (m, n, k, a_fmt, b_fmt, out_dtype, split_k, deterministic, k_ranges, layouts).
     a_codes, b_codes : uint8, C-contiguous, ``[rows, k]`` (fp8) or ``[rows, ceil(k/2)]`` (packed e2m1, even k in
-        the low nibble).
+        the low nibble); with ``p.b_weight_layout`` set, ``b_codes`` is that layout's buffer
+        (:func:`mxrt.preshuffle_weight`), which only a path listing the layout in ``weight_layouts`` is offered.
     a_scales, b_scales : uint8 E8M0, C-contiguous: row-major ``[rows, ceil(k/32)]`` when the problem's
         ``*_scale_layout`` is None, else the preshuffled storage that :func:`mxrt.preshuffle_scales` returns.
     out : ``[m, n]`` of ``p.out_dtype``, C-contiguous; its content is undefined on entry and the path writes
@@ -70,6 +71,9 @@ class GemmPath:
     run : ``fn(dg) -> None`` launches on CuPy's current stream and writes ``dg.out``; no host synchronisation.
     prepare : optional ``fn(dg) -> PreparedGemm | None`` for the small-call plans: called after ``run(dg)``
         succeeded; None where the path has no prepared form for ``dg`` (then every call goes through ``run``).
+    weight_layouts : the weight (b code) layouts its kernels read in place besides row-major; a problem with
+        another ``b_weight_layout`` is never offered to it (:func:`select_gemm_path` declines centrally, so a path
+        that knows nothing of weight layouts cannot read shuffled codes as row-major ones).
     """
 
     name: str
@@ -78,6 +82,15 @@ class GemmPath:
     supports: Callable[[DeviceGemm], str | None]
     run: Callable[[DeviceGemm], None]
     prepare: Callable[[DeviceGemm], PreparedGemm | None] | None = None
+    weight_layouts: tuple[str, ...] = ()
+
+
+def weight_layout_reason(path: GemmPath, dg: DeviceGemm) -> str | None:
+    """Why ``path`` may not see ``dg``'s weight codes (a layout it does not read in place), or None."""
+    wl = dg.p.b_weight_layout
+    if wl is None or wl in path.weight_layouts:
+        return None
+    return f"reads row-major weight codes, not b_weight_layout={wl!r}"
 
 
 _PATHS: dict[str, GemmPath] = {}
@@ -137,7 +150,7 @@ def select_gemm_path(dg: DeviceGemm, name: str | None = None) -> GemmPath:
         candidates = forced
     reasons = []
     for path in candidates:
-        why = path.supports(dg)
+        why = weight_layout_reason(path, dg) or path.supports(dg)
         if why is None:
             return path
         reasons.append(f"{path.name}: {why}")

@@ -101,39 +101,71 @@ def _encode_tiled() -> Any:
     return _driver
 
 
+def _encode_map(
+    ptr: int, dims: tuple[int, ...], strides: tuple[int, ...], box: tuple[int, ...], swizzle: int, what: str
+) -> np.ndarray:
+    """The 128-byte uint8 CUtensorMap of ``dims`` (innermost first; ``strides`` in bytes of dims 1..), box ``box``,
+    zero fill out of bounds; ``what`` names the tensor in the error."""
+    buf = np.zeros(_TMAP_BYTES + 64, np.uint8)
+    off = (-buf.ctypes.data) % 64
+    rank = len(dims)
+    u64, u32 = ctypes.c_uint64, ctypes.c_uint32
+    res = _encode_tiled()(
+        buf.ctypes.data + off,
+        _CU_TENSOR_MAP_DATA_TYPE_UINT8,
+        rank,
+        ptr,
+        (u64 * rank)(*dims),
+        (u64 * (rank - 1))(*strides),
+        (u32 * rank)(*box),
+        (u32 * rank)(*([1] * rank)),
+        _CU_TENSOR_MAP_INTERLEAVE_NONE,
+        swizzle,
+        _CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+        _CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
+    )
+    if res != 0:
+        raise RuntimeError(f"gemm_mx: cuTensorMapEncodeTiled failed with CUresult {res} for {what} at {ptr:#x}")
+    return buf[off : off + _TMAP_BYTES].copy()
+
+
 def tensor_map_2d(
     ptr: int, rows: int, cols: int, box_rows: int = 128, box_cols: int = 128, stride: int | None = None
 ) -> np.ndarray:
     """The 128-byte CUtensorMap of a row-major uint8 ``[rows, cols]`` matrix at device address ``ptr`` (rows
     ``stride`` bytes apart, default ``cols``), box ``box_rows`` x ``box_cols`` bytes (128: 128-byte swizzle; 64:
     64-byte swizzle), zero fill out of bounds (``cols % 16 == 0``, ``stride % 16 == 0``, ``ptr % 16 == 0``)."""
-    buf = np.zeros(_TMAP_BYTES + 64, np.uint8)
-    off = (-buf.ctypes.data) % 64
-    u64 = ctypes.c_uint64
-    dims = (u64 * 2)(cols, rows)
-    strides = (u64 * 1)(cols if stride is None else stride)
-    box = (ctypes.c_uint32 * 2)(box_cols, box_rows)
-    estr = (ctypes.c_uint32 * 2)(1, 1)
-    res = _encode_tiled()(
-        buf.ctypes.data + off,
-        _CU_TENSOR_MAP_DATA_TYPE_UINT8,
-        2,
-        ptr,
-        dims,
-        strides,
-        box,
-        estr,
-        _CU_TENSOR_MAP_INTERLEAVE_NONE,
-        _CU_TENSOR_MAP_SWIZZLE_128B if box_cols == 128 else _CU_TENSOR_MAP_SWIZZLE_64B,
-        _CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-        _CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
-    )
-    if res != 0:
-        raise RuntimeError(
-            f"gemm_mx: cuTensorMapEncodeTiled failed with CUresult {res} for a uint8 [{rows}, {cols}] matrix at "
-            f"{ptr:#x}"
-        )
-    return buf[off : off + _TMAP_BYTES].copy()
+    swizzle = _CU_TENSOR_MAP_SWIZZLE_128B if box_cols == 128 else _CU_TENSOR_MAP_SWIZZLE_64B
+    stride = cols if stride is None else stride
+    return _encode_map(ptr, (cols, rows), (stride,), (box_cols, box_rows), swizzle, f"a uint8 [{rows}, {cols}] matrix")
+
+
+def tensor_map_w16(ptr: int, np_: int, kk: int, box_bytes: int, box_tiles: int) -> np.ndarray:
+    """The 5-D CUtensorMap of an aiter16x16 weight buffer ``[np_, kk]`` (MX_REFERENCE.md 3b': byte (n, c) at
+    ``n0*16*kk + k0*512 + k1*256 + n1*16 + k2``) read as dims (k2 16, k1 2, k0 kk/32, n1 16, n0 np_/16), strides
+    (1, 256, 512, 16, 16*kk): a box (16, 2, box_bytes/32, 16, box_tiles) lands in shared memory in (n0, n1, k0, k1,
+    k2) order, i.e. as the row-major box of ``16*box_tiles`` rows x ``box_bytes`` bytes with the same swizzle
+    (128-byte for box_bytes 128, 64-byte for 64)."""
+    swizzle = _CU_TENSOR_MAP_SWIZZLE_128B if box_bytes == 128 else _CU_TENSOR_MAP_SWIZZLE_64B
+    dims = (16, 2, kk // 32, 16, np_ // 16)
+    return _encode_map(ptr, dims, (256, 512, 16, 16 * kk), (16, 2, box_bytes // 32, 16, box_tiles), swizzle,
+                       f"an aiter16x16 weight buffer [{np_}, {kk}]")  # fmt: skip
+
+
+def tensor_map_w16_arg(ptr: int, np_: int, kk: int, box_bytes: int, box_tiles: int, device_id: int) -> np.void:
+    """:func:`tensor_map_w16` as a kernel argument, cached as :func:`tensor_map_arg`'s maps."""
+    key = ("w16", device_id, ptr, np_, kk, box_bytes, box_tiles)
+    with _lock:
+        hit = _maps.get(key)
+        if hit is not None:
+            _maps.move_to_end(key)
+            return hit
+    arg = tensor_map_w16(ptr, np_, kk, box_bytes, box_tiles).view(TMAP_DTYPE)[0]
+    with _lock:
+        _maps[key] = arg
+        while len(_maps) > _MAPS_KEPT:
+            _maps.popitem(last=False)
+    return arg
 
 
 def tensor_map_arg(

@@ -21,7 +21,14 @@ from ..errors import DtypeError, LayoutError, MxrtError, ShapeError, UnknownLayo
 from ..formats import FORMATS, MXArray, get_format
 from ..formats.codecs import _ALIASES, as_array
 from ..formats.mx import _check_geometry, check_mxarray
-from ..layouts import SCALE_LAYOUTS, scale_layout_shape, unshuffle_scales
+from ..layouts import (
+    SCALE_LAYOUTS,
+    WEIGHT_LAYOUTS,
+    scale_layout_shape,
+    unshuffle_scales,
+    unshuffle_weight,
+    weight_layout_shape,
+)
 
 #: Elements per E8M0 scale along K; the only block size the MX matrix instructions read.
 GEMM_BLOCK = 32
@@ -77,6 +84,10 @@ class GemmProblem:
         Then ``a.scales`` / ``b.scales`` are the caller's scale buffers **as given** (row-major ``[rows,
         ceil(k/32)]``, or the preshuffled storage of ``*_scale_layout``, never unshuffled on the host) and a
         bfloat16 ``out`` is a CuPy uint16 array of bfloat16 bits (CuPy has no bfloat16 dtype).
+    b_weight_layout : the layout the caller's weight codes came in: ``None`` (row-major) or ``"aiter16x16"``
+        (:func:`mxrt.preshuffle_weight`'s ``[ceil(n/16)*16, ceil(row bytes/32)*32]`` buffer). Host problems hold the
+        unshuffled codes in ``b.data`` (unshuffled at validation); device problems hold the caller's shuffled
+        buffer **as given**, which only a path listing the layout in ``GemmPath.weight_layouts`` reads.
     """
 
     op: str
@@ -96,6 +107,7 @@ class GemmProblem:
     deterministic: bool
     out: Any
     device: bool = False
+    b_weight_layout: str | None = None
 
     @property
     def k_blocks(self) -> int:
@@ -336,6 +348,99 @@ def _operand(x: object, name: str, layout: object, op: str) -> tuple[MXArray, An
     return q, given, layout
 
 
+def _weight_layout(layout: object, op: str) -> str | None:
+    if layout is not None and (not isinstance(layout, str) or layout not in WEIGHT_LAYOUTS):
+        raise UnknownLayoutError(
+            f"{op}: argument 'b_weight_layout' is {layout!r}, an unknown weight layout; expected None (row-major "
+            f"codes) or one of {list(WEIGHT_LAYOUTS)}"
+        )
+    return layout
+
+
+def _weight_operand(x: object, wl: str, scale_layout: object, op: str) -> tuple[MXArray, Any, str | None]:
+    """``b`` given as raw pieces whose codes are stored in weight layout ``wl`` (:func:`mxrt.preshuffle_weight`'s
+    ``[np_, kk]`` buffer). n is the row count of row-major scales, or ``np_`` with a preshuffled scale layout (whose
+    storage does not tell n); k is the 4th item, else ``kk`` (fp8) or ``2 * kk`` (e2m1). Host codes are unshuffled
+    here (the problem then holds row-major codes); device codes are checked from shape, dtype and flags only."""
+    if isinstance(x, MXArray):
+        raise LayoutError(
+            f"{op}: argument 'b_weight_layout' is {wl!r} but 'b' is an MXArray, whose codes are row-major; expected b "
+            "as raw pieces (codes, scales, fmt[, k]) with codes = mxrt.preshuffle_weight(...)"
+        )
+    if not (isinstance(x, tuple) and len(x) in (3, 4)):
+        raise DtypeError(
+            f"{op}: argument 'b' is a {type(x).__name__}, expected a tuple (codes, scales, fmt) or (codes, scales, "
+            f"fmt, k) with codes in b_weight_layout={wl!r}"
+        )
+    codes, scales, fmt = x[0], x[1], x[2]
+    if not isinstance(fmt, str) or fmt.lower() not in _FMT_NAMES:
+        raise DtypeError(f"{op}: b[2] (fmt) is {fmt!r}, expected a format name such as 'e4m3' or 'e2m1'")
+    fmt = get_format(fmt, op).name
+    packed = fmt == "e2m1"
+    device = is_device_array(codes)
+    if device != is_device_array(scales):
+        raise DtypeError(
+            f"{op}: b mixes host and device arrays (codes {type(codes).__name__}, scales {type(scales).__name__}); "
+            "expected both CuPy or both numpy"
+        )
+    if not device:
+        codes = as_array(codes, op, "b[0] (codes)")
+        if codes.dtype != np.uint8 and codes.dtype.itemsize == 1 and codes.dtype.kind in "iufV":
+            codes = codes.view(np.uint8)
+    if dtype_name(codes.dtype) != "uint8":
+        raise DtypeError(f"{op}: b codes have dtype {codes.dtype}, expected uint8 element codes in layout {wl!r}")
+    shape = tuple(int(v) for v in codes.shape)
+    if len(shape) != 2 or shape[0] % 16 or shape[1] % 32:
+        raise ShapeError(
+            f"{op}: b codes have shape {shape}, expected a 2-D [ceil(n/16)*16, ceil(row bytes/32)*32] buffer "
+            f"(b_weight_layout={wl!r}: mxrt.preshuffle_weight's output)"
+        )
+    np_, kk = shape
+    k = check_int(x[3], op, "b[3] (k)", minimum=0) if len(x) == 4 else (2 * kk if packed else kk)
+    check_size_limit(k, op, "b's k")
+    row_bytes = _cdiv(k, 2) if packed else k
+    if scale_layout is None:
+        s_shape = tuple(int(v) for v in getattr(scales, "shape", np.shape(scales)))
+        if len(s_shape) != 2:
+            raise ShapeError(f"{op}: b.scales has shape {s_shape}, expected [n, ceil(k / 32)] (row-major scales)")
+        n = s_shape[0]
+    else:
+        n = np_
+    if weight_layout_shape(wl, n, row_bytes) != (np_, kk):
+        raise ShapeError(
+            f"{op}: b codes have shape {shape}, expected {weight_layout_shape(wl, n, row_bytes)} = "
+            f"weight_layout_shape({wl!r}, n={n}, {row_bytes}) for b of shape ({n}, {k})"
+            + (" (packed e2m1, ceil(k/2) bytes per row)" if packed else "")
+            + ("; n is the row count of the row-major scales" if scale_layout is None else "")
+        )
+    if device:
+        if not codes.flags.c_contiguous:
+            raise LayoutError(
+                f"{op}: b codes have strides {codes.strides} for shape {shape}: the GPU kernels need a C-contiguous "
+                "array (mxrt makes no implicit device copy; pass cupy.ascontiguousarray)"
+            )
+        lay = scale_layout if isinstance(scale_layout, str) else None
+        if scale_layout is not None and lay not in SCALE_LAYOUTS:
+            raise UnknownLayoutError(
+                f"{op}: argument 'b_scale_layout' is {scale_layout!r}, an unknown layout; expected None (row-major) "
+                f"or one of {list(SCALE_LAYOUTS)}"
+            )
+        _check_device_scales(scales, lay, n, _cdiv(k, GEMM_BLOCK), "b", op)
+        q = MXArray(
+            data=codes,
+            scales=scales,
+            fmt=fmt,
+            block_size=GEMM_BLOCK,
+            axis=1,
+            shape=(n, k),
+            scale_mode="given",
+            scale_layout=lay,
+        )
+        return q, scales, lay
+    plain = unshuffle_weight(codes, wl, (n, row_bytes))
+    return _operand((plain, scales, fmt, k), "b", scale_layout, op)
+
+
 def gemm_problem(
     a: object,
     b: object,
@@ -346,16 +451,22 @@ def gemm_problem(
     out: object = None,
     a_scale_layout: object = None,
     b_scale_layout: object = None,
+    b_weight_layout: object = None,
     op: str = "gemm_mx",
     out_dtypes: tuple[str, ...] = GEMM_OUT_DTYPES,
 ) -> GemmProblem:
     """Validate the arguments of ``gemm_mx`` and return a :class:`GemmProblem` (typed errors otherwise).
 
     Check order (STYLE.md 5): operand types and formats, operand shapes and scale shapes (after unshuffling a
-    preshuffled layout), K match, out_dtype, split_k / deterministic, ``out``.
+    preshuffled layout), K match, out_dtype, split_k / deterministic, ``out``. ``b_weight_layout``: b's codes
+    are stored in that weight layout (:func:`_weight_operand`).
     """
     qa, sa, a_scale_layout = _operand(a, "a", a_scale_layout, op)
-    qb, sb, b_scale_layout = _operand(b, "b", b_scale_layout, op)
+    wl = _weight_layout(b_weight_layout, op)
+    if wl is None:
+        qb, sb, b_scale_layout = _operand(b, "b", b_scale_layout, op)
+    else:
+        qb, sb, b_scale_layout = _weight_operand(b, wl, b_scale_layout, op)
     pair = (qa.fmt, qb.fmt)
     if pair not in GEMM_FORMAT_PAIRS:
         raise DtypeError(
@@ -434,4 +545,5 @@ def gemm_problem(
         deterministic=bool(deterministic),
         out=out,
         device=device,
+        b_weight_layout=wl,
     )

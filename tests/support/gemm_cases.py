@@ -33,6 +33,7 @@ def fake_device_gemm(
     sa_ptr: int | None = None,
     sb_ptr: int | None = None,
     arch: Any = None,
+    weight_layout: str | None = None,
 ) -> Any:
     """A :class:`mxrt.ops.gemm_paths.DeviceGemm` of stand-ins (no GPU): the problem fields a path's ``supports``
     reads and buffers that only carry an address (``sa_ptr`` / ``sb_ptr`` None: no scale buffers); ``arch``
@@ -59,6 +60,7 @@ def fake_device_gemm(
         b_scale_layout=layouts[1],
         k_blocks=-(-k // 32),
         is_empty=m == 0 or n == 0 or k == 0,
+        b_weight_layout=weight_layout,
     )
     arch = SimpleNamespace(target="sm_90a") if arch is None else arch
     return gemm_paths.DeviceGemm(p, buf(a_ptr), buf(b_ptr), buf(sa_ptr), buf(sb_ptr), None, arch)
@@ -76,6 +78,18 @@ def to_device(q: mxrt.MXArray) -> mxrt.MXArray:
     import cupy
 
     return mxrt.MXArray(cupy.asarray(q.data), cupy.asarray(q.scales), q.fmt, 32, 1, q.shape, q.scale_mode)
+
+
+def shuffled_weight(q: mxrt.MXArray, device: bool = True) -> tuple:
+    """``q`` as raw pieces whose codes are in aiter's 16x16 weight layout (``gemm_mx(..., b_weight_layout=
+    "aiter16x16")``): (preshuffled codes, row-major scales, fmt, k), on the GPU or the host."""
+    codes = mxrt.preshuffle_weight(np.asarray(q.data), "aiter16x16")
+    scales = np.asarray(q.scales)
+    if device:
+        import cupy
+
+        codes, scales = cupy.asarray(codes), cupy.asarray(scales)
+    return codes, scales, q.fmt, q.shape[1]
 
 
 def host_result(d: Any, out_dtype: str) -> np.ndarray:

@@ -31,9 +31,11 @@ MXRT_STATIC_ASSERT(B_FMT == MXRT_FMT_E4M3 || B_FMT == MXRT_FMT_E5M2 || B_FMT == 
 #define SLB MXRT_SCALE_LAYOUT_NONE
 #endif
 // weight code layout (WLB): 0 row-major [n, row bytes]; 1 aiter16x16 (MX_REFERENCE.md 3b', mxrt.preshuffle_weight),
-// read in place by a 5-D TMA map over (k2 16 B, k1 2, k0, n1 16, n0) whose box (16, 2, WROW / 32, 16, RT) lands in
-// shared memory as exactly the row-major tile's bytes (dims in (n0, n1, k0, k1, k2) order, the same swizzle), so
-// nothing after the load changes. Dense kernel only.
+// read in place: a 16-row tile's stage is WROW / 16 consecutive 256-byte chunk columns (chunk c of row n1 at
+// c * 256 + n1 * 16), one 3-D TMA box (256 B, WROW / 16 chunks, RT tiles; no swizzle, zero fill past the padded
+// rows) copies them as they are, and the fragment reads address that order (fp8: 8-byte reads, 2-way bank conflicts
+// between a lane pair's two chunks; e2m1: 4-byte reads, conflict-free). Dense kernel only. (A 5-D box that
+// reassembles the swizzled row-major tile does not fit: TMA pads each 16-byte inner row to the swizzle span.)
 #ifndef WLB
 #define WLB 0
 #endif
@@ -224,7 +226,7 @@ MXRT_DEVICE void dec_body(const DecArgs& P) {
       const u32 bar = bar0 + 8u * slot, dst = codes_s + slot * CODE;
       mbar_arrive_tx(bar, TX_BYTES);
 #if WLB
-      tma_load_5d(dst, P.tmw, bar, 0, 0, (i32)(gi * (WROW / 32u)), 0, (i32)(wrow / 16u));  // k0 of 32 bytes
+      tma_load_3d(dst, P.tmw, bar, 0, (i32)(gi * (WROW / 16u)), (i32)(wrow / 16u));  // chunk columns, row tiles
 #else
       tma_load_2d(dst, P.tmw, bar, (i32)(gi * WROW), (i32)wrow);
 #endif
@@ -335,13 +337,23 @@ MXRT_DEVICE void dec_body(const DecArgs& P) {
 #pragma unroll
       for (int r = 0; r < RT; ++r) {
         if constexpr (B_FMT == MXRT_FMT_E2M1) {
+#if WLB  // chunk u (block u) of rows g and g + 8
+          const u8* p = st + 1024u * r + 256u * u + 16u * g + 4u * q;
+          const u32 v0 = *(const u32*)p, v1 = *(const u32*)(p + 128u);
+#else
           const u8* p = st + 1024u * r + f4 + ((u << 4) ^ f4x);  // 16 rows of 64 bytes on: same swizzle phase
           const u32 v0 = *(const u32*)p, v1 = *(const u32*)(p + 512u);
+#endif
           sm90_e2m1x8_lo6(v0, w[r][0], w[r][2]);  // 2^-6 x the values: DEC_PMUL restores it in the promotion
           sm90_e2m1x8_lo6(v1, w[r][1], w[r][3]);
         } else {
+#if WLB  // chunk 2u + (q >> 1) of rows g and g + 8, half q & 1: the bytes [8q, 8q + 8) of block u, as below
+          const u8* p = st + 2048u * r + 256u * (2u * u + (q >> 1)) + 16u * g + 8u * (q & 1u);
+          const uint2 v0 = *(const uint2*)p, v1 = *(const uint2*)(p + 128u);
+#else
           const u8* p = st + 2048u * r + f8 + (((2u * u) << 4) ^ f8x);  // 16 rows of 128 bytes on
           const uint2 v0 = *(const uint2*)p, v1 = *(const uint2*)(p + 1024u);
+#endif
           w[r][0] = v0.x;
           w[r][2] = v0.y;
           w[r][1] = v1.x;

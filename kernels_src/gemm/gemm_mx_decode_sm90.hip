@@ -8,8 +8,8 @@
 //          of 4 blocks, summed in warp order; split z: groups [z*G/split_k, (z+1)*G/split_k), G = k/128. ATOMIC=0
 //          stores slice z (fp32 [split_k,m,n] if split_k > 1, else [m,n] OUT_DTYPE); ATOMIC=1 adds (fp32/bf16x2/f16x2)
 // args     const __grid_constant__ mxrt_tmap tmx, tmw (tokens A [m,row bytes], weights B [n,row bytes], uint8; boxes
-//          8*MT / 16*RT rows x 128 B, SWIZZLE_128B (fp8) or 64 B, SWIZZLE_64B (e2m1); WLB 1: tmw is the 5-D map
-//          (16, 2, kk/32, 16, np/16) of the aiter16x16 buffer [np, kk], box (16, 2, 4|2, 16, RT))
+//          8*MT / 16*RT rows x 128 B, SWIZZLE_128B (fp8) or 64 B, SWIZZLE_64B (e2m1); WLB 1: tmw is the 3-D map
+//          (256, kk/16, np/16) of the aiter16x16 buffer [np, kk], box (256, 8|4, RT), no swizzle)
 //          | const u8* sa [m,k/32], sb
 //          [n,k/32] (E8M0 row-major, or layout SLA / SLB's storage read in place) | void* out | u32 m, n, k, split_k
 // grid     (ceil(n/(16*RT)),1,split_k)   block (32*KW,1,1)   smem gemm_decode_kernels.smem_bytes (dynamic)

@@ -47,12 +47,12 @@ MXRT_DEVICE void tma_load_2d(u32 dst, const void* tmap, u32 bar, i32 c0, i32 c1)
       : "memory");
 }
 
-// The same for a 5-D map (the aiter 16x16 weight layout read as (k2, k1, k0, n1, n0): gemm_decode_sm90.h, WLB)
-MXRT_DEVICE void tma_load_5d(u32 dst, const void* tmap, u32 bar, i32 c0, i32 c1, i32 c2, i32 c3, i32 c4) {
+// The same for a 3-D map (the aiter 16x16 weight layout's row tiles: gemm_decode_sm90.h, WLB)
+MXRT_DEVICE void tma_load_3d(u32 dst, const void* tmap, u32 bar, i32 c0, i32 c1, i32 c2) {
   asm volatile(
-      "cp.async.bulk.tensor.5d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5, %6}], "
-      "[%7];" ::"r"(dst),
-      "l"(tmap), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4), "r"(bar)
+      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];" ::
+          "r"(dst),
+      "l"(tmap), "r"(c0), "r"(c1), "r"(c2), "r"(bar)
       : "memory");
 }
 

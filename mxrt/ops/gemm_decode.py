@@ -13,9 +13,9 @@ aligned code bases and 4-byte aligned scales; bf16 / fp16 out (float32 out only 
 ``sm90_wgmma``: the fp8 tensor cores' k32 partials carry ~2-5e-5 relative error); sizes below 2^31 (a layout's
 storage too: 32-bit scale offsets).
 
-Weight codes in the aiter 16x16 layout (``b_weight_layout="aiter16x16"``, define WLB = 1) are read in place: the
-weight's TMA map is 5-D over the layout's (k2, k1, k0, n1, n0) dims, whose box lands in shared memory as the
-row-major tile's bytes, so only the map and its coordinates differ (:func:`mxrt.ops.gemm_sm90.tensor_map_w16`).
+Weight codes in the aiter 16x16 layout (``b_weight_layout="aiter16x16"``, define WLB = 1) are read in place: a
+16-row tile's stage is a run of 256-byte chunk columns in that layout, one 3-D TMA box copies it unswizzled
+(:func:`mxrt.ops.gemm_sm90.tensor_map_w16`) and the fragment reads address the layout's order.
 Such calls are never routed to the wgmma decode kernel or by the tuned table (no other sm_90a path reads the layout).
 
 Scale layouts (defines SLA / SLB, :data:`gemm_decode_kernels.DECODE_LAYOUTS`; the index maps of

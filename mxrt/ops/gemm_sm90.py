@@ -62,6 +62,7 @@ _LIMIT = 2**31
 # ---- tensor maps (driver API through ctypes: CuPy does not expose cuTensorMapEncodeTiled) -------------------
 _CU_TENSOR_MAP_DATA_TYPE_UINT8 = 0
 _CU_TENSOR_MAP_INTERLEAVE_NONE = 0
+_CU_TENSOR_MAP_SWIZZLE_NONE = 0
 _CU_TENSOR_MAP_SWIZZLE_64B = 2
 _CU_TENSOR_MAP_SWIZZLE_128B = 3
 _CU_TENSOR_MAP_L2_PROMOTION_L2_256B = 3
@@ -141,14 +142,13 @@ def tensor_map_2d(
 
 
 def tensor_map_w16(ptr: int, np_: int, kk: int, box_bytes: int, box_tiles: int) -> np.ndarray:
-    """The 5-D CUtensorMap of an aiter16x16 weight buffer ``[np_, kk]`` (MX_REFERENCE.md 3b': byte (n, c) at
-    ``n0*16*kk + k0*512 + k1*256 + n1*16 + k2``) read as dims (k2 16, k1 2, k0 kk/32, n1 16, n0 np_/16), strides
-    (1, 256, 512, 16, 16*kk): a box (16, 2, box_bytes/32, 16, box_tiles) lands in shared memory in (n0, n1, k0, k1,
-    k2) order, i.e. as the row-major box of ``16*box_tiles`` rows x ``box_bytes`` bytes with the same swizzle
-    (128-byte for box_bytes 128, 64-byte for 64)."""
-    swizzle = _CU_TENSOR_MAP_SWIZZLE_128B if box_bytes == 128 else _CU_TENSOR_MAP_SWIZZLE_64B
-    dims = (16, 2, kk // 32, 16, np_ // 16)
-    return _encode_map(ptr, dims, (256, 512, 16, 16 * kk), (16, 2, box_bytes // 32, 16, box_tiles), swizzle,
+    """The 3-D CUtensorMap of an aiter16x16 weight buffer ``[np_, kk]`` (MX_REFERENCE.md 3b': byte (n, c) at
+    ``n0*16*kk + k0*512 + k1*256 + n1*16 + k2``, so chunk column ``c // 16`` of a 16-row tile is 256 contiguous
+    bytes) as dims (256 B, kk/16 chunk columns, np_/16 row tiles), strides (256, 16*kk), box (256, box_bytes/16,
+    box_tiles): one stage of ``box_bytes`` bytes per row for ``16*box_tiles`` rows, copied in the layout's own order
+    (no swizzle), zero fill past the last row tile."""
+    dims = (256, kk // 16, np_ // 16)
+    return _encode_map(ptr, dims, (256, 16 * kk), (256, box_bytes // 16, box_tiles), _CU_TENSOR_MAP_SWIZZLE_NONE,
                        f"an aiter16x16 weight buffer [{np_}, {kk}]")  # fmt: skip
 
 

@@ -1,10 +1,11 @@
 """Weights in aiter's 16x16 layout (``gemm_mx(..., b_weight_layout="aiter16x16")``, MX_REFERENCE.md 3b') on an
-sm_90a GPU: the decode kernel ``sm90_decode`` reads the shuffled codes in place through its 5-D TMA map (define
-WLB = 1) at every m of its envelope (also where row-major fp8 calls go to the wgmma decode kernel), every format pair
-and out dtype, every token / row tile, split-K modes, a preshuffled weight-scale layout on top, extreme and NaN
-scales, n and K-block tails of the layout's padding, and CUDA-graph capture; every result **bitwise** the
-row-major call of the same build, and inside the float64 reference's bar. Outside the decode envelope (m > 64,
-k % 128) the codes are unshuffled on the device first (``mxrt.ops.gemm.unshuffled_weight``, bitwise
+sm_90a GPU: both decode kernels read the shuffled codes in place (define WLB = 1): ``sm90_decode`` (3-D TMA boxes of
+the layout's chunk columns) and ``sm90_decode_wg`` (fp8: 8 boxes a stage into the no-swizzle K-major wgmma tile;
+e2m1: the producers' cp.async sources), at every m of the envelope (each call on the path its row-major twin takes),
+every format pair and out dtype, every token / row tile, both wgmma grids, split-K modes, a preshuffled weight-scale
+layout on top, extreme and NaN scales, n tails of the layout's padding, and CUDA-graph capture; every result
+**bitwise** the row-major call of the same build, and inside the float64 reference's bar. Outside the decode
+envelope (m > 64, k % 128) the codes are unshuffled on the device first (``mxrt.ops.gemm.unshuffled_weight``, bitwise
 ``mxrt.unshuffle_weight``) and the ordinary path runs, bitwise the row-major call. Outputs start poisoned.
 
 Marker ``gpu``: skips without cupy, a device, or an sm_90a target.
@@ -24,7 +25,7 @@ cupy = pytest.importorskip("cupy")
 from support.gemm_cases import check_result, host_result, operands, shuffled_weight, to_device  # noqa: E402
 
 from mxrt.ops import gemm as gemm_op  # noqa: E402
-from mxrt.ops import gemm_decode  # noqa: E402
+from mxrt.ops import gemm_decode, gemm_decode_wg  # noqa: E402
 from mxrt.ops import gemm_decode_kernels as K  # noqa: E402
 from mxrt.problems import gemm_problem  # noqa: E402
 from mxrt.runtime import device_available, get_arch  # noqa: E402
@@ -47,12 +48,15 @@ def path_of(a, b, **kw) -> str:
 
 
 def shuffled_and_row_major(qa, qb, **kw):
-    """gemm_mx with the weights shuffled (on sm90_decode) and row-major (same build: the decode path forced)."""
+    """gemm_mx with the weights shuffled and row-major: both on the path the row-major call takes (a decode path),
+    the second forced onto it so that its result does not depend on a table entry read differently."""
     a, b = to_device(qa), shuffled_weight(qb)
-    assert path_of(a, b, b_weight_layout=W16, **kw) == "sm90_decode"
+    path = path_of(a, to_device(qb), **kw)
+    assert path in ("sm90_decode", "sm90_decode_wg")
+    assert path_of(a, b, b_weight_layout=W16, **kw) == path
     got = mxrt.gemm_mx(a, b, b_weight_layout=W16, **kw)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("MXRT_GEMM_PATH", "sm90_decode")
+        mp.setenv("MXRT_GEMM_PATH", path)
         ref = mxrt.gemm_mx(a, to_device(qb), **kw)
     return got, ref
 
@@ -61,8 +65,9 @@ def shuffled_and_row_major(qa, qb, **kw):
 @pytest.mark.parametrize("pair", GEMM_FORMAT_PAIRS, ids="x".join)
 @pytest.mark.parametrize("m", [1, 8, 33, 64])
 def test_decode_reads_the_layout_in_place(pair, out_dtype, m):
-    """n = 300 pads to 304 (a tail of the last 16-row tile and of every CTA's 16 * RT rows); k = 2048: the path's
-    own K split. m 33 / 64 are fp8 cells the wgmma decode kernel takes row-major: shuffled, they stay here."""
+    """n = 300 pads to 304 (a tail of the last 16-row tile and of every CTA's rows); k = 2048: the path's own K
+    split. m 33 / 64 run on the wgmma decode kernel (e4m3 / e5m2 / e2m1 weights, e4m3 / e5m2 tokens), the rest on
+    sm90_decode."""
     n, k = 300, 2048
     x, w, qa, qb = operands(m, n, k, *pair, seed=m + 3)
     if out_dtype == "float32" and pair != ("e2m1", "e2m1"):
@@ -108,7 +113,7 @@ def test_split_k_and_a_weight_scale_layout(split_k, deterministic):
     codes, scales, fmt, _ = shuffled_weight(qb)
     b = (codes, mxrt.preshuffle_scales(scales, "aiter32x8"), fmt, k)
     kw = dict(split_k=split_k, deterministic=deterministic)
-    assert path_of(to_device(qa), b, b_weight_layout=W16, b_scale_layout="aiter32x8", **kw) == "sm90_decode"
+    assert path_of(to_device(qa), b, b_weight_layout=W16, b_scale_layout="aiter32x8", **kw) == "sm90_decode"  # m 17
     got = mxrt.gemm_mx(to_device(qa), b, b_weight_layout=W16, b_scale_layout="aiter32x8", **kw)
     rounded = split_k if not deterministic else 1
     assert not check_result(got, qa, qb, "bfloat16", x=x, w=w, splits_rounded=rounded)
@@ -195,3 +200,23 @@ def test_outside_the_decode_envelope_unshuffles_first(pair, mk):
     got = mxrt.gemm_mx(a, shuffled_weight(qb), b_weight_layout=W16)
     assert not check_result(got, qa, qb, "bfloat16", x=x, w=w)
     np.testing.assert_array_equal(got.get(), mxrt.gemm_mx(a, to_device(qb)).get())
+
+
+@pytest.mark.parametrize("fb", ["e4m3", "e5m2", "e2m1"])
+@pytest.mark.parametrize("m", [9, 32, 64])
+def test_wgmma_decode_every_token_tile_and_grid(m, fb):
+    """The wgmma decode kernel's WLB build against its row-major build, bitwise, per token tile (NT 16 / 32 / 64),
+    on the older grid with and without a K split and on the stream-K grid; n = 200 (a 64-row slab tail, padded to
+    208), k = 4096."""
+    n, k = 200, 4096
+    _, _, qa, qb = operands(m, n, k, "e4m3", fb, seed=m)
+    dg = gemm_op.device_gemm(gemm_problem(to_device(qa), shuffled_weight(qb), b_weight_layout=W16))
+    dr = gemm_op.device_gemm(gemm_problem(to_device(qa), to_device(qb)))
+    assert gemm_decode_wg.supports(dg) is None
+    for tune in ({"split": 1, "ctas": 0}, {"split": 3, "ctas": 0}, {"ctas": 5}):
+        dg.out.fill(0xFFFF)
+        dr.out.fill(0)
+        gemm_decode_wg.run(dg, **dict(tune))
+        gemm_decode_wg.run(dr, **dict(tune))
+        assert not check_result(dg.out, qa, qb, "bfloat16"), tune
+        np.testing.assert_array_equal(dg.out.get(), dr.out.get())

@@ -10,7 +10,9 @@
 //          groups [z*G/split_k, (z+1)*G/split_k), G = k/128) | float* skw [C][NC][128][NTW/2], u32* skc [slabs] (SK)
 // grid     SK 0 (ceil(n/64),1,split_k), SK 1 (C,1,1)  block (128*NC+32*PW,1,1)  smem gemm_decode_kernels.wg_smem_bytes
 // defines  A_FMT (e4m3/e5m2), B_FMT (e4m3/e5m2/e2m1), OUT_DTYPE, ATOMIC, NT (16/32/64), NC (1/2/4), NS (1/2), PW
-//          (1/2/4/8), STAGES (2..16, a multiple of NC/NS and PW), SK (1 stream-K), PF (e2m1 B: 2..4) ops/gemm_decode_wg
+//          (1/2/4/8), STAGES (2..16, a multiple of NC/NS and PW), SK (1 stream-K), PF (e2m1 B: 2..4), WLB (1: B codes in
+//          the aiter16x16 layout [np, kk]: fp8 via tmw = the 3-D map (256, kk/16, np/16), 8 boxes (256, 1, 4) per
+//          stage into the no-swizzle K-major tile; e2m1 wq read at the layout's offsets; absent = 0)  ops/gemm_decode_wg
 // requires sm_90a; k % 128 == 0; codes 16-B, scales 4-B aligned; m <= NT; m, n, k < 2^31; split_k <= 65535; ATOMIC
 //          with 16-bit out: out 4-byte aligned, m*n even; SK 1: skc zero (left zero), slabs*G < 2^31 ops/gemm_decode_wg
 #include "../common/mx_gemm.h"
@@ -45,6 +47,16 @@ MXRT_STATIC_ASSERT(OUT_DTYPE == MXRT_OUT_F32 || OUT_DTYPE == MXRT_OUT_BF16 || OU
 MXRT_STATIC_ASSERT(ATOMIC == 0 || ATOMIC == 1, "ATOMIC: 0 or 1");
 MXRT_STATIC_ASSERT(SK == 0 || (SK == 1 && ATOMIC == 0 && OUT_DTYPE != MXRT_OUT_F32),
                    "SK: 0 (grid x = slabs, z = split_k), or 1 (stream-K, 16-bit out, no atomics)");
+// WLB: 1 when the weight codes are in aiter's 16x16 layout (MX_REFERENCE.md 3b', mxrt.preshuffle_weight): a 16-row
+// tile's 16-byte chunk column is 256 contiguous bytes (rows 0..15), i.e. two 8 x 16-byte core matrices of the
+// no-swizzle K-major wgmma layout. fp8: each stage's 8 chunk columns of the CTA's 4 tiles arrive by 8 TMA boxes as
+// [chunk][tile][256 B], so the 64-row x 128-byte tile is canonical with core matrices 128 B apart along M (SBO) and
+// 1024 B apart along K (LBO), and a block's descriptor starts 2048 B further (dwg_wdesc). e2m1: the producers' cp.async
+// sources follow the layout; the widened tile they write is the row-major one. Absent: 0 (row-major codes).
+#ifndef WLB
+#define WLB 0
+#endif
+MXRT_STATIC_ASSERT(WLB == 0 || WLB == 1, "WLB: 0 row-major weight codes, 1 aiter16x16");
 // DWG_DIAG (development timing only, benchmarks/dev_decode_wg_diag.py; not in the spec): 1 the consumers only wait
 // for each stage and release it (the producer and memory pipeline alone); 2 also the wgmmas, no promotion
 #ifndef DWG_DIAG
@@ -93,6 +105,18 @@ MXRT_STATIC_ASSERT(DWG_CODE % 1024 == 0, "code stages must keep the 1024-byte al
 // d = W(64x32) * X(32xNTW)^T from zero (scale-d 0): one MX block's partial, this thread's NT / 2 registers
 #define DWG_R8(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), \
                   "+f"(d[i + 6]), "+f"(d[i + 7])
+// The weight tile's descriptor for MX block u of a stage at shared address wt: the 128-byte swizzle of the row-major
+// tile (make_desc: K offset 32 u bytes), or with fp8 WLB the no-swizzle K-major tile (LBO 1024 B between 16-byte
+// core-matrix columns along K, SBO 128 B between 8-row core matrices along M; block u from column 2u)
+MXRT_DEVICE u64 dwg_wdesc(u32 wt, u32 u) {
+#if WLB && B_FMT != MXRT_FMT_E2M1
+  const u32 a = wt + 2048u * u;
+  return (u64)((a & 0x3FFFFu) >> 4) | ((u64)(1024u >> 4) << 16) | ((u64)(128u >> 4) << 32);
+#else
+  return make_desc(wt + 32u * u);
+#endif
+}
+
 MXRT_DEVICE void dwg_mma(float (&d)[DWG_REGS], u64 dw, u64 dx) {
 #if DWG_NTW == 16
   asm volatile("{\nwgmma.mma_async.sync.aligned.m64n16k32.f32." DWG_WTYPE "." DWG_XTYPE
@@ -308,11 +332,22 @@ extern "C" __global__ void __launch_bounds__(DWG_THREADS, 1)
     u8* const mystg = stg + w * (PF * DWG_SS);
     auto fetch = [&](u32 jf, DwgAt at_g) {  // this warp's stage of iteration jf (at at_g) into staging slot jf % PF
       const u32 base = smem_addr(mystg + (jf % PF) * DWG_SS), rs = at_g.rs;
+#if WLB  // row r, byte c = 64 gi + 16 wc at (r / 16) 16 kk + (c / 32) 512 + ((c / 16) & 1) 256 + (r % 16) 16 (kk = wrow)
+      // rows rs + wr + 8i (rs % 64 == 0): tile rs / 16 + i / 2, row wr + 8 (i % 2) of it
+      const u32 cb = 64u * at_g.gi + 16u * wc;
+      const u8* src = wq + (u64)(rs / 16u) * 16u * wrow + (cb / 32u) * 512u + ((cb / 16u) & 1u) * 256u + 16u * wr;
+#pragma unroll
+      for (u32 i = 0; i < 8; ++i) {
+        if (rs + wr + 8u * i < n) sm90_cp16(base + 16u * lane + 512u * i, src + 128u * (i & 1u), 16u);
+        if (i & 1u) src += 16u * wrow;
+      }
+#else
       const u8* src = wq + (u64)(rs + wr) * wrow + 64u * (u64)at_g.gi + 16u * wc;
 #pragma unroll
       for (u32 i = 0; i < 8; ++i, src += 8u * wrow) {
         if (rs + wr + 8u * i < n) sm90_cp16(base + 16u * lane + 512u * i, src, 16u);
       }
+#endif
       fetch_scales(base + DWG_STG + 4u * lane, at_g);
     };
     DwgAt fetched = at(w), done = fetched;  // the next stage to fetch, the next to widen
@@ -372,7 +407,13 @@ extern "C" __global__ void __launch_bounds__(DWG_THREADS, 1)
         if (lane == 0) {
           const u32 dst = smem_addr(codes + slot * DWG_CODE);
           mbar_arrive_tx(full, DWG_CODE);  // rows past n / m arrive as zeros and count in the bytes
+#if WLB  // chunk column c of the 4 tiles into [c][tile][256 B] (the no-swizzle K-major tile)
+#pragma unroll
+          for (u32 c = 0; c < 8u; ++c)
+            tma_load_3d(dst + 1024u * c, &tmw, full, 0, (i32)(gi * 8u + c), (i32)(issued.rs / 16u));
+#else
           tma_load_2d(dst, &tmw, full, (i32)(gi * 128u), (i32)issued.rs);
+#endif
           tma_load_2d(dst + DWG_W_TILE, &tmx, full, (i32)(gi * 128u), 0);
         }
         fetch_scales(smem_addr(scales + slot * (DWG_ROWS + NT)) + 4u * lane, issued);
@@ -467,7 +508,7 @@ extern "C" __global__ void __launch_bounds__(DWG_THREADS, 1)
 #define DWG_ISSUE(P, U)                                                           \
   do {                                                                            \
     wg_fence();                                                                   \
-    dwg_mma(P, make_desc(wt + 32u * (U)), make_desc(xt + 32u * (U)));             \
+    dwg_mma(P, dwg_wdesc(wt, U), make_desc(xt + 32u * (U)));                      \
     wg_commit();                                                                  \
   } while (0)
     // the stage's four blocks, fast / wide behind one CTA-uniform branch (no wgmma in flight across it)
@@ -525,7 +566,7 @@ extern "C" __global__ void __launch_bounds__(DWG_THREADS, 1)
     wg_fence();
 #pragma unroll
     for (u32 u = 0; u < 4; ++u) {
-      dwg_mma(u % 2u == 0u ? p0 : p1, make_desc(wt + 32u * u), make_desc(xt + 32u * u));
+      dwg_mma(u % 2u == 0u ? p0 : p1, dwg_wdesc(wt, u), make_desc(xt + 32u * u));
     }
     wg_commit();
     wg_wait<0>();

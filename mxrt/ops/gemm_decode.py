@@ -16,7 +16,8 @@ storage too: 32-bit scale offsets).
 Weight codes in the aiter 16x16 layout (``b_weight_layout="aiter16x16"``, define WLB = 1) are read in place: a
 16-row tile's stage is a run of 256-byte chunk columns in that layout, one 3-D TMA box copies it unswizzled
 (:func:`mxrt.ops.gemm_sm90.tensor_map_w16`) and the fragment reads address the layout's order.
-Such calls are never routed to the wgmma decode kernel or by the tuned table (no other sm_90a path reads the layout).
+The hand-over to the wgmma decode kernel (which reads the layout too) is as for row-major weights; a tuned-table entry
+naming a path that does not read the layout is not followed.
 
 Scale layouts (defines SLA / SLB, :data:`gemm_decode_kernels.DECODE_LAYOUTS`; the index maps of
 kernels_src/common/scale_layouts.h): a stage's 4 scale bytes of a row are one aligned word in row-major,
@@ -58,7 +59,15 @@ from ..runtime.compiler import build
 from ..runtime.launch import MAX_GRID_YZ, LaunchConfig, launch, prepare
 from . import decode_table, gemm_decode_wg
 from . import gemm_decode_kernels as K
-from .gemm_paths import DeviceGemm, GemmPath, PreparedGemm, gemm_paths, invalidate_plans, register_gemm_path
+from .gemm_paths import (
+    DeviceGemm,
+    GemmPath,
+    PreparedGemm,
+    gemm_paths,
+    invalidate_plans,
+    register_gemm_path,
+    weight_layout_reason,
+)
 from .gemm_sm90 import TensorMapMemo, scale_layout_code, tensor_map_arg, tensor_map_w16_arg
 from .gemm_splitk import prepare_split_k, run_split_k
 
@@ -108,14 +117,14 @@ def _routed(dg: DeviceGemm) -> str | None:
         return None
     if gemm_path_override() == NAME:
         return None
-    if p.b_weight_layout is not None:  # no other sm_90a path reads it in place
-        return None
 
     def wg_above(min_m: int | None) -> bool:  # the wgmma kernel, registered here, takes m > min_m and this call
+        wg = next((q for q in gemm_paths(arch.target) if q.name == gemm_decode_wg.NAME), None)
         return (
             min_m is not None
             and p.m > min_m
-            and any(q.name == gemm_decode_wg.NAME for q in gemm_paths(arch.target))
+            and wg is not None
+            and weight_layout_reason(wg, dg) is None
             and gemm_decode_wg.supports(dg) is None
         )
 
@@ -133,7 +142,7 @@ def _routed(dg: DeviceGemm) -> str | None:
     if entry.path == NAME:
         return None
     other = next((q for q in gemm_paths(arch.target) if q.name == entry.path), None)
-    if other is None or other.supports(dg) is not None:
+    if other is None or weight_layout_reason(other, dg) is not None or other.supports(dg) is not None:
         return None  # the routed path is not registered here or declines the call: the decode path serves it
     return f"tuned table routes it to {entry.path}"
 

@@ -284,12 +284,15 @@ def wg_variant(
     pw: int = 1,
     pf: int = 0,
     sk: int = 0,
+    wlb: int = 0,
 ) -> Defines:
     """The defines of one build of the wgmma decode kernel (``sk``: the stream-K grid); e2m1 weights also take ``PF``
-    (``pf``, or by default :func:`wg_pf`)."""
+    (``pf``, or by default :func:`wg_pf`); weights in the aiter 16x16 layout WLB = 1 (absent for row-major codes)."""
     d = dict(A_FMT=a_fmt, ATOMIC=atomic, B_FMT=b_fmt, NC=nc, NS=ns, NT=nt, OUT_DTYPE=out, PW=pw, SK=sk, STAGES=stages)
     if b_fmt == FMT_CODES["e2m1"]:
         d["PF"] = pf or wg_pf(nt, nc, stages, ns, pw)
+    if wlb:
+        d["WLB"] = wlb
     return defines(**d)
 
 
@@ -318,7 +321,7 @@ GEMM_MX_DECODE_SM90_WG = KernelSpec(
     symbol="gemm_mx_decode_sm90_wg",
     file="gemm/gemm_mx_decode_sm90_wg.hip",
     required=("A_FMT", "ATOMIC", "B_FMT", "NC", "NS", "NT", "OUT_DTYPE", "PW", "SK", "STAGES"),
-    optional=("PF",),  # e2m1 weights only
+    optional=("PF", "WLB"),  # e2m1 weights only; weights in the aiter 16x16 layout
     # every fp8 format pair at NT 64 (two warpgroups) and NT 32 (four, token halves), bf16; every NT x NC x NS x PW
     # that builds at two ring depths (bf16); the fp32 slices of split-K and the fp16 atomic mode per NT and shape
     variants=tuple(
@@ -373,6 +376,19 @@ GEMM_MX_DECODE_SM90_WG = KernelSpec(
         for fa, fb in ((_E4M3, _E4M3), (_E4M3, _E5M2), (_E5M2, _E4M3), (_E5M2, _E5M2), (_E4M3, _E2M1))
         for nt in WG_NT
         for od in (_BF16, _F16)
+    )
+    # weights in the aiter 16x16 layout (WLB 1): the envelope default of each weight format and token tile, both
+    # grids, bf16; the fp32 slices and the fp16 atomic mode at NT 64
+    + tuple(
+        wg_variant(_E4M3, fb, 0, nt, 2, _BF16, 8, 1, wg_default_pw(nt, fb == _E2M1), 0, sk, 1)
+        for fb in (_E4M3, _E5M2, _E2M1)
+        for nt in WG_NT
+        for sk in (0, 1)
+    )
+    + tuple(
+        wg_variant(_E4M3, fb, at, 64, 2, od, 8, 1, WG_DEFAULT_PW, 0, 0, 1)
+        for fb in (_E4M3, _E2M1)
+        for od, at in ((_F32, 0), (_F16, 1))
     ),
     targets=("sm_90a",),
     expect_mma=(("sm_90a", ("wgmma.mma_async.sync.aligned.m64n",)),),

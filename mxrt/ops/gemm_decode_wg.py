@@ -47,7 +47,7 @@ from ..runtime.compiler import build
 from ..runtime.launch import MAX_GRID_YZ, LaunchConfig, launch, prepare
 from . import gemm_decode_kernels as K
 from .gemm_paths import DeviceGemm, GemmPath, PreparedGemm, register_gemm_path
-from .gemm_sm90 import TensorMapMemo, tensor_map_arg
+from .gemm_sm90 import TensorMapMemo, tensor_map_arg, tensor_map_w16_arg
 from .gemm_splitk import prepare_split_k, run_split_k
 
 NAME = "sm90_decode_wg"
@@ -179,7 +179,21 @@ def _kernel(d: Any, arch: Any, smem: int) -> Any:
 
 def _launch_entry(dg: DeviceGemm, out_code: int, atomic: bool, tune: dict, ctas: int) -> tuple[Any, LaunchConfig, int]:
     p = dg.p
-    key = (p.m, p.n, p.k, p.split_k, p.a_fmt, p.b_fmt, out_code, atomic, tuple(sorted(tune.items())), ctas, dg.arch)
+    wlb = 0 if p.b_weight_layout is None else K.DECODE_WEIGHT_LAYOUTS[p.b_weight_layout]
+    key = (
+        p.m,
+        p.n,
+        p.k,
+        p.split_k,
+        p.a_fmt,
+        p.b_fmt,
+        wlb,
+        out_code,
+        atomic,
+        tuple(sorted(tune.items())),
+        ctas,
+        dg.arch,
+    )
     hit = _LAUNCHES.get(key)
     if hit is None:
         c, _ = _plan(dg)
@@ -193,7 +207,7 @@ def _launch_entry(dg: DeviceGemm, out_code: int, atomic: bool, tune: dict, ctas:
         if not K.wg_valid(c.nt, c.nc, c.stages, c.ns, c.pw, w4, c.pf) or c.nt < p.m:
             raise ValueError(f"{NAME}: no build {c} for m={p.m}" + (" with e2m1 weights" if w4 else ""))
         fa, fb = codes.FMT_CODES[p.a_fmt], codes.FMT_CODES[p.b_fmt]
-        d = K.wg_variant(fa, fb, int(atomic), c.nt, c.nc, out_code, c.stages, c.ns, c.pw, c.pf, int(ctas > 0))
+        d = K.wg_variant(fa, fb, int(atomic), c.nt, c.nc, out_code, c.stages, c.ns, c.pw, c.pf, int(ctas > 0), wlb)
         smem = K.wg_smem_bytes(c.nt, c.nc, c.stages, c.ns, w4, c.pw, c.pf)
         grid = (ctas, 1, 1) if ctas else (-(-p.n // K.WG_ROWS), 1, p.split_k)
         cfg = LaunchConfig(grid, (c.threads, 1, 1), smem)
@@ -247,7 +261,13 @@ def _launch(dg: DeviceGemm, dst: Any, out_code: int, atomic: bool, tune: dict, c
     dev = dg.a_codes.data.device_id
     tmx = tensor_map_arg(dg.a_codes.data.ptr, p.m, p.k, nt, dev)
     # e2m1 weights are copied by cp.async from b_codes (wq); their tensor-map slot takes the tokens' map, unread
-    tmw = tmx if p.b_fmt == "e2m1" else tensor_map_arg(dg.b_codes.data.ptr, p.n, p.k, rows, dev)
+    if p.b_fmt == "e2m1":
+        tmw = tmx
+    elif p.b_weight_layout is None:
+        tmw = tensor_map_arg(dg.b_codes.data.ptr, p.n, p.k, rows, dev)
+    else:  # the aiter16x16 buffer: one 16-byte chunk column of the CTA's 4 row tiles per box (8 boxes a stage)
+        np_, kk = (int(v) for v in dg.b_codes.shape)
+        tmw = tensor_map_w16_arg(dg.b_codes.data.ptr, np_, kk, 16, rows // 16, dev)
     skw = skc = 0
     if ctas:
         bufs = _sk_buffers(dev, ctas * floats, p.n)
@@ -284,7 +304,7 @@ def run(dg: DeviceGemm, **tune: int) -> None:
 def prepare_run(dg: DeviceGemm) -> PreparedGemm | None:
     """:func:`run` (untuned) for ``dg``'s plan with the split chosen and the launches prepared once."""
     p = dg.p
-    if p.is_empty:
+    if p.is_empty or p.b_weight_layout is not None:  # weight-layout calls have no plans (mxrt.api.gemm)
         return None
     ctas = _sk(dg)
     split = 1 if ctas else _plan(dg)[1]
@@ -334,4 +354,4 @@ def prepare_run(dg: DeviceGemm) -> PreparedGemm | None:
     return prepare_split_k(dg, prepare_gemm)
 
 
-register_gemm_path(GemmPath(NAME, TARGET, PRIORITY, supports, run, prepare_run))
+register_gemm_path(GemmPath(NAME, TARGET, PRIORITY, supports, run, prepare_run, tuple(K.DECODE_WEIGHT_LAYOUTS)))

@@ -417,7 +417,7 @@ def test_auto_picks_the_decode_path_for_small_m(amd_device):
 
 
 def test_variants_cover_the_builds():
-    assert len(K.GEMM_MX_DECODE_GFX950.variants) == len(GEMM_FORMAT_PAIRS) * len(K.DECODE_AMD_MT)
+    assert len(K.GEMM_MX_DECODE_GFX950.variants) == 2 * len(GEMM_FORMAT_PAIRS) * len(K.DECODE_AMD_MT)
     built = {
         (t, *(dict(d)[x] for x in ("A_FMT", "B_FMT", "MT"))) for t in TARGETS for d in K.GEMM_MX_DECODE_GFX950.variants
     }

@@ -23,7 +23,7 @@
 // last read as 127 (2^0), so a NaN scale of the next split never meets zero codes inside this one.
 //
 // defines  A_FMT (tokens), B_FMT (weights) as MXRT_FMT_*, MT (token tiles of 16: 1, 2, 4) from the launcher;
-//          DEC_KSTEP from the kernel file
+//          DEC_KSTEP from the kernel file; the weight code layout is the mainloops' template parameter WL (dec_off)
 #pragma once
 
 #ifndef MT
@@ -77,9 +77,31 @@ struct DecRowsMoe {
 // lies past the end (bit 31 set: the buffer load returns zero). So no element mask follows the load, and nothing
 // consumes the loaded registers before their step's MFMAs (a mask applied at the load made the compiler wait for
 // the next step's loads right after issuing them).
+//
+// Weight code layouts, template parameter WL of the loads (define WLB of the dense kernels; the MoE kernels and the
+// token operand always 0): DEC_WL_ROW (0) row-major [rows, row_bytes]; DEC_WL_AITER16 (1) aiter's shuffle_weight(w,
+// (16, 16)) (mxrt.preshuffle_weight, MX_REFERENCE.md 3b'): the codes zero-padded to [ceil(rows/16)*16, kk], kk =
+// ceil(row_bytes/32)*32, byte (r, c) at (r/16)*16*kk + (c/32)*512 + ((c/16)%2)*256 + (r%16)*16 + c%16. A 16-byte
+// chunk of a row (c a multiple of 16) stays contiguous, so do its 8- and 4-byte pieces: the loads keep their width,
+// only the offset changes. Masking is the row-major one (rows at or past op.rows and pieces past k_end: OOB bit).
+#define DEC_WL_ROW 0
+#define DEC_WL_AITER16 1
+
+template <int WL>
 MXRT_DEVICE u32 dec_off(const MxrtOperand& op, u32 r, u32 kel, u32 k_end, i32 per) {
   i32 valid;
-  return mxrt_gemm_chunk_off(op, r, kel, k_end, per, valid);
+  const u32 off = mxrt_gemm_chunk_off(op, r, kel, k_end, per, valid);
+  if (WL == DEC_WL_ROW) return off;
+  const u32 c = op.fp4 ? kel / 2u : kel, kk = (op.row_bytes + 31u) & ~31u;
+  const u32 sh = (r & ~15u) * kk + (c / 32u) * 512u + (c & 16u) * 16u + (r % 16u) * 16u + c % 16u;
+  return sh | ((u32)(valid - 1) & 0x80000000u);  // as mxrt_gemm_chunk_off: OOB when no element is valid
+}
+
+// The buffer resource of an operand's codes in layout WL: rows * row_bytes, or the padded aiter16x16 buffer.
+template <int WL>
+MXRT_DEVICE mxrt_rsrc dec_rsrc(const MxrtOperand& op) {
+  if (WL == DEC_WL_ROW) return mxrt_make_rsrc(op.codes, op.rows * op.row_bytes);
+  return mxrt_make_rsrc(op.codes, ((op.rows + 15u) & ~15u) * ((op.row_bytes + 31u) & ~31u));
 }
 
 // Scale byte S[r, c] of an operand, in two halves so that the load's result is not consumed where it is issued:

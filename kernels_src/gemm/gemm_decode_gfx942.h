@@ -17,10 +17,10 @@
 #include "gemm_decode_amd.h"
 
 // One lane's 8 codes of block b of a 16-row tile: 8 fp8 bytes, or 8 e2m1 codes in the low 4 bytes.
-template <int FMT>
+template <int FMT, int WL>
 MXRT_DEVICE u64 d942_load(const MxrtOperand& op, mxrt_rsrc rs, u32 row, u32 kel, u32 k_end) {
-  if (FMT == MXRT_FMT_E2M1) return mxrt_buf_load_b32(rs, dec_off(op, row, kel, k_end, 8));
-  return mxrt_buf_load_b64(rs, dec_off(op, row, kel, k_end, 8));
+  if (FMT == MXRT_FMT_E2M1) return mxrt_buf_load_b32(rs, dec_off<WL>(op, row, kel, k_end, 8));
+  return mxrt_buf_load_b64(rs, dec_off<WL>(op, row, kel, k_end, 8));
 }
 
 // Raw codes -> the FNUZ operand (G942_CONV: widen e2m1, or OCP -> FNUZ bits).
@@ -76,7 +76,7 @@ struct D942Step {
   }
 };
 
-template <class Rows>
+template <int WL, class Rows>
 MXRT_DEVICE void d942_load_step(const MxrtOperand& ox, const MxrtOperand& ow, mxrt_rsrc rsx, mxrt_rsrc rsw,
                                 const DecTile& t, const Rows& xr, u32 s, D942Step& st) {
   const u32 lane = mxrt_lane(), li = lane % 16u, ks = t.k0 + s * DEC_KSTEP + 8u * (lane / 16u);
@@ -84,9 +84,9 @@ MXRT_DEVICE void d942_load_step(const MxrtOperand& ox, const MxrtOperand& ow, mx
 #pragma unroll
   for (u32 b = 0; b < D942_KB; ++b) {
 #pragma unroll
-    for (u32 j = 0; j < MT; ++j) st.x[j][b] = d942_load<A_FMT>(ox, rsx, xr.x(j), ks + 32u * b, t.k1);
+    for (u32 j = 0; j < MT; ++j) st.x[j][b] = d942_load<A_FMT, DEC_WL_ROW>(ox, rsx, xr.x(j), ks + 32u * b, t.k1);
 #pragma unroll
-    for (u32 i = 0; i < 4u; ++i) st.w[i][b] = d942_load<B_FMT>(ow, rsw, t.n0 + 16u * i + li, ks + 32u * b, t.k1);
+    for (u32 i = 0; i < 4u; ++i) st.w[i][b] = d942_load<B_FMT, WL>(ow, rsw, t.n0 + 16u * i + li, ks + 32u * b, t.k1);
   }
 #pragma unroll
   for (u32 b = 0; b < D942_KB; ++b) {
@@ -95,7 +95,9 @@ MXRT_DEVICE void d942_load_step(const MxrtOperand& ox, const MxrtOperand& ow, mx
   }
 }
 
-template <class Rows>
+// The wave's sums over its steps (zeroed here); weight codes in layout WL (DEC_WL_*, gemm_decode_amd.h), tokens
+// row-major.
+template <int WL, class Rows>
 MXRT_DEVICE void d942_mainloop(const MxrtOperand& ox, const MxrtOperand& ow, const DecTile& t, const Rows& xr,
                                mxrt_v4f (&acc)[MT][4]) {
   const u32 wave = MXRT_TID_X / 64u, lane = mxrt_lane(), li = lane % 16u, q = lane / 16u;
@@ -103,13 +105,13 @@ MXRT_DEVICE void d942_mainloop(const MxrtOperand& ox, const MxrtOperand& ow, con
   for (u32 j = 0; j < MT; ++j)
 #pragma unroll
     for (u32 i = 0; i < 4u; ++i) acc[j][i] = mxrt_v4f{0.0f, 0.0f, 0.0f, 0.0f};
-  const mxrt_rsrc rsx = mxrt_make_rsrc(ox.codes, ox.rows * ox.row_bytes);
-  const mxrt_rsrc rsw = mxrt_make_rsrc(ow.codes, ow.rows * ow.row_bytes);
+  const mxrt_rsrc rsx = dec_rsrc<DEC_WL_ROW>(ox);
+  const mxrt_rsrc rsw = dec_rsrc<WL>(ow);
   D942Step nxt;
-  d942_load_step(ox, ow, rsx, rsw, t, xr, wave, nxt);  // past the range: zero codes, scales 127 (unused)
+  d942_load_step<WL>(ox, ow, rsx, rsw, t, xr, wave, nxt);  // past the range: zero codes, scales 127 (unused)
   for (u32 s = wave; s < t.steps; s += DEC_WAVES) {
     const D942Step cur = nxt;
-    if (s + DEC_WAVES < t.steps) d942_load_step(ox, ow, rsx, rsw, t, xr, s + DEC_WAVES, nxt);
+    if (s + DEC_WAVES < t.steps) d942_load_step<WL>(ox, ow, rsx, rsw, t, xr, s + DEC_WAVES, nxt);
     mxrt_sched_fence();  // the next step's loads ahead of this step's MFMAs
     // scale dwords of this lane's outputs: weight row 16i + l%16, tokens 16j + 4*(l/16) + r
     u32 sw[4], sx[MT][4], xword, wword;

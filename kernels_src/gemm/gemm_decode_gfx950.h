@@ -23,18 +23,18 @@ struct D950Raw {
   mxrt_u32x4 lo, hi;
 };
 
-template <int KIND>
+template <int KIND, int WL>
 MXRT_DEVICE void d950_load(const MxrtOperand& op, mxrt_rsrc rs, u32 row, u32 ks, u32 k_end, D950Raw& f) {
   const u32 g = mxrt_lane() / 16u;
   if (KIND == D950_K8) {  // 16 codes per half
-    f.lo = mxrt_buf_load16(rs, dec_off(op, row, ks + 16u * g, k_end, 16));
-    f.hi = mxrt_buf_load16(rs, dec_off(op, row, ks + 64u + 16u * g, k_end, 16));
+    f.lo = mxrt_buf_load16(rs, dec_off<WL>(op, row, ks + 16u * g, k_end, 16));
+    f.hi = mxrt_buf_load16(rs, dec_off<WL>(op, row, ks + 64u + 16u * g, k_end, 16));
   } else if (KIND == D950_FP4) {  // 32 e2m1 codes
-    f.lo = mxrt_buf_load16(rs, dec_off(op, row, ks + 32u * g, k_end, 32));
+    f.lo = mxrt_buf_load16(rs, dec_off<WL>(op, row, ks + 32u * g, k_end, 32));
     f.hi = mxrt_u32x4{0u, 0u, 0u, 0u};
   } else {  // 16 e2m1 codes (8 bytes) per half
-    const u64 lo = mxrt_buf_load_b64(rs, dec_off(op, row, ks + 16u * g, k_end, 16));
-    const u64 hi = mxrt_buf_load_b64(rs, dec_off(op, row, ks + 64u + 16u * g, k_end, 16));
+    const u64 lo = mxrt_buf_load_b64(rs, dec_off<WL>(op, row, ks + 16u * g, k_end, 16));
+    const u64 hi = mxrt_buf_load_b64(rs, dec_off<WL>(op, row, ks + 64u + 16u * g, k_end, 16));
     f.lo = mxrt_u32x4{(u32)lo, (u32)(lo >> 32), 0u, 0u};
     f.hi = mxrt_u32x4{(u32)hi, (u32)(hi >> 32), 0u, 0u};
   }
@@ -64,24 +64,25 @@ struct D950Step {
   u32 sx[MT], sw[4], okx[MT], okw[4];  // raw scale bytes and their dec_scale_load flags
 };
 
-template <int XK, int WK, class Rows>
+template <int XK, int WK, int WL, class Rows>
 MXRT_DEVICE void d950_load_step(const MxrtOperand& ox, const MxrtOperand& ow, mxrt_rsrc rsx, mxrt_rsrc rsw,
                                 const DecTile& t, const Rows& xr, u32 s, D950Step& st) {
   const u32 lane = mxrt_lane(), li = lane % 16u, ks = t.k0 + s * DEC_KSTEP, kb = t.kb0 + 4u * s + lane / 16u;
 #pragma unroll
   for (u32 j = 0; j < MT; ++j) {
-    d950_load<XK>(ox, rsx, xr.x(j), ks, t.k1, st.x[j]);
+    d950_load<XK, DEC_WL_ROW>(ox, rsx, xr.x(j), ks, t.k1, st.x[j]);
     st.sx[j] = dec_scale_load(ox, xr.x(j), kb, t.kb1, st.okx[j]);
   }
 #pragma unroll
   for (u32 i = 0; i < 4u; ++i) {
-    d950_load<WK>(ow, rsw, t.n0 + 16u * i + li, ks, t.k1, st.w[i]);
+    d950_load<WK, WL>(ow, rsw, t.n0 + 16u * i + li, ks, t.k1, st.w[i]);
     st.sw[i] = dec_scale_load(ow, t.n0 + 16u * i + li, kb, t.kb1, st.okw[i]);
   }
 }
 
-// The wave's sums over its steps: acc[j][i] (zeroed here), token tile j (rows xr.x(j)) x weight tile i.
-template <int XK, int WK, class Rows>
+// The wave's sums over its steps: acc[j][i] (zeroed here), token tile j (rows xr.x(j)) x weight tile i; weight
+// codes in layout WL (DEC_WL_*, gemm_decode_amd.h), token codes row-major.
+template <int XK, int WK, int WL, class Rows>
 MXRT_DEVICE void d950_mainloop(const MxrtOperand& ox, const MxrtOperand& ow, const DecTile& t, const Rows& xr,
                                mxrt_v4f (&acc)[MT][4]) {
   const u32 wave = MXRT_TID_X / 64u;
@@ -89,13 +90,14 @@ MXRT_DEVICE void d950_mainloop(const MxrtOperand& ox, const MxrtOperand& ow, con
   for (u32 j = 0; j < MT; ++j)
 #pragma unroll
     for (u32 i = 0; i < 4u; ++i) acc[j][i] = mxrt_v4f{0.0f, 0.0f, 0.0f, 0.0f};
-  const mxrt_rsrc rsx = mxrt_make_rsrc(ox.codes, ox.rows * ox.row_bytes);
-  const mxrt_rsrc rsw = mxrt_make_rsrc(ow.codes, ow.rows * ow.row_bytes);
+  const mxrt_rsrc rsx = dec_rsrc<DEC_WL_ROW>(ox);
+  const mxrt_rsrc rsw = dec_rsrc<WL>(ow);
   D950Step nxt;
-  d950_load_step<XK, WK, Rows>(ox, ow, rsx, rsw, t, xr, wave, nxt);  // past the range: zero codes, scales 127 (unused)
+  // past the range: zero codes, scales 127 (unused)
+  d950_load_step<XK, WK, WL, Rows>(ox, ow, rsx, rsw, t, xr, wave, nxt);
   for (u32 s = wave; s < t.steps; s += DEC_WAVES) {
     const D950Step cur = nxt;
-    if (s + DEC_WAVES < t.steps) d950_load_step<XK, WK, Rows>(ox, ow, rsx, rsw, t, xr, s + DEC_WAVES, nxt);
+    if (s + DEC_WAVES < t.steps) d950_load_step<XK, WK, WL, Rows>(ox, ow, rsx, rsw, t, xr, s + DEC_WAVES, nxt);
     mxrt_sched_fence();  // the next step's loads ahead of this step's MFMAs
     // scale VGPRs: tile t's byte in byte (t & 1), the opsel its MFMAs use
     mxrt_v8i fx[MT];

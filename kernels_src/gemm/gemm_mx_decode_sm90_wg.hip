@@ -332,13 +332,16 @@ extern "C" __global__ void __launch_bounds__(DWG_THREADS, 1)
     u8* const mystg = stg + w * (PF * DWG_SS);
     auto fetch = [&](u32 jf, DwgAt at_g) {  // this warp's stage of iteration jf (at at_g) into staging slot jf % PF
       const u32 base = smem_addr(mystg + (jf % PF) * DWG_SS), rs = at_g.rs;
-#if WLB  // row r, byte c = 64 gi + 16 wc at (r / 16) 16 kk + (c / 32) 512 + ((c / 16) & 1) 256 + (r % 16) 16 (kk = wrow)
-      // rows rs + wr + 8i (rs % 64 == 0): tile rs / 16 + i / 2, row wr + 8 (i % 2) of it
-      const u32 cb = 64u * at_g.gi + 16u * wc;
-      const u8* src = wq + (u64)(rs / 16u) * 16u * wrow + (cb / 32u) * 512u + ((cb / 16u) & 1u) * 256u + 16u * wr;
+#if WLB  // instruction i: row tile i / 2, chunk columns 2 (i % 2) + lane / 16 = 512 contiguous bytes of the layout
+      // (MX_REFERENCE.md 3b': 1 KB per tile and stage); each 16-byte chunk lands where the row-major fetch below puts
+      // it (row r at staging chunk 4 (r % 8) + c of slice r / 8), so the widening is unchanged (the copies of other
+      // lanes are visible to it after the wait and the __syncwarp below)
+      const u32 n1 = lane % 16u, hw = lane / 16u;
+      const u8* src = wq + (u64)(rs / 16u) * 16u * wrow + 1024u * (u64)at_g.gi + 16u * lane;
+      const u32 dl = base + 16u * (4u * (n1 % 8u) + hw) + 512u * (n1 / 8u);
 #pragma unroll
       for (u32 i = 0; i < 8; ++i) {
-        if (rs + wr + 8u * i < n) sm90_cp16(base + 16u * lane + 512u * i, src + 128u * (i & 1u), 16u);
+        if (rs + 16u * (i / 2u) + n1 < n) sm90_cp16(dl + 32u * (i % 2u) + 1024u * (i / 2u), src + 512u * (i % 2u), 16u);
         if (i & 1u) src += 16u * wrow;
       }
 #else

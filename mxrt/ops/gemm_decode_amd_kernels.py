@@ -17,20 +17,34 @@ DECODE_AMD_MAX_M = 16 * max(DECODE_AMD_MT)
 DECODE_AMD_ROWS = 64
 
 
-def decode_amd_variant(a_fmt: int, b_fmt: int, mt: int) -> Defines:
-    return defines(A_FMT=a_fmt, B_FMT=b_fmt, MT=mt, THREADS=DECODE_AMD_THREADS)
+def decode_amd_variant(a_fmt: int, b_fmt: int, mt: int, wlb: int = 0) -> Defines:
+    """The defines of one build: formats, token tiles and, for the dense kernels' weights in the aiter 16x16 layout,
+    WLB = 1 (absent for row-major codes: those builds keep their define sets, hence their cache keys and ISA)."""
+    extra = {"WLB": wlb} if wlb else {}
+    return defines(A_FMT=a_fmt, B_FMT=b_fmt, MT=mt, THREADS=DECODE_AMD_THREADS, **extra)
 
+
+#: weight code layouts the dense decode kernels read in place (define WLB): name -> code
+DECODE_AMD_WEIGHT_LAYOUTS = {"aiter16x16": 1}
 
 #: every format pair of mxrt.problems.GEMM_FORMAT_PAIRS at every token tile (out dtype and mode are run-time)
 _VARIANTS = tuple(
     decode_amd_variant(FMT_CODES[fa], FMT_CODES[fb], mt) for mt in DECODE_AMD_MT for fa, fb in GEMM_FORMAT_PAIRS
+)
+#: the dense kernels' builds: _VARIANTS, then each of them again with the weights in the aiter 16x16 layout
+_DENSE_VARIANTS = _VARIANTS + tuple(
+    decode_amd_variant(FMT_CODES[fa], FMT_CODES[fb], mt, wlb)
+    for wlb in DECODE_AMD_WEIGHT_LAYOUTS.values()
+    for mt in DECODE_AMD_MT
+    for fa, fb in GEMM_FORMAT_PAIRS
 )
 
 GEMM_MX_DECODE_GFX950 = KernelSpec(
     symbol="gemm_mx_decode_gfx950",
     file="gemm/gemm_mx_decode_gfx950.hip",
     required=("A_FMT", "B_FMT", "MT", "THREADS"),
-    variants=_VARIANTS,
+    optional=("WLB",),  # absent: row-major weight codes (those builds keep their define sets)
+    variants=_DENSE_VARIANTS,
     targets=("gfx950",),
     expect_mma=(("gfx950", ("v_mfma_scale_f32_16x16x128_f8f6f4",)),),
 )
@@ -40,12 +54,14 @@ GEMM_MX_DECODE_GFX942 = KernelSpec(
     symbol="gemm_mx_decode_gfx942",
     file="gemm/gemm_mx_decode_gfx942.hip",
     required=("A_FMT", "B_FMT", "MT", "THREADS"),
-    variants=_VARIANTS,
+    optional=("WLB",),  # absent: row-major weight codes (those builds keep their define sets)
+    variants=_DENSE_VARIANTS,
     targets=("gfx942",),
     expect_mma=(("gfx942", ("v_mfma_f32_16x16x32_",)),),
 )
 
-# The MoE decode kernels: the same mainloops and define sets (the MoE GEMM takes every format pair too).
+# The MoE decode kernels: the same mainloops and row-major define sets (the MoE GEMM takes every format pair too;
+# its expert weights are row-major: no WLB).
 GEMM_MX_DECODE_GFX950_MOE = KernelSpec(
     symbol="gemm_mx_decode_gfx950_moe",
     file="gemm/gemm_mx_decode_gfx950_moe.hip",

@@ -12,9 +12,12 @@ Checked: M in {1, 2, 7, 16, 33, 64} (every token tile), n and K tails (a partial
 multiple of the 128 step, a K block tail), every format pair, bf16 / fp16 / fp32 out, split-K (the caller's and the
 path's own, deterministic bitwise across fiber orders, atomic), preshuffled scales, extreme scale pairs (one
 factor at 2^-127 or 2^127, the pair's product normal) and NaN blocks (their token row / weight column only), and
-`auto` end to end on a fake gfx950 / gfx942 device. Bars: fp32 relative 1e-5 of the largest magnitude, 16-bit
-calc_diff 1e-5. What this cannot prove: the hardware's accumulation order and internal precision, buffer-load
-and atomic behaviour (modelled), and any timing.
+`auto` end to end on a fake gfx950 / gfx942 device. Weight codes in the aiter 16x16 layout (b_weight_layout=
+"aiter16x16", define WLB = 1: a build of its own): every format pair, token tile, n / row-byte padding, split-K
+mode, preshuffled weight scales, extreme and NaN scales, each bitwise equal to the row-major launch; `auto` reads
+the caller's shuffled buffer in place at m <= 64 and hands the dense path row-major codes above. Bars: fp32
+relative 1e-5 of the largest magnitude, 16-bit calc_diff 1e-5. What this cannot prove: the hardware's accumulation
+order and internal precision, buffer-load and atomic behaviour (modelled), and any timing.
 """
 
 from __future__ import annotations
@@ -45,13 +48,16 @@ TARGETS = {"gfx950": 950, "gfx942": 942}
 OUT = {"float32": np.float32, "bfloat16": ml_dtypes.bfloat16, "float16": np.float16}
 F = codes.FMT_CODES
 _LIBS: dict[tuple, ctypes.CDLL] = {}
-#: the builds the tests below use (target, A_FMT, B_FMT, MT), compiled up front two at a time
-_BUILDS = sorted(
+#: the builds the tests below use (target, A_FMT, B_FMT, MT), compiled up front two at a time, each also with the
+#: weights in the aiter 16x16 layout (WLB = 1, the last key item)
+_PLAIN = (
     {(t, F[a], F[b], 1) for t in TARGETS for a, b in GEMM_FORMAT_PAIRS}
     | {(t, F["e4m3"], F["e4m3"], mt) for t in TARGETS for mt in (2, 4)}
     | {(t, F["e4m3"], F["e2m1"], 4) for t in TARGETS}
     | {(t, F["e2m1"], F["e2m1"], 2) for t in TARGETS}
 )
+_BUILDS = sorted({(*key, wlb) for key in _PLAIN for wlb in (0, 1)})
+WL = "aiter16x16"
 
 
 @pytest.fixture(scope="module")
@@ -60,8 +66,12 @@ def build_dir(tmp_path_factory) -> Path:
         pytest.skip("no host C++ compiler (g++, clang++ or the ziglang wheel)")
     d = tmp_path_factory.mktemp("simt_amd_decode")
     with ThreadPoolExecutor(2) as pool:
-        list(pool.map(lambda key: _lib(d, key[0], {"A_FMT": key[1], "B_FMT": key[2], "MT": key[3]}), _BUILDS))
+        list(pool.map(lambda key: _lib(d, key[0], _defines(*key[1:])), _BUILDS))
     return d
+
+
+def _defines(a_fmt: int, b_fmt: int, mt: int, wlb: int = 0) -> dict[str, int]:
+    return dict(K.decode_amd_variant(a_fmt, b_fmt, mt, wlb))
 
 
 def _lib(build_dir: Path, target: str, defines: dict[str, int], moe: bool = False) -> ctypes.CDLL:
@@ -124,9 +134,13 @@ def run_dec(
     order=2,
     num_cus=256,
     out=None,
+    weight_layout=None,
 ):
-    """Launch the host build as gemm_decode_amd's run() does (plan, scalars, split-K finish); returns (out, plan)."""
+    """Launch the host build as gemm_decode_amd's run() does (plan, scalars, split-K finish); returns (out, plan).
+    ``weight_layout``: b's codes go in as mxrt.preshuffle_weight's buffer (b_weight_layout; the kernel reads it)."""
     pa, pb = _pieces(qa, layouts[0], u32[0]), _pieces(qb, layouts[1], u32[1])
+    if weight_layout is not None:
+        pb = (_aligned(mxrt.preshuffle_weight(np.asarray(qb.data), weight_layout)), *pb[1:])
     p = gemm_problem(
         pa,
         pb,
@@ -135,7 +149,9 @@ def run_dec(
         deterministic=deterministic,
         a_scale_layout=layouts[0],
         b_scale_layout=layouts[1],
+        b_weight_layout=weight_layout,
     )
+    assert p.b_weight_layout == weight_layout
     assert gemm_decode_amd.unsupported(target, p, pa[0], pb[0], pa[1], pb[1]) is None
     pl = gemm_decode_amd.plan(target, p, num_cus)
     assert pl.spec is gemm_decode_amd.SPECS[target] and pl.config.block == (256, 1, 1)
@@ -338,6 +354,86 @@ def test_nothing_written_past_out(build_dir, target):
     check(big[:7], qa, qb, "float32")
 
 
+# ---- weight codes in the aiter 16x16 layout (b_weight_layout="aiter16x16", WLB = 1) ------------------------------
+
+
+def run_shuffled(build_dir, target, qa, qb, **kw):
+    """The launch with the weight codes in the aiter 16x16 layout, and the same launch with row-major codes: the
+    plans differ by WLB = 1 only and the results bitwise (the same chunks, loaded from other offsets)."""
+    sh, pl_sh = run_dec(build_dir, target, qa, qb, weight_layout=WL, **kw)
+    out, pl = run_dec(build_dir, target, qa, qb, **kw)
+    assert dict(pl_sh.defines) == {**dict(pl.defines), "WLB": 1} and "WLB" not in dict(pl.defines)
+    assert (pl_sh.config, pl_sh.split) == (pl.config, pl.split)
+    assert (sh.view(np.uint8) == out.view(np.uint8)).all(), "shuffled and row-major weights differ"
+    return sh, pl_sh
+
+
+@pytest.mark.parametrize("target", list(TARGETS))
+@pytest.mark.parametrize("pair", list(GEMM_FORMAT_PAIRS), ids=lambda p: "x".join(p))
+def test_shuffled_weights_every_format_pair(build_dir, target, pair):
+    """n = 72 (a partial 16-row tile: padded to 80, and a partial CTA), k = 224: 7 blocks (K not a multiple of the
+    128 step) and row bytes 224 / 112 padded to 224 / 128 (e2m1: the 8- and 4-byte loads of the widened codes)."""
+    qa, qb = _operands(5, 72, 224, *pair, _seed(target, pair, WL))
+    out, _ = run_shuffled(build_dir, target, qa, qb, order=_seed(pair) % 3)
+    check(out, qa, qb, "float32")
+
+
+@pytest.mark.parametrize("target", list(TARGETS))
+@pytest.mark.parametrize("m,pair", [(1, "e4m3"), (16, "e4m3"), (17, "e4m3"), (33, "e2m1"), (64, "e4m3")])
+def test_shuffled_weights_every_token_tile(build_dir, target, m, pair):
+    """n = 136 (two CTAs and 8 rows: half a 16-row tile), k = 320 (2.5 steps); MXFP4 weights at MT = 4."""
+    qa, qb = _operands(m, 136, 320, "e4m3", pair, _seed(target, m, WL))
+    out, pl = run_shuffled(build_dir, target, qa, qb, out_dtype="bfloat16", order=m % 3)
+    assert dict(pl.defines)["MT"] == next(t for t in K.DECODE_AMD_MT if 16 * t >= m)
+    check(out, qa, qb, "bfloat16")
+
+
+@pytest.mark.parametrize("target", list(TARGETS))
+@pytest.mark.parametrize(
+    "split_k,deterministic,out_dtype,fb",
+    [(3, True, "float32", "e4m3"), (4, True, "bfloat16", "e2m1"), (2, False, "float32", "e4m3")],
+    ids=["det3-f32", "det4-bf16-fp4w", "atomic2-f32"],
+)
+def test_shuffled_weights_split_k(build_dir, target, split_k, deterministic, out_dtype, fb):
+    """11 K blocks over the splits (ranges that end inside a 32-byte column pair of the layout)."""
+    qa, qb = _operands(7, 80, 352, "e4m3", fb, _seed(target, split_k, deterministic, WL))
+    out, pl = run_shuffled(build_dir, target, qa, qb, out_dtype=out_dtype, split_k=split_k, deterministic=deterministic)
+    assert pl.split == split_k
+    check(out, qa, qb, out_dtype)
+
+
+@pytest.mark.parametrize("target", list(TARGETS))
+@pytest.mark.parametrize(
+    "layouts,u32", [((None, "aiter32x8"), (False, False)), (("turbo16x4", "turbo16x4"), (False, True))]
+)
+def test_shuffled_weights_with_preshuffled_scales(build_dir, target, layouts, u32):
+    """The weight scales preshuffled too (n = 144: a multiple of 16, as a preshuffled scale layout makes n the
+    padded row count), k = 272: row bytes padded to 288."""
+    qa, qb = _operands(9, 144, 272, "e4m3", "e4m3", _seed(target, layouts, WL))
+    out, _ = run_shuffled(build_dir, target, qa, qb, layouts=layouts, u32=u32, split_k=2)
+    check(out, qa, qb, "float32")
+
+
+@pytest.mark.parametrize("target", list(TARGETS))
+def test_shuffled_weights_extreme_and_nan_scales(build_dir, target):
+    """Extreme scale pairs per block (normal products) plus a NaN block of a token and of a weight row in the
+    tail CTA: NaN there only, the same bits as row-major weights."""
+    qa, qb = _operands(6, 70, 320, "e4m3", "e4m3", _seed(target, "extreme", WL))
+    kb = qa.scales.shape[1]
+    sa_col = np.array([0, 254, 1, 253, 2, 127, 0, 254, 1, 253])[:kb]
+    sb_col = np.clip(254 - sa_col + np.random.default_rng(_seed(target, WL)).integers(-10, 11, kb), 0, 254)
+    sa = np.broadcast_to(sa_col, qa.scales.shape).copy()
+    sb = np.broadcast_to(sb_col, qb.scales.shape).copy()
+    sa[1, 4], sb[66, 9] = 0xFF, 0xFF
+    qa, qb = _with_scales(qa, sa), _with_scales(qb, sb)
+    out, _ = run_shuffled(build_dir, target, qa, qb, split_k=3)
+    assert np.isnan(out[1]).all() and np.isnan(out[:, 66]).all()
+    keep_r, keep_c = np.delete(np.arange(6), 1), np.delete(np.arange(70), 66)
+    rest = out[np.ix_(keep_r, keep_c)].astype(np.float64)
+    want = reference.gemm_mx(qa, qb, out_dtype="float64")[np.ix_(keep_r, keep_c)]
+    assert np.isfinite(rest).all() and reference.relative_error(want, rest) <= 1e-5
+
+
 # ---- backend="auto" end to end on a fake gfx950 / gfx942 device ------------------------------------------------
 
 
@@ -353,7 +449,9 @@ def amd_device(request, monkeypatch, build_dir):
     from mxrt.runtime import compiler
 
     target = request.param
-    monkeypatch.setitem(sys.modules, "cupy", _fake_cupy())
+    cp = _fake_cupy()
+    cp.copyto = np.copyto  # gemm_mx's unshuffle fallback (mxrt.ops.gemm.unshuffled_weight)
+    monkeypatch.setitem(sys.modules, "cupy", cp)
     monkeypatch.setattr(_Ptr, "device_id", 0, raising=False)  # gemm_mx's launch-plan key reads it
     launches = []
 
@@ -361,7 +459,7 @@ def amd_device(request, monkeypatch, build_dir):
         d = dict(d)
 
         def kernel(grid, block, args, shared_mem=0):
-            launches.append((spec.symbol, d, grid))
+            launches.append((spec.symbol, d, grid, args))
             if spec is gemm_decode_amd.SPECS[target]:
                 assert block == (256, 1, 1) and len(args) == 13
                 assert all(type(a).__module__ == "cupy" for a in args[:5])  # never a host copy
@@ -419,7 +517,37 @@ def test_auto_picks_the_decode_path_for_small_m(amd_device):
 def test_variants_cover_the_builds():
     assert len(K.GEMM_MX_DECODE_GFX950.variants) == 2 * len(GEMM_FORMAT_PAIRS) * len(K.DECODE_AMD_MT)
     built = {
-        (t, *(dict(d)[x] for x in ("A_FMT", "B_FMT", "MT"))) for t in TARGETS for d in K.GEMM_MX_DECODE_GFX950.variants
+        (t, *(dict(d).get(x, 0) for x in ("A_FMT", "B_FMT", "MT", "WLB")))
+        for t in TARGETS
+        for d in K.GEMM_MX_DECODE_GFX950.variants
     }
     assert built >= set(_BUILDS)
     assert dataclasses.is_dataclass(gemm_decode_amd.DecodeAmdPlan)
+
+
+def test_auto_reads_shuffled_weights_in_place(amd_device):
+    """gemm_mx(..., b_weight_layout="aiter16x16") on device pieces: m <= 64 runs the decode kernel (WLB = 1) on the
+    caller's shuffled buffer (no copy) and matches the reference; m = 65 falls back to the dense kernel, which gets
+    the row-major codes (gemm_mx's device unshuffle)."""
+    from support.gemm_cases import shuffled_weight
+    from test_grouped_gemm_device_path import dev
+
+    target, launches = amd_device
+    sym = f"gemm_mx_decode_{target}"
+    for m, n, k, fb, out_dtype in ((1, 72, 96, "e2m1", "bfloat16"), (33, 64, 2048, "e4m3", "float32")):
+        qa, qb = _operands(m, n, k, "e4m3", fb, _seed(target, m, "auto", WL))
+        b = shuffled_weight(qb, device=True)
+        launches.clear()
+        got = mxrt.gemm_mx(dev(qa), b, out_dtype=out_dtype, b_weight_layout=WL)
+        assert type(got).__module__ == "cupy"
+        assert launches[0][0] == sym and launches[0][1]["WLB"] == 1, launches
+        assert launches[0][3][1] is b[0]  # the caller's buffer, read in place
+        host = np.asarray(got)
+        check(host.view(ml_dtypes.bfloat16) if out_dtype == "bfloat16" else host, qa, qb, out_dtype)
+    qa, qb = _operands(65, 72, 96, "e4m3", "e4m3", _seed(target, "dense", WL))
+    b = shuffled_weight(qb, device=True)
+    launches.clear()
+    mxrt.gemm_mx(dev(qa), b, b_weight_layout=WL)
+    assert launches[0][0] == f"gemm_mx_{target}"
+    codes = np.asarray(launches[0][3][1])
+    assert codes.shape == (72, 96) and (codes == np.asarray(qb.data)).all()

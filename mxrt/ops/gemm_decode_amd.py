@@ -11,11 +11,18 @@ padding) and give only ceil(n / 128) CTAs.
 Envelope (everything inside runs here; the dense AMD paths serve the rest): ``m <= 64``; e4m3 / e5m2 / e2m1
 operands (every pair of ``GEMM_FORMAT_PAIRS``); scales row-major, ``aiter32x8`` or ``turbo16x4`` (uint8 or the
 uint32 form); 16-byte aligned code rows (base address and row pitch: ``k % 16 == 0`` for fp8, ``k % 32`` for
-e2m1), which is what lets the kernel drop the byte-load path; bf16 / fp16 / fp32 out; code buffers below 2^31
-bytes. Split-K: ``split_k > 1`` is honoured; with ``split_k == 1`` (the default) the path splits K itself when
-``ceil(n / 64)`` CTAs would leave CUs idle (:func:`plan`). Deterministic splits write fp32 slices
-``[split, m, n]`` summed in order by the shared reduce kernel (:mod:`mxrt.ops.gemm_splitk`); ``deterministic=False``
-adds with fp32 atomics (into ``out`` for fp32, else into a zeroed fp32 workspace, converted by the reduce).
+e2m1), which is what lets the kernel drop the byte-load path; weight codes row-major or in aiter's 16x16 layout
+(``b_weight_layout="aiter16x16"``, :func:`mxrt.preshuffle_weight`); bf16 / fp16 / fp32 out; code buffers below
+2^31 bytes (for shuffled weights their padded ``[ceil(n/16)*16, kk]`` buffer). Split-K: ``split_k > 1`` is
+honoured; with ``split_k == 1`` (the default) the path splits K itself when ``ceil(n / 64)`` CTAs would leave CUs
+idle (:func:`plan`). Deterministic splits write fp32 slices ``[split, m, n]`` summed in order by the shared reduce
+kernel (:mod:`mxrt.ops.gemm_splitk`); ``deterministic=False`` adds with fp32 atomics (into ``out`` for fp32, else
+into a zeroed fp32 workspace, converted by the reduce).
+
+Weight codes in the aiter 16x16 layout (define WLB = 1) are read in place: the layout keeps every 16-byte chunk of a
+row contiguous (and so its 8- and 4-byte pieces), so the kernels load the same chunks at other offsets
+(``dec_off`` in gemm_decode_amd.h); tokens, scales and everything else are unchanged. Row-major builds are the same
+code as before (no WLB define). The MoE twins read row-major expert weights only.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ import numpy as np
 
 from .. import codes
 from .._kinds import dtype_name
+from ..layouts.weights import weight_layout_shape
 from ..problems.gemm import GemmProblem
 from ..runtime.kernel_spec import Defines, KernelSpec
 from ..runtime.launch import MAX_GRID_YZ, LaunchConfig, launch
@@ -65,8 +73,9 @@ def unsupported(target: str, p: GemmProblem, a_codes: Any, b_codes: Any, a_scale
                 f"k % 16 == 0 for fp8, k % 32 for e2m1): {dense} serves it with byte loads"
             )
     for name, rows, fmt in (("a", p.m, p.a_fmt), ("b", p.n, p.b_fmt)):
-        if rows * _row_bytes(fmt, p.k) >= _LIMIT:
-            return f"{name} codes hold {rows * _row_bytes(fmt, p.k)} bytes, the kernel's 32-bit offsets reach < 2^31"
+        size = code_bytes(p, name, rows, fmt)
+        if size >= _LIMIT:
+            return f"{name} codes hold {size} bytes, the kernel's 32-bit offsets reach < 2^31"
     if max(p.m, p.n, p.k) >= _LIMIT:
         return f"m={p.m} n={p.n} k={p.k} beyond 32-bit sizes"
     if p.split_k > MAX_GRID_YZ:
@@ -75,6 +84,16 @@ def unsupported(target: str, p: GemmProblem, a_codes: Any, b_codes: Any, a_scale
     if out_name not in OUT_CODES:
         return f"out_dtype {out_name} is not float32 / bfloat16 / float16"
     return None
+
+
+def code_bytes(p: GemmProblem, name: str, rows: int, fmt: str) -> int:
+    """The bytes of operand ``name``'s code buffer that the kernel's buffer resource covers: ``rows`` x the row
+    bytes, or for weights in a layout (``p.b_weight_layout``) its padded buffer (:func:`weight_layout_shape`)."""
+    row = _row_bytes(fmt, p.k)
+    if name == "b" and p.b_weight_layout is not None:
+        np_, kk = weight_layout_shape(p.b_weight_layout, rows, row)
+        return np_ * kk
+    return rows * row
 
 
 @dataclass(frozen=True)
@@ -99,13 +118,18 @@ def split_for(p: GemmProblem, num_cus: int) -> int:
     return max(1, min(-(-want // ctas), p.k_blocks // MIN_SPLIT_BLOCKS, MAX_SPLIT))
 
 
+def wlb(p: GemmProblem) -> int:
+    """Define WLB of a call: 0 for row-major weight codes, else the layout's code (K.DECODE_AMD_WEIGHT_LAYOUTS)."""
+    return 0 if p.b_weight_layout is None else K.DECODE_AMD_WEIGHT_LAYOUTS[p.b_weight_layout]
+
+
 def plan(target: str, p: GemmProblem, num_cus: int) -> DecodeAmdPlan:
     """The :class:`DecodeAmdPlan` of a supported, non-empty problem (see :func:`unsupported`)."""
     mt = next(t for t in K.DECODE_AMD_MT if 16 * t >= p.m)
     split = split_for(p, num_cus)
     return DecodeAmdPlan(
         spec=SPECS[target],
-        defines=K.decode_amd_variant(codes.FMT_CODES[p.a_fmt], codes.FMT_CODES[p.b_fmt], mt),
+        defines=K.decode_amd_variant(codes.FMT_CODES[p.a_fmt], codes.FMT_CODES[p.b_fmt], mt, wlb(p)),
         config=LaunchConfig(grid=(-(-p.n // K.DECODE_AMD_ROWS), 1, split), block=(K.DECODE_AMD_THREADS, 1, 1)),
         split=split,
     )
@@ -158,7 +182,13 @@ def _run(target: str):
     return run
 
 
-GFX950_DECODE_PATH = GemmPath(NAMES["gfx950"], "gfx950", PRIORITY, _supports("gfx950"), _run("gfx950"))
-GFX942_DECODE_PATH = GemmPath(NAMES["gfx942"], "gfx942", PRIORITY, _supports("gfx942"), _run("gfx942"))
+#: the weight code layouts both paths read in place (select_gemm_path offers them only these besides row-major)
+WEIGHT_LAYOUTS = tuple(K.DECODE_AMD_WEIGHT_LAYOUTS)
+GFX950_DECODE_PATH = GemmPath(
+    NAMES["gfx950"], "gfx950", PRIORITY, _supports("gfx950"), _run("gfx950"), weight_layouts=WEIGHT_LAYOUTS
+)
+GFX942_DECODE_PATH = GemmPath(
+    NAMES["gfx942"], "gfx942", PRIORITY, _supports("gfx942"), _run("gfx942"), weight_layouts=WEIGHT_LAYOUTS
+)
 register_gemm_path(GFX950_DECODE_PATH)
 register_gemm_path(GFX942_DECODE_PATH)

@@ -22,7 +22,7 @@ def buf(ptr=0x10000, dtype=np.uint8):
 
 def dense(m=1, n=7168, k=4096, **kw):
     p = dict(m=m, n=n, k=k, k_blocks=-(-k // 32), split_k=1, a_scale_layout=None, b_scale_layout=None,
-             out_dtype="bfloat16", a_fmt="e4m3", b_fmt="e4m3")  # fmt: skip
+             b_weight_layout=None, out_dtype="bfloat16", a_fmt="e4m3", b_fmt="e4m3")  # fmt: skip
     p.update(kw)
     return NS(p=NS(**p), a_codes=buf(), b_codes=buf(), a_scales=buf(), b_scales=buf())
 

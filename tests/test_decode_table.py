@@ -34,7 +34,7 @@ def write(path: Path, cells: dict, device: str = DEV, target: str = "sm_90a", sc
 
 
 def dense(m=1, n=7168, k=12288, arch=H100):
-    p = NS(m=m, n=n, k=k, k_blocks=k // 32, split_k=1, a_scale_layout=None, b_scale_layout=None,
+    p = NS(m=m, n=n, k=k, k_blocks=k // 32, split_k=1, a_scale_layout=None, b_scale_layout=None, b_weight_layout=None,
            out_dtype="bfloat16", a_fmt="e4m3", b_fmt="e4m3", op="gemm_mx")  # fmt: skip
     buf = NS(data=NS(ptr=0x10000))
     return NS(p=p, a_codes=buf, b_codes=buf, a_scales=buf, b_scales=buf, arch=arch)

@@ -143,7 +143,7 @@ def test_extreme_and_nan_scales(pair):
     a = (cupy.asarray(qa.data), cupy.asarray(sa), pair[0], k)
     b = (cupy.asarray(mxrt.preshuffle_weight(w_codes)), cupy.asarray(sb), pair[1], k)
     want = mxrt.reference.gemm_mx((qa.data, sa, pair[0], k), (w_codes, sb, pair[1], k), out_dtype="float64")
-    assert path_of(a, b, b_weight_layout=W16) == "sm90_decode"
+    assert path_of(a, b, b_weight_layout=W16) in ("sm90_decode", "sm90_decode_wg")
     got = host_result(mxrt.gemm_mx(a, b, b_weight_layout=W16), "bfloat16")
     nan = np.isnan(want)
     assert nan[6].all() and nan[:, 40].all() and nan.sum() == m + n - 1
@@ -223,3 +223,13 @@ def test_wgmma_decode_every_token_tile_and_grid(m, fb):
         gemm_decode_wg.run(dr, **dict(tune))
         assert not check_result(dg.out, qa, qb, "bfloat16"), tune
         np.testing.assert_array_equal(dg.out.get(), dr.out.get())
+
+
+@pytest.mark.parametrize("m", [9, 16, 17])
+def test_shuffled_e2m1_weights_stay_on_the_mma_kernel_to_m16(m):
+    """e2m1 weights in the layout go to the wgmma decode kernel only above gemm_decode.E2M1_W16_MIN_M tokens (its
+    shuffled build lost at M 16); row-major ones above gemm_decode_wg.E2M1_MIN_M (no tuned e2m1 entry at n = 200)."""
+    _, _, qa, qb = operands(m, 200, 1024, "e4m3", "e2m1", seed=m)
+    want = "sm90_decode" if m <= gemm_decode.E2M1_W16_MIN_M else "sm90_decode_wg"
+    assert path_of(to_device(qa), shuffled_weight(qb), b_weight_layout=W16) == want
+    assert path_of(to_device(qa), to_device(qb)) == "sm90_decode_wg"

@@ -76,6 +76,11 @@ TARGET = "sm_90a"
 PRIORITY = 30  # above sm90_wgmma (20): inside its envelope the decode kernel is the faster one (RESULTS.md)
 _LIMIT = 2**31
 _READS = "aiter32x8, turbo16x4 (bytes or uint32 words), cublas128x4, deepgemm_ue8m0"
+#: e2m1 weights in the aiter 16x16 layout stay on this kernel up to this token count (row-major ones: up to
+#: gemm_decode_wg.E2M1_MIN_M): at M 16 on 7168 x 4096 (H100, session 22 call 5) the wgmma kernel's shuffled build took
+#: 19.1 us against its row-major build's 15.2 and this kernel's shuffled build's 15.2 (call 3); at M 64 it won (23.0 us
+#: against 38.1)
+E2M1_W16_MIN_M = 16
 
 
 def supports(dg: DeviceGemm) -> str | None:
@@ -132,6 +137,8 @@ def _routed(dg: DeviceGemm) -> str | None:
     if entry is None:  # the envelope default: the wgmma kernel above its token count, where it serves the call
         if p.b_fmt == "e2m1":  # MXFP4 weights: a measured token threshold of their own
             e2m1_min = gemm_decode_wg.E2M1_MIN_M
+            if p.b_weight_layout is not None and e2m1_min is not None:
+                e2m1_min = max(e2m1_min, E2M1_W16_MIN_M)
             if wg_above(e2m1_min):
                 return f"m = {p.m} > {e2m1_min} with e2m1 weights: routed to {gemm_decode_wg.NAME}"
             return None

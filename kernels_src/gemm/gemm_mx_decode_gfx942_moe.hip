@@ -13,7 +13,6 @@
 // grid     (ceil(n/64), min(nblocks, numel), ceil(block_size/(16*MT)))   block (256,1,1)   smem 0 (static LDS:
 //          12,288 * MT + 256 bytes)
 // defines  A_FMT, B_FMT (MXRT_FMT_*: e4m3, e5m2, e2m1), MT (1, 2, 4), THREADS = 256   set by mxrt/ops/moe_gemm_amd.py
-//          (never WLB: the expert weights are row-major, the mainloop's weight layout is DEC_WL_ROW)
 // requires gfx942; k % 16 == 0 (k % 32 with an e2m1 operand: 16-byte aligned code rows), 16-byte aligned code bases;
 //          m_act and one expert's n rows of codes < 2^31 bytes each (32-bit buffer offsets; the weight tensor may be
 //          larger); numel, cap < 2^31; grid y, z <= 65535   checked by mxrt/ops/moe_gemm_amd.py

@@ -3,15 +3,14 @@
 //          [n,k] streamed once from global memory into the operands of v_mfma_scale_f32_16x16x128_f8f6f4 (the
 //          instruction applies both per-32 scales), 64 weight rows per CTA, 4 waves splitting the CTA's K steps
 //          of 128, summed in wave order (body and layout: gemm_decode_amd.h)
-// args     const u8* a [m,k|ceil(k/2)] (tokens) | const u8* b (weights: row-major [n,k|ceil(k/2)]; WLB = 1: aiter's
-//          shuffle_weight(w, (16,16)), mxrt.preshuffle_weight: [ceil(n/16)*16, kk], kk = ceil(row bytes/32)*32)
+// args     const u8* a [m,k|ceil(k/2)] (tokens) | const u8* b (weights: [n,k|ceil(k/2)] row-major, or WLB's layout)
 //          | const u8* sa | const u8* sb (scale layouts a_layout / b_layout, MXRT_SCALE_LAYOUT_*) | void* out |
 //          int m, n, k, split_k, a_layout, b_layout, out_dtype (MXRT_OUT_*), mode (MXRT_GEMM_MODE_STORE: element
 //          (z*m+t)*n+j of out in out_dtype; _ATOMIC: fp32 add into out [m,n]); codes from mx_codes.h
 // grid     (ceil(n/64), 1, split_k)   block (256,1,1)   smem 0 (static LDS: 12,288 * MT bytes)
-// defines  A_FMT, B_FMT (MXRT_FMT_*: e4m3, e5m2, e2m1), MT (1, 2, 4), THREADS = 256; optional WLB (absent or 0:
-//          row-major weight codes; 1: aiter16x16, only the weight code offsets and buffer size change)   set by
-//          mxrt/ops/gemm_decode_amd.py (variants: mxrt/ops/gemm_decode_amd_kernels.py)
+// defines  A_FMT, B_FMT (MXRT_FMT_*: e4m3, e5m2, e2m1), MT (1, 2, 4), THREADS = 256; WLB (optional; absent or 0:
+//          row-major b; 1: b = mxrt.preshuffle_weight's aiter16x16 [ceil(n/16)*16, kk], kk = ceil(row bytes/32)*32)
+//          set by mxrt/ops/gemm_decode_amd.py (variants: mxrt/ops/gemm_decode_amd_kernels.py)
 // requires gfx950; 1 <= m <= 16*MT; n, k >= 1; split_k <= ceil(k/32); code buffers < 2^31 bytes (WLB = 1: the
 //          padded ceil(n/16)*16*kk bytes); 16-byte aligned code bases and rows (k % 16 == 0, k % 32 for e2m1);
 //          MODE_ATOMIC with out_dtype f32   checked by the Python side

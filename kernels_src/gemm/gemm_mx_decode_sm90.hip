@@ -7,15 +7,12 @@
 //          n, m), scale words by cp.async; e2m1 widened to e4m3 at the fragment read. KW warps split a CTA's groups
 //          of 4 blocks, summed in warp order; split z: groups [z*G/split_k, (z+1)*G/split_k), G = k/128. ATOMIC=0
 //          stores slice z (fp32 [split_k,m,n] if split_k > 1, else [m,n] OUT_DTYPE); ATOMIC=1 adds (fp32/bf16x2/f16x2)
-// args     const __grid_constant__ mxrt_tmap tmx, tmw (tokens A [m,row bytes], weights B [n,row bytes], uint8; boxes
-//          8*MT / 16*RT rows x 128 B, SWIZZLE_128B (fp8) or 64 B, SWIZZLE_64B (e2m1); WLB 1: tmw is the 3-D map
-//          (256, kk/16, np/16) of the aiter16x16 buffer [np, kk], box (256, 8|4, RT), no swizzle)
-//          | const u8* sa [m,k/32], sb
-//          [n,k/32] (E8M0 row-major, or layout SLA / SLB's storage read in place) | void* out | u32 m, n, k, split_k
+// args     const __grid_constant__ mxrt_tmap tmx, tmw (A [m,row B], B [n,row B] u8; boxes 8*MT / 16*RT rows x 128 B
+//          SWIZZLE_128B fp8 | 64 B SWIZZLE_64B e2m1; WLB 1: 3-D (256, kk/16, np/16) over aiter16x16 [np,kk], box (256,
+//          8|4, RT), no swizzle) | const u8* sa, sb (E8M0 [rows,k/32], or SLA / SLB) | void* out | u32 m, n, k, split_k
 // grid     (ceil(n/(16*RT)),1,split_k)   block (32*KW,1,1)   smem gemm_decode_kernels.smem_bytes (dynamic)
 // defines  A_FMT, B_FMT, OUT_DTYPE, ATOMIC, MT (1/2/4/8), KW, STAGES, RT (1/2/4; RT*MT <= 16), SLA, SLB (0..5: scale
-//          layout codes MXRT_SCALE_LAYOUT_*, 5 = turbo16x4 as uint32 words), WLB (0 row-major weight codes, 1
-//          aiter16x16; absent = 0)                                                          set by ops/gemm_decode.py
+//          layouts MXRT_SCALE_LAYOUT_*, 5 = turbo16x4 u32), WLB (1: aiter16x16 weights; absent 0) ops/gemm_decode.py
 // requires sm_90a; k % 128 == 0; codes 16-B / scales 4-B aligned; m <= 8*MT; sizes < 2^31; a layout's storage
 //          < 2^31 elements; split_k <= 65535; ATOMIC with 16-bit out: out 4-byte aligned, m*n even
 //                                                                         checked by mxrt/ops/gemm_decode.py

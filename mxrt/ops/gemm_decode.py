@@ -237,9 +237,8 @@ def _layouts(dg: DeviceGemm) -> tuple[int, int]:
 
 
 def _wlb(dg: DeviceGemm) -> int:
-    """Define WLB of a call: 0 row-major weight codes, else the layout's code (K.DECODE_WEIGHT_LAYOUTS)."""
-    wl = dg.p.b_weight_layout
-    return 0 if wl is None else K.DECODE_WEIGHT_LAYOUTS[wl]
+    """Define WLB of a call (K.weight_layout_define)."""
+    return K.weight_layout_define(dg.p.b_weight_layout)
 
 
 def _plan(dg: DeviceGemm) -> tuple[DecodeConfig, int]:

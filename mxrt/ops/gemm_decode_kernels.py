@@ -86,8 +86,13 @@ def dense_variant(
     return defines(**dict(decode_variant(a_fmt, b_fmt, atomic, kw, mt, out, stages, rt)), SLA=sla, SLB=slb, **extra)
 
 
-#: weight code layouts the dense kernel reads in place (define WLB): name -> code
+#: weight code layouts the dense and wgmma decode kernels read in place (define WLB): name -> code
 DECODE_WEIGHT_LAYOUTS = {"aiter16x16": 1}
+
+
+def weight_layout_define(layout: str | None) -> int:
+    """Define WLB of a call whose weight codes are in ``layout`` (``GemmProblem.b_weight_layout``): 0 row-major."""
+    return 0 if layout is None else DECODE_WEIGHT_LAYOUTS[layout]
 
 
 E4M3 = _E4M3 = FMT_CODES["e4m3"]  # the largest stages (fp8 on both sides)

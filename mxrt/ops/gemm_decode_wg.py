@@ -179,7 +179,7 @@ def _kernel(d: Any, arch: Any, smem: int) -> Any:
 
 def _launch_entry(dg: DeviceGemm, out_code: int, atomic: bool, tune: dict, ctas: int) -> tuple[Any, LaunchConfig, int]:
     p = dg.p
-    wlb = 0 if p.b_weight_layout is None else K.DECODE_WEIGHT_LAYOUTS[p.b_weight_layout]
+    wlb = K.weight_layout_define(p.b_weight_layout)
     key = (
         p.m,
         p.n,

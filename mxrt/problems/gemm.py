@@ -231,26 +231,28 @@ def _device_operand(
             + (" (packed e2m1, ceil(k/2) bytes per row)" if packed else "")
         )
     _check_device_scales(scales, layout, rows, _cdiv(k, GEMM_BLOCK), name, op)
-    return MXArray(
-        data=codes,
-        scales=scales,
-        fmt=fmt,
-        block_size=GEMM_BLOCK,
-        axis=1,
-        shape=(rows, k),
-        scale_mode="given",
-        scale_layout=layout,
-    )
+    return _given(codes, scales, fmt, rows, k, layout)
 
 
-def _operand(x: object, name: str, layout: object, op: str) -> tuple[MXArray, Any, str | None]:
-    """An MXArray with logical scales from ``x`` (MXArray or raw pieces), the caller's scale buffer, and the layout
-    it is stored in (the argument, or an MXArray's own ``scale_layout``)."""
+def _given(codes: Any, scales: Any, fmt: str, rows: int, k: int, layout: str | None) -> MXArray:
+    """An MXArray over the caller's (already checked) device buffers: logical shape ``(rows, k)``."""
+    return MXArray(codes, scales, fmt, GEMM_BLOCK, 1, (rows, k), "given", layout)
+
+
+def _check_scale_layout(layout: object, name: str, op: str) -> str | None:
+    """``layout`` as given for ``{name}_scale_layout``: None or a name of :data:`SCALE_LAYOUTS`."""
     if layout is not None and (not isinstance(layout, str) or layout not in SCALE_LAYOUTS):
         raise UnknownLayoutError(
             f"{op}: argument '{name}_scale_layout' is {layout!r}, an unknown layout; expected None (row-major) or "
             f"one of {list(SCALE_LAYOUTS)}"
         )
+    return layout
+
+
+def _operand(x: object, name: str, layout: object, op: str) -> tuple[MXArray, Any, str | None]:
+    """An MXArray with logical scales from ``x`` (MXArray or raw pieces), the caller's scale buffer, and the layout
+    it is stored in (the argument, or an MXArray's own ``scale_layout``)."""
+    _check_scale_layout(layout, name, op)
     if isinstance(x, MXArray):
         shape, axis, bs = _check_geometry(x, op, name)  # a tampered MXArray's fields, before any use
         own = x.scale_layout
@@ -419,24 +421,9 @@ def _weight_operand(x: object, wl: str, scale_layout: object, op: str) -> tuple[
                 f"{op}: b codes have strides {codes.strides} for shape {shape}: the GPU kernels need a C-contiguous "
                 "array (mxrt makes no implicit device copy; pass cupy.ascontiguousarray)"
             )
-        lay = scale_layout if isinstance(scale_layout, str) else None
-        if scale_layout is not None and lay not in SCALE_LAYOUTS:
-            raise UnknownLayoutError(
-                f"{op}: argument 'b_scale_layout' is {scale_layout!r}, an unknown layout; expected None (row-major) "
-                f"or one of {list(SCALE_LAYOUTS)}"
-            )
+        lay = _check_scale_layout(scale_layout, "b", op)
         _check_device_scales(scales, lay, n, _cdiv(k, GEMM_BLOCK), "b", op)
-        q = MXArray(
-            data=codes,
-            scales=scales,
-            fmt=fmt,
-            block_size=GEMM_BLOCK,
-            axis=1,
-            shape=(n, k),
-            scale_mode="given",
-            scale_layout=lay,
-        )
-        return q, scales, lay
+        return _given(codes, scales, fmt, n, k, lay), scales, lay
     plain = unshuffle_weight(codes, wl, (n, row_bytes))
     return _operand((plain, scales, fmt, k), "b", scale_layout, op)
 

@@ -324,24 +324,24 @@ extern "C" __global__ void __launch_bounds__(DWG_THREADS, 1)
     // cp.async into its own staging slots: no barrier, one commit group per iteration), so its period is the
     // widening, not a memory latency (with one slot per warp and no lookahead the consumers waited on full stages 40%
     // of samples, session 13). Lane l copies and later widens the 16-byte chunk l % 4 (MX block l % 4 of the stage)
-    // of rows l / 4 + 8i, i < 8 (staged at 16 l + 512 i: the warp's 16-byte accesses are contiguous); rows past n
-    // are not copied (their stale, always finite widened codes meet 0x7F scales and reach no stored output).
+    // of rows l / 4 + 8i, i < 8 (staged at 16 l + 512 i: the warp's 16-byte accesses are contiguous; WLB: staged in the
+    // layout's order, see fetch); rows past n are not copied (their stale, always finite widened codes meet 0x7F
+    // scales and reach no stored output).
     constexpr u32 AHEAD = PF - 1u;
     const u32 wr = lane / 4u, wc = lane % 4u;
     const u64 wrow = k / 2u;
     u8* const mystg = stg + w * (PF * DWG_SS);
     auto fetch = [&](u32 jf, DwgAt at_g) {  // this warp's stage of iteration jf (at at_g) into staging slot jf % PF
       const u32 base = smem_addr(mystg + (jf % PF) * DWG_SS), rs = at_g.rs;
-#if WLB  // instruction i: row tile i / 2, chunk columns 2 (i % 2) + lane / 16 = 512 contiguous bytes of the layout
-      // (MX_REFERENCE.md 3b': 1 KB per tile and stage); each 16-byte chunk lands where the row-major fetch below puts
-      // it (row r at staging chunk 4 (r % 8) + c of slice r / 8), so the widening is unchanged (the copies of other
-      // lanes are visible to it after the wait and the __syncwarp below)
-      const u32 n1 = lane % 16u, hw = lane / 16u;
+#if WLB  // the stage in the layout's own order, a straight copy: instruction i takes bytes [512 (i % 2), +512) of row
+      // tile i / 2's 1 KB (MX_REFERENCE.md 3b': chunk column c of row n1 at 256 c + 16 n1), lane l the 16 bytes at 16 l
+      // (row n1 = l % 16): global and shared addresses both contiguous. (Staging in the row-major order instead made
+      // each lane's cp.async its own L2 request: 3.3x the requests, 26% slower at M 16, call 8.) The widening reads the
+      // layout's offsets.
       const u8* src = wq + (u64)(rs / 16u) * 16u * wrow + 1024u * (u64)at_g.gi + 16u * lane;
-      const u32 dl = base + 16u * (4u * (n1 % 8u) + hw) + 512u * (n1 / 8u);
 #pragma unroll
       for (u32 i = 0; i < 8; ++i) {
-        if (rs + 16u * (i / 2u) + n1 < n) sm90_cp16(dl + 32u * (i % 2u) + 1024u * (i / 2u), src + 512u * (i % 2u), 16u);
+        if (rs + 16u * (i / 2u) + lane % 16u < n) sm90_cp16(base + 16u * lane + 512u * i, src + 512u * (i % 2u), 16u);
         if (i & 1u) src += 16u * wrow;
       }
 #else
@@ -381,7 +381,11 @@ extern "C" __global__ void __launch_bounds__(DWG_THREADS, 1)
       const u32 c0 = ((2u * wc) ^ wr) << 4, c1 = ((2u * wc + 1u) ^ wr) << 4;
 #pragma unroll
       for (u32 i = 0; i < 8; ++i) {
+#if WLB  // row wr + 8i (tile i / 2, row wr + 8 (i % 2)), chunk wc: a warp reads 4 whole 128-byte lines
+        const uint4 v = *reinterpret_cast<const uint4*>(sg + 1024u * (i / 2u) + 256u * wc + 128u * (i % 2u) + 16u * wr);
+#else
         const uint4 v = *reinterpret_cast<const uint4*>(sg + 16u * lane + 512u * i);
+#endif
         uint4 lo, hi;
         sm90_e2m1x8_lo6(v.x, lo.x, lo.y);
         sm90_e2m1x8_lo6(v.y, lo.z, lo.w);

@@ -77,9 +77,9 @@ PRIORITY = 30  # above sm90_wgmma (20): inside its envelope the decode kernel is
 _LIMIT = 2**31
 _READS = "aiter32x8, turbo16x4 (bytes or uint32 words), cublas128x4, deepgemm_ue8m0"
 #: e2m1 weights in the aiter 16x16 layout stay on this kernel up to this token count (row-major ones: up to
-#: gemm_decode_wg.E2M1_MIN_M): at M 16 on 7168 x 4096 (H100, session 22 call 5) the wgmma kernel's shuffled build took
-#: 19.1 us against its row-major build's 15.2 and this kernel's shuffled build's 15.2 (call 3); at M 64 it won (23.0 us
-#: against 38.1)
+#: gemm_decode_wg.E2M1_MIN_M): at M 16 on 7168 x 4096 (H100, session 22) this kernel's shuffled build takes 15.3 us
+#: (call 6), the wgmma kernel's ~16.0 (its row-major twin's 15.2 x the 1.049 ncu measured after the staging mend,
+#: call 9; 19.1 us before it, call 5); at M 64 the wgmma kernel wins (23.0 us against 38.1, call 5)
 E2M1_W16_MIN_M = 16
 
 

@@ -84,11 +84,11 @@ def unshuffled_weight(dg: DeviceGemm) -> DeviceGemm:
 def resolve_gemm_path(dg: DeviceGemm) -> tuple[GemmPath, DeviceGemm]:
     """The path that runs ``dg`` and the :class:`DeviceGemm` it runs on: ``dg`` itself, or for a weight layout no
     path reads in place, :func:`unshuffled_weight` of it."""
-    if dg.p.b_weight_layout is None:
-        return select_gemm_path(dg), dg
     try:
         return select_gemm_path(dg), dg
     except UnsupportedArchError:
+        if dg.p.b_weight_layout is None:
+            raise
         plain = unshuffled_weight(dg)
         return select_gemm_path(plain), plain
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 import ctypes
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -153,14 +154,20 @@ def tensor_map_w16(ptr: int, np_: int, kk: int, box_bytes: int, box_tiles: int) 
 
 
 def tensor_map_w16_arg(ptr: int, np_: int, kk: int, box_bytes: int, box_tiles: int, device_id: int) -> np.void:
-    """:func:`tensor_map_w16` as a kernel argument, cached as :func:`tensor_map_arg`'s maps."""
-    key = ("w16", device_id, ptr, np_, kk, box_bytes, box_tiles)
+    """:func:`tensor_map_w16` as a kernel argument, cached with :func:`tensor_map_arg`'s maps."""
+    return _cached_arg(("w16", device_id, ptr, np_, kk, box_bytes, box_tiles),
+                       lambda: tensor_map_w16(ptr, np_, kk, box_bytes, box_tiles))  # fmt: skip
+
+
+def _cached_arg(key: tuple, make: Callable[[], np.ndarray]) -> np.void:
+    """The kernel argument of the map ``make()`` encodes, from the host-side cache of encoded maps (LRU, at most
+    ``_MAPS_KEPT``; ``key`` names everything the map encodes)."""
     with _lock:
         hit = _maps.get(key)
         if hit is not None:
             _maps.move_to_end(key)
             return hit
-    arg = tensor_map_w16(ptr, np_, kk, box_bytes, box_tiles).view(TMAP_DTYPE)[0]
+    arg = make().view(TMAP_DTYPE)[0]
     with _lock:
         _maps[key] = arg
         while len(_maps) > _MAPS_KEPT:
@@ -185,17 +192,7 @@ def tensor_map_arg(
 
         device_id = cupy.cuda.Device().id
     key = (device_id, ptr, rows, cols, box_rows, box_cols, stride)
-    with _lock:
-        hit = _maps.get(key)
-        if hit is not None:
-            _maps.move_to_end(key)
-            return hit
-    arg = tensor_map_2d(ptr, rows, cols, box_rows, box_cols, stride).view(TMAP_DTYPE)[0]
-    with _lock:
-        _maps[key] = arg
-        while len(_maps) > _MAPS_KEPT:
-            _maps.popitem(last=False)
-    return arg
+    return _cached_arg(key, lambda: tensor_map_2d(ptr, rows, cols, box_rows, box_cols, stride))
 
 
 class TensorMapMemo:

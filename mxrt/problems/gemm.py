@@ -239,14 +239,35 @@ def _given(codes: Any, scales: Any, fmt: str, rows: int, k: int, layout: str | N
     return MXArray(codes, scales, fmt, GEMM_BLOCK, 1, (rows, k), "given", layout)
 
 
-def _check_scale_layout(layout: object, name: str, op: str) -> str | None:
-    """``layout`` as given for ``{name}_scale_layout``: None or a name of :data:`SCALE_LAYOUTS`."""
-    if layout is not None and (not isinstance(layout, str) or layout not in SCALE_LAYOUTS):
+def _layout_name(layout: object, arg: str, known: tuple[str, ...], what: str, op: str) -> str | None:
+    """``layout`` as given for argument ``arg``: None or one of ``known`` (UnknownLayoutError otherwise)."""
+    if layout is not None and (not isinstance(layout, str) or layout not in known):
         raise UnknownLayoutError(
-            f"{op}: argument '{name}_scale_layout' is {layout!r}, an unknown layout; expected None (row-major) or "
-            f"one of {list(SCALE_LAYOUTS)}"
+            f"{op}: argument '{arg}' is {layout!r}, an unknown {what}; expected None (row-major) or one of "
+            f"{list(known)}"
         )
     return layout
+
+
+def _check_scale_layout(layout: object, name: str, op: str) -> str | None:
+    return _layout_name(layout, f"{name}_scale_layout", SCALE_LAYOUTS, "layout", op)
+
+
+def _raw_fmt(fmt: object, name: str, op: str) -> str:
+    """The canonical format name of raw pieces' 3rd item."""
+    if not isinstance(fmt, str) or fmt.lower() not in _FMT_NAMES:
+        raise DtypeError(f"{op}: {name}[2] (fmt) is {fmt!r}, expected a format name such as 'e4m3' or 'e2m1'")
+    return get_format(fmt, op).name
+
+
+def _host_codes(codes: object, name: str, op: str) -> np.ndarray:
+    """Raw pieces' host codes as uint8 (float8 / int8 views accepted)."""
+    c = as_array(codes, op, f"{name}[0] (codes)")
+    if c.dtype != np.uint8 and c.dtype.itemsize == 1 and c.dtype.kind in "iufV":
+        c = c.view(np.uint8)
+    if c.dtype != np.uint8:
+        raise DtypeError(f"{op}: {name} codes have dtype {c.dtype}, expected uint8 element codes")
+    return c
 
 
 def _operand(x: object, name: str, layout: object, op: str) -> tuple[MXArray, Any, str | None]:
@@ -286,20 +307,14 @@ def _operand(x: object, name: str, layout: object, op: str) -> tuple[MXArray, An
         if layout is not None:  # e.g. quantize_mx(..., scale_layout=...): the logical scales for the reference
             q = _operand((x.data, x.scales, x.fmt, x.shape[1]), name, layout, op)[0]
     elif isinstance(x, tuple) and len(x) in (3, 4):
-        codes, scales, fmt = x[0], x[1], x[2]
-        if not isinstance(fmt, str) or fmt.lower() not in _FMT_NAMES:
-            raise DtypeError(f"{op}: {name}[2] (fmt) is {fmt!r}, expected a format name such as 'e4m3' or 'e2m1'")
-        fmt = get_format(fmt, op).name
+        codes, scales = x[0], x[1]
+        fmt = _raw_fmt(x[2], name, op)
         if len(x) == 4:
             check_int(x[3], op, f"{name}[3] (k)", minimum=0)
         if is_device_array(codes) or is_device_array(scales):
             k_dev = int(x[3]) if len(x) == 4 else None
             return _device_operand(codes, scales, fmt, k_dev, layout, name, op), scales, layout
-        codes = as_array(codes, op, f"{name}[0] (codes)")
-        if codes.dtype != np.uint8 and codes.dtype.itemsize == 1 and codes.dtype.kind in "iufV":
-            codes = codes.view(np.uint8)  # float8 / int8 views of the codes
-        if codes.dtype != np.uint8:
-            raise DtypeError(f"{op}: {name} codes have dtype {codes.dtype}, expected uint8 element codes")
+        codes = _host_codes(codes, name, op)
         if codes.ndim != 2:
             raise ShapeError(f"{op}: {name} codes have shape {codes.shape}, expected a 2-D [rows, k] array")
         packed = fmt == "e2m1"
@@ -351,12 +366,7 @@ def _operand(x: object, name: str, layout: object, op: str) -> tuple[MXArray, An
 
 
 def _weight_layout(layout: object, op: str) -> str | None:
-    if layout is not None and (not isinstance(layout, str) or layout not in WEIGHT_LAYOUTS):
-        raise UnknownLayoutError(
-            f"{op}: argument 'b_weight_layout' is {layout!r}, an unknown weight layout; expected None (row-major "
-            f"codes) or one of {list(WEIGHT_LAYOUTS)}"
-        )
-    return layout
+    return _layout_name(layout, "b_weight_layout", WEIGHT_LAYOUTS, "weight layout", op)
 
 
 def _weight_operand(x: object, wl: str, scale_layout: object, op: str) -> tuple[MXArray, Any, str | None]:
@@ -374,10 +384,8 @@ def _weight_operand(x: object, wl: str, scale_layout: object, op: str) -> tuple[
             f"{op}: argument 'b' is a {type(x).__name__}, expected a tuple (codes, scales, fmt) or (codes, scales, "
             f"fmt, k) with codes in b_weight_layout={wl!r}"
         )
-    codes, scales, fmt = x[0], x[1], x[2]
-    if not isinstance(fmt, str) or fmt.lower() not in _FMT_NAMES:
-        raise DtypeError(f"{op}: b[2] (fmt) is {fmt!r}, expected a format name such as 'e4m3' or 'e2m1'")
-    fmt = get_format(fmt, op).name
+    codes, scales = x[0], x[1]
+    fmt = _raw_fmt(x[2], "b", op)
     packed = fmt == "e2m1"
     device = is_device_array(codes)
     if device != is_device_array(scales):
@@ -386,10 +394,8 @@ def _weight_operand(x: object, wl: str, scale_layout: object, op: str) -> tuple[
             "expected both CuPy or both numpy"
         )
     if not device:
-        codes = as_array(codes, op, "b[0] (codes)")
-        if codes.dtype != np.uint8 and codes.dtype.itemsize == 1 and codes.dtype.kind in "iufV":
-            codes = codes.view(np.uint8)
-    if dtype_name(codes.dtype) != "uint8":
+        codes = _host_codes(codes, "b", op)
+    elif dtype_name(codes.dtype) != "uint8":
         raise DtypeError(f"{op}: b codes have dtype {codes.dtype}, expected uint8 element codes in layout {wl!r}")
     shape = tuple(int(v) for v in codes.shape)
     if len(shape) != 2 or shape[0] % 16 or shape[1] % 32:

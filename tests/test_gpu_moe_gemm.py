@@ -89,7 +89,9 @@ def test_against_the_twin_and_a_loop(t, e, top_k, block_size, gemm, out_dtype):
     check(h, loop_ref(x, w, ids, tw, a_div), out_dtype)
 
 
-@pytest.mark.parametrize("build", [(4, 3, 2), (2, 3, 4), (8, 2, 2)], ids=lambda b: "kw{}-st{}-rt{}".format(*b))
+@pytest.mark.parametrize(
+    "build", [(4, 3, 2), (2, 3, 4), (4, 2, 4), (4, 3, 4), (8, 2, 2)], ids=lambda b: "kw{}-st{}-rt{}".format(*b)
+)
 @pytest.mark.parametrize("wf", ["e4m3", "e2m1"])
 def test_row_tiles_per_cta(monkeypatch, build, wf):
     """Builds with 16 * RT weight rows per CTA (mxrt.ops.moe_gemm.moe_build): n not a multiple of 16 * RT (the

@@ -84,9 +84,14 @@ struct dec_const {
 };
 
 #define DEC_MMA_TYPE(F) (F == MXRT_FMT_E5M2 ? 1 : 0)
-// e2m1 operands reach the tensor cores as e4m3 bytes of 2^-6 times their values (sm90_e2m1x8_lo6); the promotion
-// multiplies P by 2^6 per such operand (exact: a power of two; fast path: folded into the weight factor, <= 2^75)
+// e2m1 tokens reach the tensor cores as e4m3 bytes of 2^-6 times their values (sm90_e2m1x8_lo6), e2m1 weights as f16
+// of 2^-14 times theirs (dec_e2m1x8_f16); the promotion multiplies P by 2^6 / 2^14 per such operand (exact: a power of
+// two; fast path: folded into the weight factor, <= 2^83)
+#if B_FMT == MXRT_FMT_E2M1
+#define DEC_PMUL (16384.0f * SM90_LO6_MUL(A_FMT))
+#else
 #define DEC_PMUL (SM90_LO6_MUL(B_FMT) * SM90_LO6_MUL(A_FMT))
+#endif
 
 // D = A (16x32, weights) x B (32x8, tokens), fp32, from zero.
 template <int WT, int XT>
@@ -106,6 +111,59 @@ MXRT_DEVICE void dec_mma(u32 w0, u32 w1, u32 w2, u32 w3, u32 x0, u32 x1, float (
     DEC_MMA("e5m2", "e5m2");
 #undef DEC_MMA
 }
+
+#if B_FMT == MXRT_FMT_E2M1
+// e2m1 weights (session 23): sm_90 has no fp8 mma.sync, so ptxas lowers dec_mma to fp8 -> f16 unpacks (one per two
+// codes), two f16 HMMAs and an FADD of the result with zero, after sm90_e2m1x8_lo6's ~9 instructions per 8 codes.
+// Here the codes become the f16 operands directly, and the two HMMAs chain. Code s.e1.e0.m becomes the f16 bits
+// s.0000.0e1.e0m.0000000 (exponent field e, mantissa m000...: f16 bias 15 against e2m1's 1, the subnormal 0.5 =
+// 0.1 x 2^0 lands on f16's subnormal 0.1 x 2^-14), i.e. 2^-14 times the value; only the high byte is non-zero, so a
+// byte permute with zero spreads the bytes: 7 shift / mask and 4 permute instructions per 8 codes, no unpack.
+// Element j of v is in bits 4j..4j+3; h[0..3] hold the pairs (0, 2), (4, 6), (1, 3), (5, 7) (lower half first).
+MXRT_DEVICE void dec_e2m1x8_f16(u32 v, u32 (&h)[4]) {
+  const u32 ev = ((v << 1) & 0x0E0E0E0Eu) | ((v << 4) & 0x80808080u);  // elements 0, 2, 4, 6: their f16 high bytes
+  const u32 od = ((v >> 3) & 0x0E0E0E0Eu) | (v & 0x80808080u);         // elements 1, 3, 5, 7
+  h[0] = __byte_perm(ev, 0u, 0x1404u);
+  h[1] = __byte_perm(ev, 0u, 0x3424u);
+  h[2] = __byte_perm(od, 0u, 0x1404u);
+  h[3] = __byte_perm(od, 0u, 0x3424u);
+}
+
+// Two fp8 byte pairs -> f16x2 (exact: every e4m3 / e5m2 value is an f16): bytes 0, 1 of v to lo, bytes 2, 3 to hi
+// (byte 0 / 2 to the lower half).
+template <int XT>
+MXRT_DEVICE void dec_f16x2x2(u32 v, u32& lo, u32& hi) {
+  if constexpr (XT == 0)
+    asm("{.reg .b16 l, h; mov.b32 {l, h}, %2; cvt.rn.f16x2.e4m3x2 %0, l; cvt.rn.f16x2.e4m3x2 %1, h;}"
+        : "=r"(lo), "=r"(hi)
+        : "r"(v));
+  else
+    asm("{.reg .b16 l, h; mov.b32 {l, h}, %2; cvt.rn.f16x2.e5m2x2 %0, l; cvt.rn.f16x2.e5m2x2 %1, h;}"
+        : "=r"(lo), "=r"(hi)
+        : "r"(v));
+}
+
+// A token fragment (x0: the lane's k 0..3, x1: 4..7, fp8 bytes) in the weights' pair order: b[0], b[1] the first
+// HMMA's B registers (pairs (0, 2), (4, 6)), b[2], b[3] the second's ((1, 3), (5, 7)). K is permuted alike in A and B
+// (every lane of a quad index q holds the same 8 k of the block), so the sum is the block's.
+template <int XT>
+MXRT_DEVICE void dec_x16(u32 x0, u32 x1, u32 (&b)[4]) {
+  const u32 e = __byte_perm(x0, x1, 0x6420u), o = __byte_perm(x0, x1, 0x7531u);
+  dec_f16x2x2<XT>(e, b[0], b[1]);
+  dec_f16x2x2<XT>(o, b[2], b[3]);
+}
+
+// D = A (16x32, weights as f16: a[0..3] the first HMMA's a0..a3, a[4..7] the second's) x B (tokens, dec_x16), fp32,
+// from zero; the second HMMA accumulates onto the first.
+MXRT_DEVICE void dec_mma16(const u32 (&a)[8], const u32 (&b)[4], float (&d)[4]) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%10,%10,%10};"
+      : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(0.0f));
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[4]), "r"(a[5]), "r"(a[6]), "r"(a[7]), "r"(b[2]), "r"(b[3]));
+}
+#endif
 
 // All four scale bytes of w in [64, 190] (the range where P * 2^(sb-127) * 2^(sa-127) is exact with normal
 // factors): b + 65 and b + 64, added per byte without carries between bytes, both have their top bit set exactly
@@ -220,6 +278,32 @@ MXRT_DEVICE void dec_body(const DecArgs& P) {
   // arrive as zeros and count in the bytes); lanes copy 4 scale bytes per row (the row's 4 blocks of the group,
   // 4-byte aligned as k % 128 == 0; rows past n / m are not copied and read as 127 later). A preshuffled layout:
   // lanes walk the (row, word) pairs, word j of row r staged at word r * W + j of the stage.
+  // MoE, up to 4 token-row chunks and one token row per lane (MT <= 2 with fp8 tokens, MT <= 4 with e2m1 ones): the
+  // gather's sources are fixed across the stages, so each lane keeps its chunks' byte offsets into x (0 for padding
+  // slots: zero fill, nothing read), their stage-tile offsets and its row's scale offset in registers, and a stage adds
+  // gi * XROW / 4 gi (the loop form below re-reads ids_s / xrow_s and recomputes the addresses every stage).
+  constexpr u32 XCH = XROW / 16u, XNCH = (8u * MT * XCH + 31u) / 32u;
+  constexpr bool XHOIST = MOE && XNCH <= 4u && 8u * MT <= 32u;
+  u64 xsrc[XHOIST ? XNCH : 1u], xs_src = 0;
+  u32 xdst[XHOIST ? XNCH : 1u], xok = 0;
+  if constexpr (XHOIST) {
+    const u64 xrow_bytes = (u64)kbt * (XROW / 4u);
+#pragma unroll
+    for (u32 j = 0; j < XNCH; ++j) {
+      const u32 c = lane + 32u * j, r = (c / XCH) % (8u * MT), ch = c % XCH;
+      const bool ok = c < 8u * tiles * XCH && ids_s[r] >= 0;
+      xsrc[j] = ok ? (u64)xrow_s[r] * xrow_bytes + 16u * ch : 0u;
+      xdst[j] = X_OFF + dec_swz<XROW>(r, ch);
+      xok |= (u32)ok << j;
+    }
+    const bool ok = lane < 8u * tiles && ids_s[lane % (8u * MT)] >= 0;
+    xs_src = ok ? (u64)xrow_s[lane % (8u * MT)] * kbt : 0u;
+    xok |= (u32)ok << 31;
+  }
+  (void)xsrc;
+  (void)xdst;
+  (void)xs_src;
+  (void)xok;
   auto issue = [&](u32 gi, u32 slot) {
     if (lane == 0) {
       asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // this slot's generic reads before the refill
@@ -246,8 +330,13 @@ MXRT_DEVICE void dec_body(const DecArgs& P) {
       if (r < ROWS && row0 + r < n) dec_cp4(sbase + 4u * c, lay_b.word(row0 + r, gi, c % WB), 4u);
     }
 #endif
-    if constexpr (MOE) {  // gathered token rows x[id / a_div] (zero rows for padding), their scale words
-      constexpr u32 XCH = XROW / 16u;
+    if constexpr (XHOIST) {  // gathered token rows x[id / a_div] (zero rows for padding), their scale words
+#pragma unroll
+      for (u32 j = 0; j < XNCH; ++j)
+        if (lane + 32u * j < 8u * tiles * XCH)
+          sm90_cp16(codes_s + slot * CODE + xdst[j], P.x + xsrc[j] + (u64)gi * XROW, (xok >> j) & 1u ? 16u : 0u);
+      if (xok >> 31) dec_cp4(sbase + X_SOFF + 4u * lane, sa + xs_src + 4u * gi, 4u);
+    } else if constexpr (MOE) {  // the same, read from ids_s / xrow_s every stage
       const u64 xrow_bytes = (u64)kbt * (XROW / 4u);
       for (u32 c = lane; c < 8u * tiles * XCH; c += 32u) {
         const u32 r = c / XCH, ch = c % XCH;
@@ -333,7 +422,11 @@ MXRT_DEVICE void dec_body(const DecArgs& P) {
     auto block = [&](auto ublk, auto wide) {
       constexpr u32 u = decltype(ublk)::value;
       constexpr bool W = decltype(wide)::value;
+#if B_FMT == MXRT_FMT_E2M1
+      u32 w[RT][8];  // per row tile: the two f16 HMMAs' a0..a3 (dec_mma16)
+#else
       u32 w[RT][4];  // per row tile: a0..a3 of m16n8k32 (rows g / g+8, K halves)
+#endif
 #pragma unroll
       for (int r = 0; r < RT; ++r) {
         if constexpr (B_FMT == MXRT_FMT_E2M1) {
@@ -344,8 +437,16 @@ MXRT_DEVICE void dec_body(const DecArgs& P) {
           const u8* p = st + 1024u * r + f4 + ((u << 4) ^ f4x);  // 16 rows of 64 bytes on: same swizzle phase
           const u32 v0 = *(const u32*)p, v1 = *(const u32*)(p + 512u);
 #endif
-          sm90_e2m1x8_lo6(v0, w[r][0], w[r][2]);  // 2^-6 x the values: DEC_PMUL restores it in the promotion
-          sm90_e2m1x8_lo6(v1, w[r][1], w[r][3]);
+#if B_FMT == MXRT_FMT_E2M1  // 2^-14 x the values as f16 (DEC_PMUL restores it in the promotion)
+          u32 h0[4], h1[4];
+          dec_e2m1x8_f16(v0, h0);
+          dec_e2m1x8_f16(v1, h1);
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {  // HMMA j / 2, registers a0 / a1 (rows g / g + 8) or a2 / a3
+            w[r][4 * (j & 1) + (j >> 1) * 2] = h0[2 * (j & 1) + (j >> 1)];
+            w[r][4 * (j & 1) + (j >> 1) * 2 + 1] = h1[2 * (j & 1) + (j >> 1)];
+          }
+#endif
         } else {
 #if WLB  // chunk 2u + (q >> 1) of rows g and g + 8, half q & 1: the bytes [8q, 8q + 8) of block u, as below
           const u8* p = st + 2048u * r + 256u * (2u * u + (q >> 1)) + 16u * g + 8u * (q & 1u);
@@ -372,10 +473,18 @@ MXRT_DEVICE void dec_body(const DecArgs& P) {
           x0 = v.x;
           x1 = v.y;
         }
+#if B_FMT == MXRT_FMT_E2M1
+        u32 xb[4];
+        dec_x16<DEC_MMA_TYPE(XFMT)>(x0, x1, xb);  // once per token tile, for every row tile
+#endif
 #pragma unroll
         for (int r = 0; r < RT; ++r) {
           float d[4];
+#if B_FMT == MXRT_FMT_E2M1
+          dec_mma16(w[r], xb, d);
+#else
           dec_mma<DEC_MMA_TYPE(WFMT), DEC_MMA_TYPE(XFMT)>(w[r][0], w[r][1], w[r][2], w[r][3], x0, x1, d);
+#endif
           // d[0]: (row g, token 2q), d[1]: (g, 2q+1), d[2]: (g+8, 2q), d[3]: (g+8, 2q+1) of row tile r
           float(&a)[4] = acc[r][t];
           if constexpr (!W) {

@@ -20,13 +20,17 @@ def dev(q):
 def main() -> int:
     rng = np.random.default_rng(0)
     bad = 0
-    for t, e, top_k, bs, a_div, wf, od in [(3, 8, 2, 16, 2, "e4m3", "bfloat16"), (5, 16, 4, 1, 1, "e2m1", "float16"),
-                                           (9, 4, 4, 128, 4, "e4m3", "bfloat16")]:  # fmt: skip
+    # k 4096 with e2m1 weights and blocks of 16 / 8: the long-K e2m1 builds (4 warps, 2 / 3 stages, 64 rows per CTA)
+    for t, e, top_k, bs, a_div, wf, od, k in [(3, 8, 2, 16, 2, "e4m3", "bfloat16", 256),
+                                              (5, 16, 4, 1, 1, "e2m1", "float16", 256),
+                                              (9, 4, 4, 128, 4, "e4m3", "bfloat16", 256),
+                                              (3, 8, 2, 16, 2, "e2m1", "bfloat16", 4096),
+                                              (4, 8, 2, 8, 1, "e2m1", "float16", 4096)]:  # fmt: skip
         ids = np.stack([rng.choice(e, top_k, replace=False) for _ in range(t)]).astype(np.int32)
         emap = np.where(np.arange(e) == 1, -1, np.arange(e)).astype(np.int32)
         s, b, p = mxrt.moe_align_block_size(ids, bs, e, emap, backend="numpy")
-        x = mxrt.quantize_mx(rng.standard_normal((t * top_k // a_div, 256)).astype(np.float32))
-        w = mxrt.quantize_mx(rng.standard_normal((e, 72, 256)).astype(np.float32), wf, axis=2)
+        x = mxrt.quantize_mx(rng.standard_normal((t * top_k // a_div, k)).astype(np.float32))
+        w = mxrt.quantize_mx(rng.standard_normal((e, 72, k)).astype(np.float32), wf, axis=2)
         tw = rng.random((t, top_k)).astype(np.float32)
         kw = dict(top_k=top_k, block_size=bs, a_div=a_div, out_dtype=od)
         got = mxrt.moe_gemm_mx(dev(x), dev(w), cupy.asarray(s), cupy.asarray(b), cupy.asarray(p),

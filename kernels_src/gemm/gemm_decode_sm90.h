@@ -115,9 +115,9 @@ MXRT_DEVICE void dec_mma(u32 w0, u32 w1, u32 w2, u32 w3, u32 x0, u32 x1, float (
 #if B_FMT == MXRT_FMT_E2M1
 // e2m1 weights (session 23): sm_90 has no fp8 mma.sync, so ptxas lowers dec_mma to fp8 -> f16 unpacks (one per two
 // codes), two f16 HMMAs and an FADD of the result with zero, after sm90_e2m1x8_lo6's ~9 instructions per 8 codes.
-// Here the codes become the f16 operands directly, and the two HMMAs chain. Code s.e1.e0.m becomes the f16 bits
-// s.0000.0e1.e0m.0000000 (exponent field e, mantissa m000...: f16 bias 15 against e2m1's 1, the subnormal 0.5 =
-// 0.1 x 2^0 lands on f16's subnormal 0.1 x 2^-14), i.e. 2^-14 times the value; only the high byte is non-zero, so a
+// Here the codes become the f16 operands directly, and the two HMMAs chain. Code s.e1.e0.m becomes the f16 with sign
+// s, exponent field 000.e1.e0 and mantissa m.000000000 (f16 bias 15 against e2m1's 1; the subnormal 0.5 = 0.1 x 2^0
+// lands on f16's subnormal 0.1 x 2^-14), i.e. 2^-14 times the value; only the high byte is non-zero, so a
 // byte permute with zero spreads the bytes: 7 shift / mask and 4 permute instructions per 8 codes, no unpack.
 // Element j of v is in bits 4j..4j+3; h[0..3] hold the pairs (0, 2), (4, 6), (1, 3), (5, 7) (lower half first).
 MXRT_DEVICE void dec_e2m1x8_f16(u32 v, u32 (&h)[4]) {

@@ -1,7 +1,7 @@
 // kernel   gemm_mx_decode_sm90_moe                                                    (extern "C")
 // computes out[id, n] = (x[id / a_div] @ w[e].T)[n] (* topk_w[id]) for the slots id of block b = blockIdx.y of the
 //          vLLM moe_align_block_size layout, e = expert_ids[b], with the dense decode kernel's body (gemm_decode_sm90.h:
-//          swap-AB mma.sync m16n8k32 per MX block, exact promotion, per-warp ring: expert e's 16*RT weight rows by TMA,
+//          swap-AB mma.sync per MX block, exact promotion, per-warp ring: expert e's 16*RT weight rows by TMA,
 //          the block's token rows gathered by cp.async). Blocks at or past num_tokens_post_padded[0], experts outside
 //          [0, E) and slot ids outside [0, numel) are skipped: the op zeroes out first. Token chunk blockIdx.z of
 //          8*MT slots; KW warps split K, summed in warp order (deterministic, no atomics).

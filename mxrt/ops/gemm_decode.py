@@ -3,8 +3,9 @@
 Decode multiplies a few tokens by a large weight: the time is the weight read. The kernel streams every weight
 byte once (swap-AB: 16 weight rows are the M side of one ``mma.sync m16n8k32`` per MX block, up to 64 tokens the
 N side in tiles of 8), keeps the partials of a block in registers, promotes them with the block's scales, and sums
-the K-splitting warps of a CTA in shared memory in a fixed order. e2m1 operands are widened to e4m3 in registers,
-so MXFP4 weights are read at half the bytes of MXFP8.
+the K-splitting warps of a CTA in shared memory in a fixed order. e2m1 operands are widened in registers (tokens to
+e4m3, weights to f16 for two chained ``m16n8k16`` f16 HMMAs: no fp8 unpacks), so MXFP4 weights are read at half the
+bytes of MXFP8.
 
 Envelope (everything inside runs here; ``sm90_wgmma`` or ``generic`` serve the rest): ``m <= 64``; row-major
 scales or any preshuffled layout (``aiter32x8``, ``turbo16x4`` bytes or uint32 words, ``cublas128x4``,

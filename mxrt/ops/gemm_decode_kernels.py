@@ -160,7 +160,7 @@ GEMM_MX_DECODE_SM90 = KernelSpec(
         dense_variant(_E2M1, _E2M1, 0, 4, 2, _F32, 3, 2, 0, _SL["turbo16x4"], 1),
     ),
     targets=("sm_90a",),
-    expect_mma=(("sm_90a", ("mma.sync.aligned.m16n8k32",)),),
+    expect_mma=(("sm_90a", ("mma.sync.aligned.m16n8k",)),),  # k32 fp8 (fp8 weights), k16 f16 (e2m1 weights)
 )
 
 #: (kw, stages, rt) of the MoE build with fp8 weights per MT, for K >= MOE_LONG_K and below: KW warps split K,
@@ -212,7 +212,7 @@ GEMM_MX_DECODE_SM90_MOE = KernelSpec(
         )
     ),
     targets=("sm_90a",),
-    expect_mma=(("sm_90a", ("mma.sync.aligned.m16n8k32",)),),
+    expect_mma=(("sm_90a", ("mma.sync.aligned.m16n8k",)),),  # k32 fp8 (fp8 weights), k16 f16 (e2m1 weights)
 )
 
 SPECS = (GEMM_MX_DECODE_SM90, GEMM_MX_DECODE_SM90_MOE)

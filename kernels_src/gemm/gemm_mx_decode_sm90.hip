@@ -4,9 +4,8 @@
 //          zero, promoted as acc = fma(P * 2^(sb-127), 2^(sa-127), acc) when a stage's scales lie in [64, 190], else by
 //          the exact two-step factors (mxrt_scale_steps; NaN for 0xFF). Each warp streams its 16*RT rows x K range
 //          through a private ring of STAGES stages of 4 blocks: code tiles by TMA (mbarrier per slot, zero fill past
-//          n, m), scale words by cp.async; e2m1 tokens widened to e4m3, e2m1 weights to f16 (two m16n8k16 HMMAs
-//          per block). KW warps split a CTA's groups of 4 blocks, summed in warp order; split z: groups
-//          [z*G/split_k, (z+1)*G/split_k), G = k/128. ATOMIC=0
+//          n, m), scale words by cp.async; e2m1 tokens -> e4m3, weights -> f16 (2 HMMAs). KW warps split a CTA's groups
+//          of 4 blocks, summed in warp order; split z: groups [z*G/split_k, (z+1)*G/split_k), G = k/128. ATOMIC=0
 //          stores slice z (fp32 [split_k,m,n] if split_k > 1, else [m,n] OUT_DTYPE); ATOMIC=1 adds (fp32/bf16x2/f16x2)
 // args     const __grid_constant__ mxrt_tmap tmx, tmw (A [m,row B], B [n,row B] u8; boxes 8*MT / 16*RT rows x 128 B
 //          SWIZZLE_128B fp8 | 64 B SWIZZLE_64B e2m1; WLB 1: 3-D (256, kk/16, np/16) over aiter16x16 [np,kk], box (256,

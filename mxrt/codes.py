@@ -31,6 +31,9 @@ SCALE_LAYOUT_CODES = {None: 0, "aiter32x8": 1, "turbo16x4": 2, "cublas128x4": 3,
 #: turbo16x4 stored zero-extended in uint32 words (``preshuffle_scales(..., dtype=np.uint32)``): a run-time scale
 #: layout code of the AMD GEMMs only (the layout kernels spell it WIDE=1, gemm_mx_generic as a shift of 2).
 SCALE_LAYOUT_TURBO16X4_U32 = 5
+#: Weight code layouts (mxrt.layouts.WEIGHT_LAYOUTS names; None = row-major codes): define WLB of the decode kernels
+#: that read them in place (sm90_decode, sm90_decode_wg, gfx950 / gfx942 decode; absent in row-major builds).
+WEIGHT_LAYOUT_CODES = {None: 0, "aiter16x16": 1}
 
 #: Run-time ``flags`` bits of the quant kernels: 16-byte aligned input rows, rowwise code rows, colwise code rows
 #: (checked by the launcher); FLAT is quantize_mx_rowwise's flat grid (k % 32 == 0, aligned x and q); SCALES_T:

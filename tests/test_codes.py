@@ -43,6 +43,8 @@ def test_tables_cover_the_public_names() -> None:
     assert set(codes.SCALE_MODE_CODES) == {m.value for m in ScaleMode}
     assert set(codes.SCALE_LAYOUT_CODES) == {None, *mxrt.SCALE_LAYOUTS}
     assert codes.SCALE_LAYOUT_CODES[None] == 0
+    assert set(codes.WEIGHT_LAYOUT_CODES) == {None, *mxrt.WEIGHT_LAYOUTS}
+    assert codes.WEIGHT_LAYOUT_CODES[None] == 0  # row-major builds carry no WLB define
     for table in (codes.FMT_CODES, codes.SCALE_MODE_CODES, codes.IN_DTYPE_CODES, codes.GEMM_OUT_DTYPE_CODES):
         assert sorted(table.values()) == list(range(len(table))), table
     layout_codes = [*codes.SCALE_LAYOUT_CODES.values(), codes.SCALE_LAYOUT_TURBO16X4_U32]

@@ -363,4 +363,4 @@ def reload_table() -> None:
     invalidate_plans()  # gemm_mx's plans hold the old table's path choice and split
 
 
-register_gemm_path(GemmPath(NAME, TARGET, PRIORITY, supports, run, prepare_run, tuple(K.DECODE_WEIGHT_LAYOUTS)))
+register_gemm_path(GemmPath(NAME, TARGET, PRIORITY, supports, run, prepare_run, K.WEIGHT_LAYOUTS))

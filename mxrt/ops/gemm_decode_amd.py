@@ -119,8 +119,8 @@ def split_for(p: GemmProblem, num_cus: int) -> int:
 
 
 def wlb(p: GemmProblem) -> int:
-    """Define WLB of a call: 0 for row-major weight codes, else the layout's code (K.DECODE_AMD_WEIGHT_LAYOUTS)."""
-    return 0 if p.b_weight_layout is None else K.DECODE_AMD_WEIGHT_LAYOUTS[p.b_weight_layout]
+    """Define WLB of a call: 0 for row-major weight codes, else the layout's code (mxrt.codes.WEIGHT_LAYOUT_CODES)."""
+    return codes.WEIGHT_LAYOUT_CODES[p.b_weight_layout]
 
 
 def plan(target: str, p: GemmProblem, num_cus: int) -> DecodeAmdPlan:
@@ -183,7 +183,7 @@ def _run(target: str):
 
 
 #: the weight code layouts both paths read in place (select_gemm_path offers them only these besides row-major)
-WEIGHT_LAYOUTS = tuple(K.DECODE_AMD_WEIGHT_LAYOUTS)
+WEIGHT_LAYOUTS = tuple(name for name in codes.WEIGHT_LAYOUT_CODES if name is not None)
 GFX950_DECODE_PATH = GemmPath(
     NAMES["gfx950"], "gfx950", PRIORITY, _supports("gfx950"), _run("gfx950"), weight_layouts=WEIGHT_LAYOUTS
 )

@@ -4,7 +4,7 @@ their MoE twins (gemm_mx_decode_gfx9{50,42}_moe.hip; launch in mxrt/ops/moe_gemm
 
 from __future__ import annotations
 
-from ..codes import FMT_CODES
+from ..codes import FMT_CODES, WEIGHT_LAYOUT_CODES
 from ..problems.gemm import GEMM_FORMAT_PAIRS
 from ..runtime.kernel_spec import Defines, KernelSpec, defines
 
@@ -24,9 +24,6 @@ def decode_amd_variant(a_fmt: int, b_fmt: int, mt: int, wlb: int = 0) -> Defines
     return defines(A_FMT=a_fmt, B_FMT=b_fmt, MT=mt, THREADS=DECODE_AMD_THREADS, **extra)
 
 
-#: weight code layouts the dense decode kernels read in place (define WLB): name -> code
-DECODE_AMD_WEIGHT_LAYOUTS = {"aiter16x16": 1}
-
 #: every format pair of mxrt.problems.GEMM_FORMAT_PAIRS at every token tile (out dtype and mode are run-time)
 _VARIANTS = tuple(
     decode_amd_variant(FMT_CODES[fa], FMT_CODES[fb], mt) for mt in DECODE_AMD_MT for fa, fb in GEMM_FORMAT_PAIRS
@@ -34,7 +31,7 @@ _VARIANTS = tuple(
 #: the dense kernels' builds: _VARIANTS, then each of them again with the weights in the aiter 16x16 layout
 _DENSE_VARIANTS = _VARIANTS + tuple(
     decode_amd_variant(FMT_CODES[fa], FMT_CODES[fb], mt, wlb)
-    for wlb in DECODE_AMD_WEIGHT_LAYOUTS.values()
+    for wlb in (code for code in WEIGHT_LAYOUT_CODES.values() if code)
     for mt in DECODE_AMD_MT
     for fa, fb in GEMM_FORMAT_PAIRS
 )

@@ -3,7 +3,13 @@
 
 from __future__ import annotations
 
-from ..codes import FMT_CODES, GEMM_OUT_DTYPE_CODES, SCALE_LAYOUT_CODES, SCALE_LAYOUT_TURBO16X4_U32
+from ..codes import (
+    FMT_CODES,
+    GEMM_OUT_DTYPE_CODES,
+    SCALE_LAYOUT_CODES,
+    SCALE_LAYOUT_TURBO16X4_U32,
+    WEIGHT_LAYOUT_CODES,
+)
 from ..problems.gemm import GEMM_FORMAT_PAIRS
 from ..runtime.kernel_spec import Defines, KernelSpec, defines
 
@@ -86,13 +92,13 @@ def dense_variant(
     return defines(**dict(decode_variant(a_fmt, b_fmt, atomic, kw, mt, out, stages, rt)), SLA=sla, SLB=slb, **extra)
 
 
-#: weight code layouts the dense and wgmma decode kernels read in place (define WLB): name -> code
-DECODE_WEIGHT_LAYOUTS = {"aiter16x16": 1}
+#: weight code layouts the decode kernels read in place besides row-major (define WLB: mxrt.codes.WEIGHT_LAYOUT_CODES)
+WEIGHT_LAYOUTS = tuple(name for name in WEIGHT_LAYOUT_CODES if name is not None)
 
 
 def weight_layout_define(layout: str | None) -> int:
     """Define WLB of a call whose weight codes are in ``layout`` (``GemmProblem.b_weight_layout``): 0 row-major."""
-    return 0 if layout is None else DECODE_WEIGHT_LAYOUTS[layout]
+    return WEIGHT_LAYOUT_CODES[layout]
 
 
 E4M3 = _E4M3 = FMT_CODES["e4m3"]  # the largest stages (fp8 on both sides)

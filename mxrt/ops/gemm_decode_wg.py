@@ -354,4 +354,4 @@ def prepare_run(dg: DeviceGemm) -> PreparedGemm | None:
     return prepare_split_k(dg, prepare_gemm)
 
 
-register_gemm_path(GemmPath(NAME, TARGET, PRIORITY, supports, run, prepare_run, tuple(K.DECODE_WEIGHT_LAYOUTS)))
+register_gemm_path(GemmPath(NAME, TARGET, PRIORITY, supports, run, prepare_run, K.WEIGHT_LAYOUTS))

@@ -5,6 +5,7 @@ on the touched bytes as the bench counts it, and each build's result against the
 sums in another order).
 
 python3 benchmarks/dev_moe_sweep.py [--configs kw:stages:rt,...] [--t 1,4,16,64] [--fmts e4m3,e2m1] [--bs 16]
+    [--gemms gate_up,down] [--extra=-DNAME=V,...]   (--extra: compile options added to every build, an A/B of a define)
 """
 
 import argparse
@@ -12,6 +13,7 @@ import argparse
 import cupy
 import numpy as np
 from bench_decode import MOE_GEMMS, moe_cell, moe_weights  # benchmarks/ (this script's folder)
+from dev_moe_trace import traced_build
 
 import mxrt
 from mxrt.bench import core
@@ -28,7 +30,11 @@ def main() -> None:
     ap.add_argument("--t", default="1,4,16,64")
     ap.add_argument("--fmts", default="e4m3,e2m1")
     ap.add_argument("--bs", default="16", help="block sizes of the layout (MT = the token tiles that hold one)")
+    ap.add_argument("--gemms", default="gate_up,down")
+    ap.add_argument("--extra", default="", help="comma-separated compile options added to every build")
     args = ap.parse_args()
+    if args.extra:
+        moe_gemm.build_with_smem = traced_build([o for o in args.extra.split(",") if o], False)
     configs = [tuple(int(v) for v in c.split(":")) for c in args.configs.split(",")]
     copy_bw = core.copy_bandwidth(core.l2_bytes())["copy16 kernel"]
     for bs in [int(v) for v in args.bs.split(",")]:
@@ -37,7 +43,8 @@ def main() -> None:
 
 def sweep(args, configs, copy_bw, bs) -> None:
     mt = moe_gemm._mt(bs)
-    for gemm, (n, k, gate) in GEMMS.items():
+    for gemm in args.gemms.split(","):
+        n, k, gate = GEMMS[gemm]
         for fmt in args.fmts.split(","):
             w = moe_weights(E, n, k, fmt)
             for t in [int(v) for v in args.t.split(",")]:
@@ -45,7 +52,8 @@ def sweep(args, configs, copy_bw, bs) -> None:
                 line, ref = [], None
                 for cfg in configs:
                     kwc, st, rt = cfg
-                    if not K.valid_rt(mt, rt) or K.smem_bytes(K.E4M3, K.E4M3, mt, kwc, st, rt) > K.DECODE_SMEM_MAX:
+                    smem = K.smem_bytes(K.E4M3, K.FMT_CODES[fmt], mt, kwc, st, rt)
+                    if not K.valid_rt(mt, rt) or smem > K.DECODE_SMEM_MAX:
                         line.append(f"{cfg}: n/a")
                         continue
                     (moe_gemm.MOE_DEFAULT_E2M1 if fmt == "e2m1" else moe_gemm.MOE_DEFAULT)[mt] = (cfg, cfg)

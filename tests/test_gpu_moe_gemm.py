@@ -117,6 +117,44 @@ def test_row_tiles_per_cta(monkeypatch, build, wf):
         check(host(got, "bfloat16"), loop_ref(x, w, ids, topk_w, a_div), "bfloat16")
 
 
+def exact64(q):
+    """The dequantised values of ``q`` in float64 from its codes at unit scale and 2^(s - 127) per block (NaN for
+    scale 255): exact for every E8M0 scale, where float32 dequantisation overflows or flushes."""
+    unit = mxrt.MXArray(q.data, np.full_like(q.scales, 127), q.fmt, 32, q.axis, q.shape, q.scale_mode)
+    s = q.scales.astype(np.float64)
+    f = np.where(s == 255, np.nan, 2.0 ** (s - 127))
+    return mxrt.dequantize_mx(unit).astype(np.float64) * np.repeat(f, 32, axis=-1)[..., : q.shape[-1]]
+
+
+@pytest.mark.parametrize("wf", ["e4m3", "e2m1"])
+@pytest.mark.parametrize("gemm", ["gate_up", "down"])
+def test_extreme_and_nan_scales(wf, gemm):
+    """Extreme E8M0 pairs (weight 254 / token 0, 0 / 254, 1 / 253: true factors of 1) in K groups 1 and 2 (k 384),
+    and a NaN weight scale: the wide promotion on every weight format, NaN exactly where the float64 loop has it."""
+    rng = np.random.default_rng(47)
+    t, e, top_k, bs, n, k = 5, 8, 4, 16, 136, 384
+    ids, topk_w, (sorted_ids, eids, ntpp) = routing(rng, t, e, top_k, bs)
+    a_div = top_k if gemm == "gate_up" else 1
+    x = mxrt.quantize_mx(rng.standard_normal((t * top_k // a_div, k)).astype(np.float32))
+    w = mxrt.quantize_mx(rng.standard_normal((e, n, k)).astype(np.float32), wf, axis=2)
+    xs, ws = x.scales.copy(), w.scales.copy()
+    for blk, sw, sx in ((5, 254, 0), (6, 0, 254), (9, 1, 253)):
+        ws[:, :, blk], xs[:, blk] = sw, sx
+    e0 = int(ids[0, 0])
+    ws[e0, 7, 10] = 255  # NaN: expert e0's row 7, block 10
+    x = mxrt.MXArray(x.data, xs, x.fmt, 32, 1, x.shape, x.scale_mode)
+    w = mxrt.MXArray(w.data, ws, w.fmt, 32, 2, w.shape, w.scale_mode)
+    got = host(mxrt.moe_gemm_mx(dev(x), dev(w), cupy.asarray(sorted_ids), cupy.asarray(eids), cupy.asarray(ntpp),
+                                top_k=top_k, block_size=bs, a_div=a_div, topk_weights=cupy.asarray(topk_w)),
+               "bfloat16")  # fmt: skip
+    dx, dw = exact64(x), exact64(w)
+    flat = ids.reshape(-1)
+    want = np.stack([dx[i // a_div] @ dw[ge].T * topk_w.reshape(-1)[i] for i, ge in enumerate(flat)])
+    nan = np.isnan(want)
+    assert nan.any() and (np.isnan(got) == nan).all()
+    check(got[~nan], want[~nan], "bfloat16")
+
+
 def test_call_plans():
     """Plain calls of one signature (the second and later run mxrt.api.moe_gemm's plan: a memset and one prepared
     launch) with new routing and new activations each time, and routing weights, against the loop; a call with

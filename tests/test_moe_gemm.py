@@ -531,6 +531,21 @@ def test_host_inputs_dispatch(fake_ops) -> None:
     assert not ops.asked and not ops.runs
 
 
+def test_builds_for_few_blocks() -> None:
+    """The e2m1 builds of grids with at most MOE_FEW_BLOCKS live blocks (T = 1 at top-8) where the table has them;
+    every other case keeps MOE_DEFAULT / MOE_DEFAULT_E2M1 (mxrt.ops.moe_gemm.moe_build)."""
+    from mxrt.ops import moe_gemm as M
+
+    few = M.MOE_FEW_BLOCKS
+    assert M.moe_build(2, "e2m1", 7168, few) == M.MOE_FEW_E2M1[2][0] == (3, 2, 4)
+    assert M.moe_build(2, "e2m1", 2048, few) == M.MOE_FEW_E2M1[2][1] == (1, 3, 4)
+    assert M.moe_build(2, "e2m1", 7168, few + 1) == M.MOE_DEFAULT_E2M1[2][0]
+    assert M.moe_build(2, "e2m1", 2048) == M.MOE_DEFAULT_E2M1[2][1]
+    assert M.moe_build(2, "e4m3", 7168, 1) == M.MOE_DEFAULT[2][0]
+    assert M.moe_build(1, "e2m1", 7168, 1) == M.MOE_DEFAULT_E2M1[1][0]  # no entry for MT 1: the default
+    assert all(rt * mt <= 16 for mt, builds in M.MOE_FEW_E2M1.items() for _, _, rt in builds)
+
+
 @pytest.mark.parametrize("gemm", ["gate_up", "down"])
 def test_aiter_moe_sorting_layout_gives_the_vllm_result(gemm):
     """layout="aiter": moe_sorting's packed (slot << 24) | token ids, local expert ids (masked experts) and

@@ -79,7 +79,9 @@ def _plan_key(x, w, ids, experts, ntpp, top_k, block_size, topk_weights, a_div, 
             return None
     from ..ops import moe_gemm as moe_gemm_ops
 
-    build = moe_gemm_ops.moe_build(moe_gemm_ops._mt(block_size), w.fmt, w.shape[2])
+    numel = x.shape[0] * (top_k if a_div is None else a_div)
+    blocks = min(int(np.prod(experts.shape)), numel)  # the op's live_blocks
+    build = moe_gemm_ops.moe_build(moe_gemm_ops._mt(block_size), w.fmt, w.shape[2], blocks)
     return (kx, kw, arrays, tw, ko, top_k, block_size, a_div, out_dtype, build)
 
 

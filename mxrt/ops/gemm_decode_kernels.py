@@ -189,6 +189,12 @@ MOE_DEFAULT_E2M1 = {
     8: ((2, 2, 2), (2, 2, 2)),
 }
 MOE_LONG_K = 4096
+#: e2m1 builds for grids of at most MOE_FEW_BLOCKS live blocks (one token routed top-8: T = 1), per MT (long K,
+#: short K). Measured on an H100 over DeepSeek-V3's gate_up / down at blocks of 16 (RESULTS.md session 24, calls 2
+#: and 7): at T = 1 gate_up (3, 2, 4) 60.7 us against (4, 2, 4) 64.1, down (1, 3, 4) 38.8 against (2, 3, 4) 40.8;
+#: from T = 2 the MOE_DEFAULT_E2M1 builds stay ahead (gate_up T 2: 110.9 against 119.9)
+MOE_FEW_BLOCKS = 8
+MOE_FEW_E2M1 = {2: ((3, 2, 4), (1, 3, 4))}
 
 #: the MoE decode kernel of the same file (mxrt/ops/moe_gemm.py): sorted_token_ids gather, one expert per CTA
 GEMM_MX_DECODE_SM90_MOE = KernelSpec(
@@ -204,14 +210,16 @@ GEMM_MX_DECODE_SM90_MOE = KernelSpec(
                 for kw in (2, 4)
                 for od in (_BF16, _F16, _F32)
             )
-            + tuple(  # the tuned builds (MOE_DEFAULT / _E2M1) the op launches, each weight kind with its out dtypes
+            + tuple(  # the tuned builds (MOE_DEFAULT / _E2M1 / MOE_FEW_E2M1) the op launches, per weight kind and out
                 decode_variant(fa, fb, 0, kw, mt, od, st, rt)
                 for fa, fb, ods, table in (
                     (_E4M3, _E4M3, (_BF16, _F16), MOE_DEFAULT),
                     (_E4M3, _E2M1, (_BF16, _F16), MOE_DEFAULT_E2M1),
+                    (_E4M3, _E2M1, (_BF16, _F16), MOE_FEW_E2M1),
                     (_E2M1, _E2M1, (_F32,), MOE_DEFAULT_E2M1),
+                    (_E2M1, _E2M1, (_F32,), MOE_FEW_E2M1),
                 )
-                for mt in DECODE_MT
+                for mt in table
                 for kw, st, rt in table[mt]
                 for od in ods
             )

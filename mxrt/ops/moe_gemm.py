@@ -38,12 +38,22 @@ from .gemm_sm90 import TensorMapMemo, tensor_map_arg
 OP = "moe_gemm_mx"
 _LIMIT = 2**31
 MOE_DEFAULT, MOE_DEFAULT_E2M1, MOE_LONG_K = K.MOE_DEFAULT, K.MOE_DEFAULT_E2M1, K.MOE_LONG_K  # the tuned builds
+MOE_FEW_E2M1, MOE_FEW_BLOCKS = K.MOE_FEW_E2M1, K.MOE_FEW_BLOCKS
 
 
-def moe_build(mt: int, w_fmt: str, k: int) -> tuple[int, int, int]:
-    """(kw, stages, rt) of the MoE build for MT token tiles, weights of format ``w_fmt`` and reduction length k."""
-    long_k, short_k = (MOE_DEFAULT_E2M1 if w_fmt == "e2m1" else MOE_DEFAULT)[mt]
+def moe_build(mt: int, w_fmt: str, k: int, blocks: int | None = None) -> tuple[int, int, int]:
+    """(kw, stages, rt) of the MoE build for MT token tiles, weights of format ``w_fmt``, reduction length k and at
+    most ``blocks`` live blocks (the grid's host bound, ``min(len(expert_ids), numel)``; None: many)."""
+    table = MOE_DEFAULT_E2M1 if w_fmt == "e2m1" else MOE_DEFAULT
+    if w_fmt == "e2m1" and blocks is not None and blocks <= MOE_FEW_BLOCKS and mt in MOE_FEW_E2M1:
+        table = MOE_FEW_E2M1
+    long_k, short_k = table[mt]
     return long_k if k >= MOE_LONG_K else short_k
+
+
+def live_blocks(p: Any) -> int:
+    """The host bound on the live blocks of problem ``p`` (mxrt.problems.moe_gemm): the grid's y extent."""
+    return min(int(p.expert_ids.size), p.numel)
 
 
 def _mt(block_size: int) -> int:
@@ -66,7 +76,7 @@ def unsupported(p: Any) -> str | None:
         return f"k = {p.k}, expected a multiple of 128"
     if p.e * p.n >= _LIMIT or p.m_act * max(-(-p.k // 32), 1) >= _LIMIT or p.numel >= _LIMIT:
         return f"E * N = {p.e * p.n} weight rows or m_act = {p.m_act}: 2^31 or more"
-    nblocks = min(int(p.expert_ids.size), p.numel)  # the live blocks' bound (mxrt.problems.moe_gemm)
+    nblocks = live_blocks(p)  # the live blocks' bound (mxrt.problems.moe_gemm)
     chunks = -(-p.block_size // (8 * _mt(p.block_size)))
     if nblocks > MAX_GRID_YZ or chunks > MAX_GRID_YZ:
         return f"{nblocks} blocks x {chunks} chunks of slots, at most {MAX_GRID_YZ} each (grid y / z)"
@@ -95,7 +105,7 @@ def _entry(p: Any, arch: Any) -> tuple[Any, LaunchConfig, tuple[int, int, int, i
     bytes) of a problem with at least one block, slot, weight row and K group."""
     name = dtype_name(p.out_dtype)
     mt = _mt(p.block_size)
-    kw, stages, rt = moe_build(mt, p.w_fmt, p.k)
+    kw, stages, rt = moe_build(mt, p.w_fmt, p.k, live_blocks(p))
     fa, fb = codes.FMT_CODES[p.x_fmt], codes.FMT_CODES[p.w_fmt]
     d = K.decode_variant(fa, fb, 0, kw, mt, codes.GEMM_OUT_DTYPE_CODES[name], stages, rt)
     smem = K.smem_bytes(fa, fb, mt, kw, stages, rt)
@@ -104,7 +114,7 @@ def _entry(p: Any, arch: Any) -> tuple[Any, LaunchConfig, tuple[int, int, int, i
     chunks = -(-p.block_size // (8 * mt))
     # at most numel blocks are live (mxrt.problems.moe_gemm): the CTA rows past them would only read
     # num_tokens_post_padded and leave (at T = 1, 53 of 61 rows: 4 us of the down GEMM's 58, RESULTS.md session 20)
-    cfg = LaunchConfig((-(-p.n // (16 * rt)), min(int(p.expert_ids.size), p.numel), chunks), (32 * kw, 1, 1), smem)
+    cfg = LaunchConfig((-(-p.n // (16 * rt)), live_blocks(p), chunks), (32 * kw, 1, 1), smem)
     return kernel, cfg, (p.e * p.n, p.k * wrow // 128, 16 * rt, wrow)
 
 

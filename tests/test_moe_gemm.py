@@ -542,7 +542,7 @@ def test_builds_for_few_blocks() -> None:
     assert M.moe_build(2, "e2m1", 7168, few + 1) == M.MOE_DEFAULT_E2M1[2][0]
     assert M.moe_build(2, "e2m1", 2048) == M.MOE_DEFAULT_E2M1[2][1]
     assert M.moe_build(2, "e4m3", 7168, 1) == M.MOE_DEFAULT[2][0]
-    assert M.moe_build(1, "e2m1", 7168, 1) == M.MOE_DEFAULT_E2M1[1][0]  # no entry for MT 1: the default
+    assert M.moe_build(8, "e2m1", 2048, 1) == M.MOE_DEFAULT_E2M1[8][1]  # no entry for MT 8: the default
     assert all(rt * mt <= 16 for mt, builds in M.MOE_FEW_E2M1.items() for _, _, rt in builds)
 
 

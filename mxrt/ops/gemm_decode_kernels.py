@@ -190,11 +190,12 @@ MOE_DEFAULT_E2M1 = {
 }
 MOE_LONG_K = 4096
 #: e2m1 builds for grids of at most MOE_FEW_BLOCKS live blocks (one token routed top-8: T = 1), per MT (long K,
-#: short K). Measured on an H100 over DeepSeek-V3's gate_up / down at blocks of 16 (RESULTS.md session 24, calls 2
-#: and 7): at T = 1 gate_up (3, 2, 4) 60.7 us against (4, 2, 4) 64.1, down (1, 3, 4) 38.8 against (2, 3, 4) 40.8;
-#: from T = 2 the MOE_DEFAULT_E2M1 builds stay ahead (gate_up T 2: 110.9 against 119.9)
+#: short K). Measured on an H100 over DeepSeek-V3's gate_up / down at T = 1 (RESULTS.md session 24, calls 2, 7, 12),
+#: us against the MOE_DEFAULT_E2M1 build: blocks of 16 gate_up (3, 2, 4) 60.7 / 64.1, down (1, 3, 4) 38.8 / 40.8;
+#: blocks of 8 down (1, 3, 4) 35.5 / 42.2 (gate_up: the default is as fast); blocks of 32 gate_up (2, 2, 4) 74.4 /
+#: 78.6, down (1, 3, 4) 44.4 / 47.1. From T = 2 the defaults stay ahead on down and on gate_up at blocks of 8 / 16.
 MOE_FEW_BLOCKS = 8
-MOE_FEW_E2M1 = {2: ((3, 2, 4), (1, 3, 4))}
+MOE_FEW_E2M1 = {1: ((4, 3, 4), (1, 3, 4)), 2: ((3, 2, 4), (1, 3, 4)), 4: ((2, 2, 4), (1, 3, 4))}
 
 #: the MoE decode kernel of the same file (mxrt/ops/moe_gemm.py): sorted_token_ids gather, one expert per CTA
 GEMM_MX_DECODE_SM90_MOE = KernelSpec(

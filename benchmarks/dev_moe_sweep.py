@@ -5,7 +5,8 @@ on the touched bytes as the bench counts it, and each build's result against the
 sums in another order).
 
 python3 benchmarks/dev_moe_sweep.py [--configs kw:stages:rt,...] [--t 1,4,16,64] [--fmts e4m3,e2m1] [--bs 16]
-    [--gemms gate_up,down] [--extra=-DNAME=V,...]   (--extra: compile options added to every build, an A/B of a define)
+    [--gemms gate_up,down] [--extra=-DNAME=V,...] [--mt N]   (--extra: compile options added to every build, an A/B
+    of a define; --mt: the token tiles per CTA, the grid's chunks covering the rest of each block)
 """
 
 import argparse
@@ -32,7 +33,10 @@ def main() -> None:
     ap.add_argument("--bs", default="16", help="block sizes of the layout (MT = the token tiles that hold one)")
     ap.add_argument("--gemms", default="gate_up,down")
     ap.add_argument("--extra", default="", help="comma-separated compile options added to every build")
+    ap.add_argument("--mt", type=int, default=0, help="token tiles per CTA whatever the block size (chunks cover it)")
     args = ap.parse_args()
+    if args.mt:
+        moe_gemm._mt = lambda block_size, numel=None, e=None: args.mt
     if args.extra:
         moe_gemm.build_with_smem = traced_build([o for o in args.extra.split(",") if o], False)
     configs = [tuple(int(v) for v in c.split(":")) for c in args.configs.split(",")]
@@ -42,13 +46,13 @@ def main() -> None:
 
 
 def sweep(args, configs, copy_bw, bs) -> None:
-    mt = moe_gemm._mt(bs)
     for gemm in args.gemms.split(","):
         n, k, gate = GEMMS[gemm]
         for fmt in args.fmts.split(","):
             w = moe_weights(E, n, k, fmt)
             for t in [int(v) for v in args.t.split(",")]:
                 x, (s_ids, eids, ntpp), kw, _, nbytes = moe_cell(w, t, TOP_K, bs, gate)
+                mt = moe_gemm._mt(bs, t * TOP_K, E)  # the op's MT for this cell
                 line, ref = [], None
                 for cfg in configs:
                     kwc, st, rt = cfg

@@ -157,6 +157,25 @@ def test_extreme_and_nan_scales(wf, gemm):
     check(got[~nan], want[~nan], "bfloat16")
 
 
+@pytest.mark.parametrize("wf", ["e4m3", "e2m1"])
+def test_one_expert_holds_most_slots(wf):
+    """38 of 40 slots routed to expert 0, blocks of 64: the CTA's MT follows the mean slots per expert
+    (mxrt.ops.moe_gemm._mt: MT 4 here), so expert 0's block runs two live chunks of 32 slots."""
+    from mxrt.ops import moe_gemm as moe_ops
+
+    rng = np.random.default_rng(53)
+    t, e, bs, n, k = 40, 4, 64, 72, 256
+    ids = np.zeros((t, 1), np.int32)
+    ids[:2, 0] = [1, 2]
+    assert 8 * moe_ops._mt(bs, t, e) < 38 < bs
+    sorted_ids, eids, ntpp = mxrt.moe_align_block_size(ids, bs, e, backend="numpy")
+    x = mxrt.quantize_mx(rng.standard_normal((t, k)).astype(np.float32))
+    w = mxrt.quantize_mx(rng.standard_normal((e, n, k)).astype(np.float32), wf, axis=2)
+    got = mxrt.moe_gemm_mx(dev(x), dev(w), cupy.asarray(sorted_ids), cupy.asarray(eids), cupy.asarray(ntpp),
+                           top_k=1, block_size=bs, a_div=1)  # fmt: skip
+    check(host(got, "bfloat16"), loop_ref(x, w, ids, None, 1), "bfloat16")
+
+
 def test_call_plans():
     """Plain calls of one signature (the second and later run mxrt.api.moe_gemm's plan: a memset and one prepared
     launch) with new routing and new activations each time, and routing weights, against the loop; a call with

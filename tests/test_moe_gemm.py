@@ -546,6 +546,19 @@ def test_builds_for_few_blocks() -> None:
     assert all(rt * mt <= 16 for mt, builds in M.MOE_FEW_E2M1.items() for _, _, rt in builds)
 
 
+def test_token_tiles_follow_the_slots_per_expert() -> None:
+    """mxrt.ops.moe_gemm.plan_build: MT covers twice the mean slots per local expert (at least 16) and the block
+    size's chunks cover the rest; the few-block builds only with one chunk per block."""
+    from mxrt.ops import moe_gemm as M
+
+    assert M.plan_build(16, 8, 64, "e2m1", 2048, 8) == (2, 1, M.MOE_FEW_E2M1[2][1])  # T 1, blocks of 16
+    assert M.plan_build(32, 8, 64, "e2m1", 2048, 8) == (2, 2, M.MOE_DEFAULT_E2M1[2][1])  # two chunks: no few-block
+    assert M.plan_build(64, 512, 64, "e4m3", 7168, 600) == (2, 4, M.MOE_DEFAULT[2][0])  # T 64: 8 slots per expert
+    assert M.plan_build(64, 4096, 64, "e4m3", 7168, 600)[:2] == (8, 1)  # 64 per expert: the block's own MT
+    assert M.plan_build(8, 8, 64, "e2m1", 7168, 8)[:2] == (1, 1)  # blocks of 8 keep MT 1
+    assert M.plan_build(128, 68, 16, "e4m3", 256, 60)[:2] == (2, 8)
+
+
 @pytest.mark.parametrize("gemm", ["gate_up", "down"])
 def test_aiter_moe_sorting_layout_gives_the_vllm_result(gemm):
     """layout="aiter": moe_sorting's packed (slot << 24) | token ids, local expert ids (masked experts) and

@@ -80,8 +80,8 @@ def _plan_key(x, w, ids, experts, ntpp, top_k, block_size, topk_weights, a_div, 
     from ..ops import moe_gemm as moe_gemm_ops
 
     numel = x.shape[0] * (top_k if a_div is None else a_div)
-    blocks = min(int(np.prod(experts.shape)), numel)  # the op's live_blocks
-    build = moe_gemm_ops.moe_build(moe_gemm_ops._mt(block_size), w.fmt, w.shape[2], blocks)
+    n_ids = int(np.prod(experts.shape))
+    build = moe_gemm_ops.plan_build(block_size, numel, w.shape[0], w.fmt, w.shape[2], n_ids)  # the op's own
     return (kx, kw, arrays, tw, ko, top_k, block_size, a_div, out_dtype, build)
 
 

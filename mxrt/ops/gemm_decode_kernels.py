@@ -181,11 +181,13 @@ MOE_DEFAULT = {
 }
 #: the same for e2m1 weights (half the bytes per row: 64 rows per CTA where RT * MT <= 16 allows). With K >= MOE_LONG_K
 #: blocks of 8 / 16 (MT 1 / 2) take 4 warps since the f16-operand kernel (session 23, calls 4-5, gate_up K 7168: MT 2
-#: (4, 2, 4) 7-11% faster than (2, 3, 4) at T 1-64, MT 1 (4, 3, 4) 0-11%); down (K 2048) and MT 4 keep (2, 3, 4)
+#: (4, 2, 4) 7-11% faster than (2, 3, 4) at T 1-64, MT 1 (4, 3, 4) 0-11%); down (K 2048) keeps (2, 3, 4); MT 4 long
+#: K takes (2, 2, 4) since session 24 (blocks of 32, gate_up T 4 / 16 / 64: 237.3 / 455.8 / 604.2 us against 251.8 /
+#: 477.5 / 624.3 for (2, 3, 4); RESULTS.md session 24, call 14)
 MOE_DEFAULT_E2M1 = {
     1: ((4, 3, 4), (2, 3, 4)),
     2: ((4, 2, 4), (2, 3, 4)),
-    4: ((2, 3, 4), (2, 3, 4)),
+    4: ((2, 2, 4), (2, 3, 4)),
     8: ((2, 2, 2), (2, 2, 2)),
 }
 MOE_LONG_K = 4096

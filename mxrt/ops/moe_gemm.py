@@ -56,8 +56,33 @@ def live_blocks(p: Any) -> int:
     return min(int(p.expert_ids.size), p.numel)
 
 
-def _mt(block_size: int) -> int:
-    return next(t for t in K.DECODE_MT if 8 * t >= min(block_size, K.DECODE_MAX_M))
+def _mt(block_size: int, numel: int | None = None, e: int | None = None) -> int:
+    """Token tiles of 8 per CTA (the build's MT; the grid's chunks cover the rest of a block). A block holds at most
+    ``block_size`` slots, but at decode sizes far fewer: with ``numel`` slots over ``e`` local experts, MT covers
+    twice the mean per expert (at least 16, the blocks of 16 the builds are tuned on): blocks of 32 / 64 at T <= 64
+    ran 1.1-1.9x faster so than with MT 4 / 8 (RESULTS.md session 24, call 15). A block with more slots than a chunk
+    holds runs several live chunks, each streaming the expert's weights."""
+    cap = min(block_size, K.DECODE_MAX_M)
+    if numel is not None and e:
+        cap = min(cap, max(16, 2 * -(-numel // e)))
+    return next(t for t in K.DECODE_MT if 8 * t >= cap)
+
+
+def plan_build(
+    block_size: int, numel: int, e: int, w_fmt: str, k: int, n_expert_ids: int
+) -> tuple[int, int, tuple[int, int, int]]:
+    """(MT, chunks, (kw, stages, rt)) of a call: the token tiles per CTA (:func:`_mt`), the grid's chunks per block
+    and the build (:func:`moe_build`; the few-block builds only with one chunk: beside dead chunks the 1-warp build
+    lost, 50.9 against 41.8 us at blocks of 32: RESULTS.md session 24, call 17)."""
+    mt = _mt(block_size, numel, e)
+    chunks = -(-block_size // (8 * mt))
+    blocks = min(n_expert_ids, numel) if chunks == 1 else None  # live_blocks
+    return mt, chunks, moe_build(mt, w_fmt, k, blocks)
+
+
+def problem_build(p: Any) -> tuple[int, int, tuple[int, int, int]]:
+    """:func:`plan_build` of a problem (mxrt.problems.moe_gemm)."""
+    return plan_build(p.block_size, p.numel, p.e, p.w_fmt, p.k, int(p.expert_ids.size))
 
 
 def unsupported(p: Any) -> str | None:
@@ -77,7 +102,7 @@ def unsupported(p: Any) -> str | None:
     if p.e * p.n >= _LIMIT or p.m_act * max(-(-p.k // 32), 1) >= _LIMIT or p.numel >= _LIMIT:
         return f"E * N = {p.e * p.n} weight rows or m_act = {p.m_act}: 2^31 or more"
     nblocks = live_blocks(p)  # the live blocks' bound (mxrt.problems.moe_gemm)
-    chunks = -(-p.block_size // (8 * _mt(p.block_size)))
+    chunks = problem_build(p)[1]
     if nblocks > MAX_GRID_YZ or chunks > MAX_GRID_YZ:
         return f"{nblocks} blocks x {chunks} chunks of slots, at most {MAX_GRID_YZ} each (grid y / z)"
     if p.device:
@@ -104,14 +129,12 @@ def _entry(p: Any, arch: Any) -> tuple[Any, LaunchConfig, tuple[int, int, int, i
     """The kernel, launch configuration and weight tensor-map geometry (rows, 128-byte columns, box rows, box
     bytes) of a problem with at least one block, slot, weight row and K group."""
     name = dtype_name(p.out_dtype)
-    mt = _mt(p.block_size)
-    kw, stages, rt = moe_build(mt, p.w_fmt, p.k, live_blocks(p))
+    mt, chunks, (kw, stages, rt) = problem_build(p)
     fa, fb = codes.FMT_CODES[p.x_fmt], codes.FMT_CODES[p.w_fmt]
     d = K.decode_variant(fa, fb, 0, kw, mt, codes.GEMM_OUT_DTYPE_CODES[name], stages, rt)
     smem = K.smem_bytes(fa, fb, mt, kw, stages, rt)
     kernel = build_with_smem(K.GEMM_MX_DECODE_SM90_MOE, d, arch, smem)  # repeated calls skip this: their plan
     wrow = K.row_bytes(fb)
-    chunks = -(-p.block_size // (8 * mt))
     # at most numel blocks are live (mxrt.problems.moe_gemm): the CTA rows past them would only read
     # num_tokens_post_padded and leave (at T = 1, 53 of 61 rows: 4 us of the down GEMM's 58, RESULTS.md session 20)
     cfg = LaunchConfig((-(-p.n // (16 * rt)), live_blocks(p), chunks), (32 * kw, 1, 1), smem)

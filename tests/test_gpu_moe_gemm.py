@@ -91,7 +91,7 @@ def test_against_the_twin_and_a_loop(t, e, top_k, block_size, gemm, out_dtype):
 
 @pytest.mark.parametrize(
     "build",
-    [(4, 3, 2), (2, 3, 4), (4, 2, 4), (4, 3, 4), (8, 2, 2), (3, 2, 4), (1, 3, 4), (2, 2, 4)],
+    [(4, 3, 2), (2, 3, 4), (4, 2, 4), (4, 3, 4), (8, 2, 2), (3, 2, 4), (1, 3, 4), (2, 2, 4), (2, 2, 2)],
     ids=lambda b: "kw{}-st{}-rt{}".format(*b),
 )
 @pytest.mark.parametrize("wf", ["e4m3", "e2m1"])
@@ -101,11 +101,11 @@ def test_row_tiles_per_cta(monkeypatch, build, wf):
     block size's MT, gate/up and down, against the loop."""
     from mxrt.ops import moe_gemm as moe_ops
 
-    for table in (moe_ops.MOE_DEFAULT, moe_ops.MOE_DEFAULT_E2M1, moe_ops.MOE_FEW_E2M1):
+    for table in (moe_ops.MOE_DEFAULT, moe_ops.MOE_DEFAULT_E2M1, moe_ops.MOE_FEW_E2M1, moe_ops.MOE_CHUNKED_FP8_SHORT_K):
         for mt in table:
             kw, st, rt = build
             b = (kw, st, rt if rt * mt <= 16 else 1)
-            monkeypatch.setitem(table, mt, (b, b))
+            monkeypatch.setitem(table, mt, b if table is moe_ops.MOE_CHUNKED_FP8_SHORT_K else (b, b))
     rng = np.random.default_rng(31)
     for t, e, top_k, bs, gemm in [(1, 64, 8, 16, "down"), (9, 16, 4, 16, "gate_up"), (5, 8, 2, 64, "down"),
                                   (3, 4, 4, 1, "gate_up")]:  # fmt: skip

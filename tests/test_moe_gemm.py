@@ -556,7 +556,8 @@ def test_token_tiles_follow_the_slots_per_expert() -> None:
     assert M.plan_build(64, 512, 64, "e4m3", 7168, 600) == (2, 4, M.MOE_DEFAULT[2][0])  # T 64: 8 slots per expert
     assert M.plan_build(64, 4096, 64, "e4m3", 7168, 600)[:2] == (8, 1)  # 64 per expert: the block's own MT
     assert M.plan_build(8, 8, 64, "e2m1", 7168, 8)[:2] == (1, 1)  # blocks of 8 keep MT 1
-    assert M.plan_build(128, 68, 16, "e4m3", 256, 60)[:2] == (2, 8)
+    assert M.plan_build(128, 68, 16, "e4m3", 256, 60) == (2, 8, M.MOE_CHUNKED_FP8_SHORT_K[2])  # fp8 short K
+    assert M.plan_build(16, 68, 16, "e4m3", 256, 60) == (2, 1, M.MOE_DEFAULT[2][1])
 
 
 @pytest.mark.parametrize("gemm", ["gate_up", "down"])

@@ -198,6 +198,12 @@ MOE_LONG_K = 4096
 #: 78.6, down (1, 3, 4) 44.4 / 47.1. From T = 2 the defaults stay ahead on down and on gate_up at blocks of 8 / 16.
 MOE_FEW_BLOCKS = 8
 MOE_FEW_E2M1 = {1: ((4, 3, 4), (1, 3, 4)), 2: ((3, 2, 4), (1, 3, 4)), 4: ((2, 2, 4), (1, 3, 4))}
+#: fp8-weight short-K builds where a block spans several chunks of the grid (blocks of 32+ at decode sizes: all but one
+#: chunk per block leave at once, and a CTA of fewer warps costs less there), per MT. H100, DeepSeek-V3 down at MT 2
+#: (RESULTS.md session 24, calls 17, 19): blocks of 64 T 1 / 4 / 16 / 64 48.7 / 147.4 / 314.7 / 371.0 us against
+#: (4, 2, 2)'s 53.3 / 160.2 / 339.5 / 402.3; blocks of 128 T 1 / 16 / 64 53.4 / 361.1 / 420.1 (MT 8: 63.5 / 377.5 /
+#: 491.6)
+MOE_CHUNKED_FP8_SHORT_K = {2: (2, 2, 2)}
 
 #: the MoE decode kernel of the same file (mxrt/ops/moe_gemm.py): sorted_token_ids gather, one expert per CTA
 GEMM_MX_DECODE_SM90_MOE = KernelSpec(
@@ -221,6 +227,7 @@ GEMM_MX_DECODE_SM90_MOE = KernelSpec(
                     (_E4M3, _E2M1, (_BF16, _F16), MOE_FEW_E2M1),
                     (_E2M1, _E2M1, (_F32,), MOE_DEFAULT_E2M1),
                     (_E2M1, _E2M1, (_F32,), MOE_FEW_E2M1),
+                    (_E4M3, _E4M3, (_BF16, _F16), {m: (b, b) for m, b in MOE_CHUNKED_FP8_SHORT_K.items()}),
                 )
                 for mt in table
                 for kw, st, rt in table[mt]

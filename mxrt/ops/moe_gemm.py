@@ -39,15 +39,20 @@ OP = "moe_gemm_mx"
 _LIMIT = 2**31
 MOE_DEFAULT, MOE_DEFAULT_E2M1, MOE_LONG_K = K.MOE_DEFAULT, K.MOE_DEFAULT_E2M1, K.MOE_LONG_K  # the tuned builds
 MOE_FEW_E2M1, MOE_FEW_BLOCKS = K.MOE_FEW_E2M1, K.MOE_FEW_BLOCKS
+MOE_CHUNKED_FP8_SHORT_K = K.MOE_CHUNKED_FP8_SHORT_K
 
 
-def moe_build(mt: int, w_fmt: str, k: int, blocks: int | None = None) -> tuple[int, int, int]:
-    """(kw, stages, rt) of the MoE build for MT token tiles, weights of format ``w_fmt``, reduction length k and at
-    most ``blocks`` live blocks (the grid's host bound, ``min(len(expert_ids), numel)``; None: many)."""
-    table = MOE_DEFAULT_E2M1 if w_fmt == "e2m1" else MOE_DEFAULT
-    if w_fmt == "e2m1" and blocks is not None and blocks <= MOE_FEW_BLOCKS and mt in MOE_FEW_E2M1:
-        table = MOE_FEW_E2M1
-    long_k, short_k = table[mt]
+def moe_build(mt: int, w_fmt: str, k: int, blocks: int | None = None, chunks: int = 1) -> tuple[int, int, int]:
+    """(kw, stages, rt) of the MoE build for MT token tiles, weights of format ``w_fmt``, reduction length k, at most
+    ``blocks`` live blocks (the grid's host bound, ``min(len(expert_ids), numel)``; None: many) and ``chunks`` grid
+    chunks per block: the tuned tables, the few-block e2m1 builds with one chunk, the fp8 short-K build with several."""
+    if w_fmt == "e2m1":
+        few = blocks is not None and blocks <= MOE_FEW_BLOCKS and chunks == 1 and mt in MOE_FEW_E2M1
+        long_k, short_k = (MOE_FEW_E2M1 if few else MOE_DEFAULT_E2M1)[mt]
+    else:
+        long_k, short_k = MOE_DEFAULT[mt]
+        if chunks > 1 and mt in MOE_CHUNKED_FP8_SHORT_K:
+            short_k = MOE_CHUNKED_FP8_SHORT_K[mt]
     return long_k if k >= MOE_LONG_K else short_k
 
 
@@ -76,8 +81,7 @@ def plan_build(
     lost, 50.9 against 41.8 us at blocks of 32: RESULTS.md session 24, call 17)."""
     mt = _mt(block_size, numel, e)
     chunks = -(-block_size // (8 * mt))
-    blocks = min(n_expert_ids, numel) if chunks == 1 else None  # live_blocks
-    return mt, chunks, moe_build(mt, w_fmt, k, blocks)
+    return mt, chunks, moe_build(mt, w_fmt, k, min(n_expert_ids, numel), chunks)  # blocks: live_blocks
 
 
 def problem_build(p: Any) -> tuple[int, int, tuple[int, int, int]]:

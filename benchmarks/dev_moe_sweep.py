@@ -63,6 +63,8 @@ def sweep(args, configs, copy_bw, bs) -> None:
                     (moe_gemm.MOE_DEFAULT_E2M1 if fmt == "e2m1" else moe_gemm.MOE_DEFAULT)[mt] = (cfg, cfg)
                     if fmt == "e2m1" and mt in moe_gemm.MOE_FEW_E2M1:  # the few-block builds (T 1) too
                         moe_gemm.MOE_FEW_E2M1[mt] = (cfg, cfg)
+                    if fmt != "e2m1" and mt in moe_gemm.MOE_CHUNKED_FP8_SHORT_K:  # and the chunked fp8 one
+                        moe_gemm.MOE_CHUNKED_FP8_SHORT_K[mt] = cfg
 
                     def call(x=x, w=w, s=s_ids, b=eids, p=ntpp, kw=kw):
                         return mxrt.moe_gemm_mx(x, w, s, b, p, **kw)

@@ -158,17 +158,20 @@ def test_extreme_and_nan_scales(wf, gemm):
 
 
 @pytest.mark.parametrize("wf", ["e4m3", "e2m1"])
-def test_one_expert_holds_most_slots(wf):
-    """38 of 40 slots routed to expert 0, blocks of 64: the CTA's MT follows the mean slots per expert
-    (mxrt.ops.moe_gemm._mt: MT 4 here), so expert 0's block runs two live chunks of 32 slots."""
+@pytest.mark.parametrize("t,e,hot", [(40, 4, 38), (40, 16, 30)], ids=["grid-chunks", "chunk-loop"])
+def test_one_expert_holds_most_slots(wf, t, e, hot):
+    """``hot`` of ``t`` slots routed to expert 0, blocks of 64: the CTA's MT follows the mean slots per expert
+    (mxrt.ops.moe_gemm.plan_build), so expert 0's block has two live chunks: grid chunks with few live blocks, the
+    chunk loop (one CTA running them in turn) with more."""
     from mxrt.ops import moe_gemm as moe_ops
 
     rng = np.random.default_rng(53)
-    t, e, bs, n, k = 40, 4, 64, 72, 256
+    bs, n, k = 64, 72, 256
     ids = np.zeros((t, 1), np.int32)
-    ids[:2, 0] = [1, 2]
-    assert 8 * moe_ops._mt(bs, t, e) < 38 < bs
+    ids[hot:, 0] = np.arange(1, t - hot + 1) % e
     sorted_ids, eids, ntpp = mxrt.moe_align_block_size(ids, bs, e, backend="numpy")
+    mt, chunks, loop, _ = moe_ops.plan_build(bs, t, e, wf, k, eids.size)
+    assert 8 * mt < hot < 16 * mt and chunks > 1 and loop == (e == 16)
     x = mxrt.quantize_mx(rng.standard_normal((t, k)).astype(np.float32))
     w = mxrt.quantize_mx(rng.standard_normal((e, n, k)).astype(np.float32), wf, axis=2)
     got = mxrt.moe_gemm_mx(dev(x), dev(w), cupy.asarray(sorted_ids), cupy.asarray(eids), cupy.asarray(ntpp),

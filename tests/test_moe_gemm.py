@@ -547,17 +547,17 @@ def test_builds_for_few_blocks() -> None:
 
 
 def test_token_tiles_follow_the_slots_per_expert() -> None:
-    """mxrt.ops.moe_gemm.plan_build: MT covers twice the mean slots per local expert (at least 16) and the block
-    size's chunks cover the rest; the few-block builds only with one chunk per block."""
+    """mxrt.ops.moe_gemm.plan_build: MT covers twice the mean slots per local expert (at least 16), chunks cover the
+    rest of a block (a chunk loop per CTA beyond MOE_FEW_BLOCKS live blocks); the few-block builds with one chunk."""
     from mxrt.ops import moe_gemm as M
 
-    assert M.plan_build(16, 8, 64, "e2m1", 2048, 8) == (2, 1, M.MOE_FEW_E2M1[2][1])  # T 1, blocks of 16
-    assert M.plan_build(32, 8, 64, "e2m1", 2048, 8) == (2, 2, M.MOE_DEFAULT_E2M1[2][1])  # two chunks: no few-block
-    assert M.plan_build(64, 512, 64, "e4m3", 7168, 600) == (2, 4, M.MOE_DEFAULT[2][0])  # T 64: 8 slots per expert
-    assert M.plan_build(64, 4096, 64, "e4m3", 7168, 600)[:2] == (8, 1)  # 64 per expert: the block's own MT
-    assert M.plan_build(8, 8, 64, "e2m1", 7168, 8)[:2] == (1, 1)  # blocks of 8 keep MT 1
-    assert M.plan_build(128, 68, 16, "e4m3", 256, 60) == (2, 8, M.MOE_CHUNKED_FP8_SHORT_K[2])  # fp8 short K
-    assert M.plan_build(16, 68, 16, "e4m3", 256, 60) == (2, 1, M.MOE_DEFAULT[2][1])
+    assert M.plan_build(16, 8, 64, "e2m1", 2048, 8) == (2, 1, False, M.MOE_FEW_E2M1[2][1])  # T 1, blocks of 16
+    assert M.plan_build(32, 8, 64, "e2m1", 2048, 8) == (2, 2, False, M.MOE_DEFAULT_E2M1[2][1])  # T 1: grid chunks
+    assert M.plan_build(64, 512, 64, "e4m3", 7168, 600) == (2, 4, True, M.MOE_DEFAULT[2][0])  # T 64: the chunk loop
+    assert M.plan_build(64, 4096, 64, "e4m3", 7168, 600)[:3] == (8, 1, False)  # 64 per expert: the block's own MT
+    assert M.plan_build(8, 8, 64, "e2m1", 7168, 8)[:3] == (1, 1, False)  # blocks of 8 keep MT 1
+    assert M.plan_build(128, 68, 16, "e4m3", 256, 60) == (2, 8, True, M.MOE_CHUNKED_FP8_SHORT_K[2])  # fp8 short K
+    assert M.plan_build(16, 68, 16, "e4m3", 256, 60) == (2, 1, False, M.MOE_DEFAULT[2][1])
 
 
 @pytest.mark.parametrize("gemm", ["gate_up", "down"])

@@ -216,10 +216,12 @@ struct DecArgs {
   const float* topk_w;  // MoE: slot weights [numel] or null
   u32 e_num, numel, a_div, block_size;
   u64 cap;
+  u32 chunk;  // MoE: the chunk of 8 * MT slots of the block this call computes
 };
 
+// Returns false where the MoE block is dead (past num_tokens_post_padded, or its expert not local): no chunk runs.
 template <bool MOE>
-MXRT_DEVICE void dec_body(const DecArgs& P) {
+MXRT_DEVICE bool dec_body(const DecArgs& P) {
   constexpr int WFMT = B_FMT == MXRT_FMT_E2M1 ? MXRT_FMT_E4M3 : B_FMT;  // what the tensor cores see
   constexpr int XFMT = A_FMT == MXRT_FMT_E2M1 ? MXRT_FMT_E4M3 : A_FMT;
   constexpr u32 WROW = DEC_WROW, XROW = DEC_XROW, CODE = DEC_CODE_STAGE, SCALE = DEC_SCALE_STAGE;
@@ -267,9 +269,9 @@ MXRT_DEVICE void dec_body(const DecArgs& P) {
   u32 tiles = MT;
   u64 wrow = MXRT_BID_X * ROWS;  // this CTA's first weight row in the [E*N] (MoE) or [N] weight matrix
   if constexpr (MOE) {
-    const u32 b = MXRT_BID_Y, chunk0 = MXRT_BID_Z * 8u * MT;
+    const u32 b = MXRT_BID_Y, chunk0 = P.chunk * 8u * MT;
     const i32 ntpp = *P.num_tokens_post_padded, e = P.expert_ids[b];
-    if ((u64)b * P.block_size >= (u64)(ntpp < 0 ? 0 : ntpp) || e < 0 || (u32)e >= P.e_num) return;
+    if ((u64)b * P.block_size >= (u64)(ntpp < 0 ? 0 : ntpp) || e < 0 || (u32)e >= P.e_num) return false;
     wrow += (u64)e * n;
     for (u32 r = tid; r < 8u * MT; r += DEC_THREADS) {
       const u64 i = (u64)b * P.block_size + chunk0 + r;
@@ -287,7 +289,7 @@ MXRT_DEVICE void dec_body(const DecArgs& P) {
     }
     __syncthreads();
     tiles = tiles_s;
-    if (tiles == 0) return;
+    if (tiles == 0) return true;
   }
   DEC_TR(2, tid == 0, dec_gtime());
   auto tok_ok = [&](u32 j) { return MOE ? ids_s[j] >= 0 : j < m; };
@@ -629,5 +631,13 @@ MXRT_DEVICE void dec_body(const DecArgs& P) {
   }
   (void)mn;
   DEC_TR(6, tid == 0, dec_gtime());
+#if defined(CL) && CL
+  // the chunk loop (gemm_mx_decode_sm90_moe.hip) runs this body again: every phase of the ring's barriers has
+  // completed (each issued stage was waited for), so they are invalidated before the next call initialises them
+  if (lane == 0)
+    for (u32 s = 0; s < STAGES; ++s)
+      asm volatile("mbarrier.inval.shared::cta.b64 [%0];" ::"r"(bar0 + 8u * s) : "memory");
+#endif
+  return true;
 }
 

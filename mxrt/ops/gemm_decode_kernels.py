@@ -66,10 +66,12 @@ def valid_rt(mt: int, rt: int) -> bool:
 
 
 def decode_variant(
-    a_fmt: int, b_fmt: int, atomic: int, kw: int, mt: int, out: int, stages: int, rt: int = 1
+    a_fmt: int, b_fmt: int, atomic: int, kw: int, mt: int, out: int, stages: int, rt: int = 1, cl: int = 0
 ) -> Defines:
-    """The defines of one build of the MoE kernel (row-major scales)."""
-    return defines(A_FMT=a_fmt, ATOMIC=atomic, B_FMT=b_fmt, KW=kw, MT=mt, OUT_DTYPE=out, RT=rt, STAGES=stages)
+    """The defines of one build of the MoE kernel (row-major scales); ``cl`` 1: each CTA runs its block's chunks in
+    turn (define CL, set only then: the grid has one chunk)."""
+    extra = {"CL": 1} if cl else {}
+    return defines(A_FMT=a_fmt, ATOMIC=atomic, B_FMT=b_fmt, KW=kw, MT=mt, OUT_DTYPE=out, RT=rt, STAGES=stages, **extra)
 
 
 def dense_variant(
@@ -198,11 +200,9 @@ MOE_LONG_K = 4096
 #: 78.6, down (1, 3, 4) 44.4 / 47.1. From T = 2 the defaults stay ahead on down and on gate_up at blocks of 8 / 16.
 MOE_FEW_BLOCKS = 8
 MOE_FEW_E2M1 = {1: ((4, 3, 4), (1, 3, 4)), 2: ((3, 2, 4), (1, 3, 4)), 4: ((2, 2, 4), (1, 3, 4))}
-#: fp8-weight short-K builds where a block spans several chunks of the grid (blocks of 32+ at decode sizes: all but one
-#: chunk per block leave at once, and a CTA of fewer warps costs less there), per MT. H100, DeepSeek-V3 down at MT 2
-#: (RESULTS.md session 24, calls 17, 19): blocks of 64 T 1 / 4 / 16 / 64 48.7 / 147.4 / 314.7 / 371.0 us against
-#: (4, 2, 2)'s 53.3 / 160.2 / 339.5 / 402.3; blocks of 128 T 1 / 16 / 64 53.4 / 361.1 / 420.1 (MT 8: 63.5 / 377.5 /
-#: 491.6)
+#: fp8-weight short-K builds where a block spans several chunks (the chunk-loop builds, CL 1), per MT. H100,
+#: DeepSeek-V3 down at MT 2, blocks of 64 (RESULTS.md session 24, call 21): T 1 / 16 / 64 52.5 / 284.7 / 342.4 us
+#: against (4, 2, 2)'s 52.0 / 285.4 / 361.5
 MOE_CHUNKED_FP8_SHORT_K = {2: (2, 2, 2)}
 
 #: the MoE decode kernel of the same file (mxrt/ops/moe_gemm.py): sorted_token_ids gather, one expert per CTA
@@ -210,6 +210,7 @@ GEMM_MX_DECODE_SM90_MOE = KernelSpec(
     symbol="gemm_mx_decode_sm90_moe",
     file="gemm/gemm_mx_decode_sm90_moe.hip",
     required=("A_FMT", "ATOMIC", "B_FMT", "KW", "MT", "OUT_DTYPE", "RT", "STAGES"),
+    optional=("CL",),  # absent: one grid chunk per CTA
     variants=tuple(
         dict.fromkeys(
             tuple(decode_variant(FMT_CODES[fa], FMT_CODES[fb], 0, 2, 1, _BF16, 3) for fa, fb in GEMM_FORMAT_PAIRS)
@@ -232,6 +233,17 @@ GEMM_MX_DECODE_SM90_MOE = KernelSpec(
                 for mt in table
                 for kw, st, rt in table[mt]
                 for od in ods
+            )
+            + tuple(  # the chunk-loop builds (blocks of more slots than a CTA's MT: MT 2 and 4 at decode sizes)
+                decode_variant(fa, fb, 0, kw, mt, od, st, rt, 1)
+                for fa, fb, od, table in (
+                    (_E4M3, _E4M3, _BF16, MOE_DEFAULT),
+                    (_E4M3, _E4M3, _BF16, {m: (b, b) for m, b in MOE_CHUNKED_FP8_SHORT_K.items()}),
+                    (_E4M3, _E2M1, _BF16, MOE_DEFAULT_E2M1),
+                )
+                for mt in (2, 4)
+                if mt in table
+                for kw, st, rt in table[mt]
             )
         )
     ),

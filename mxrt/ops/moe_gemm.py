@@ -44,8 +44,8 @@ MOE_CHUNKED_FP8_SHORT_K = K.MOE_CHUNKED_FP8_SHORT_K
 
 def moe_build(mt: int, w_fmt: str, k: int, blocks: int | None = None, chunks: int = 1) -> tuple[int, int, int]:
     """(kw, stages, rt) of the MoE build for MT token tiles, weights of format ``w_fmt``, reduction length k, at most
-    ``blocks`` live blocks (the grid's host bound, ``min(len(expert_ids), numel)``; None: many) and ``chunks`` grid
-    chunks per block: the tuned tables, the few-block e2m1 builds with one chunk, the fp8 short-K build with several."""
+    ``blocks`` live blocks (the grid's host bound, ``min(len(expert_ids), numel)``; None: many) and ``chunks`` chunks
+    per block: the tuned tables, the few-block e2m1 builds with one chunk, the fp8 short-K build with several."""
     if w_fmt == "e2m1":
         few = blocks is not None and blocks <= MOE_FEW_BLOCKS and chunks == 1 and mt in MOE_FEW_E2M1
         long_k, short_k = (MOE_FEW_E2M1 if few else MOE_DEFAULT_E2M1)[mt]
@@ -62,11 +62,11 @@ def live_blocks(p: Any) -> int:
 
 
 def _mt(block_size: int, numel: int | None = None, e: int | None = None) -> int:
-    """Token tiles of 8 per CTA (the build's MT; the grid's chunks cover the rest of a block). A block holds at most
-    ``block_size`` slots, but at decode sizes far fewer: with ``numel`` slots over ``e`` local experts, MT covers
+    """Token tiles of 8 per CTA (the build's MT; a block of more slots runs in chunks of 8 * MT). A block holds at
+    most ``block_size`` slots, but at decode sizes far fewer: with ``numel`` slots over ``e`` local experts, MT covers
     twice the mean per expert (at least 16, the blocks of 16 the builds are tuned on): blocks of 32 / 64 at T <= 64
     ran 1.1-1.9x faster so than with MT 4 / 8 (RESULTS.md session 24, call 15). A block with more slots than a chunk
-    holds runs several live chunks, each streaming the expert's weights."""
+    holds runs several chunks, each streaming the expert's weights."""
     cap = min(block_size, K.DECODE_MAX_M)
     if numel is not None and e:
         cap = min(cap, max(16, 2 * -(-numel // e)))
@@ -75,16 +75,18 @@ def _mt(block_size: int, numel: int | None = None, e: int | None = None) -> int:
 
 def plan_build(
     block_size: int, numel: int, e: int, w_fmt: str, k: int, n_expert_ids: int
-) -> tuple[int, int, tuple[int, int, int]]:
-    """(MT, chunks, (kw, stages, rt)) of a call: the token tiles per CTA (:func:`_mt`), the grid's chunks per block
-    and the build (:func:`moe_build`; the few-block builds only with one chunk: beside dead chunks the 1-warp build
-    lost, 50.9 against 41.8 us at blocks of 32: RESULTS.md session 24, call 17)."""
+) -> tuple[int, int, bool, tuple[int, int, int]]:
+    """(MT, chunks, loop, (kw, stages, rt)) of a call: the token tiles per CTA (:func:`_mt`), the chunks per block,
+    whether one CTA per block runs them in turn (the chunk-loop build: where a block has several chunks and the grid
+    more than MOE_FEW_BLOCKS live blocks; at T = 1 a grid chunk per CTA was faster, 48.6 against 52.5 us: RESULTS.md
+    session 24, call 21) and the build (:func:`moe_build`; the few-block e2m1 builds only with one chunk)."""
     mt = _mt(block_size, numel, e)
     chunks = -(-block_size // (8 * mt))
-    return mt, chunks, moe_build(mt, w_fmt, k, min(n_expert_ids, numel), chunks)  # blocks: live_blocks
+    blocks = min(n_expert_ids, numel)  # live_blocks
+    return mt, chunks, chunks > 1 and blocks > MOE_FEW_BLOCKS, moe_build(mt, w_fmt, k, blocks, chunks)
 
 
-def problem_build(p: Any) -> tuple[int, int, tuple[int, int, int]]:
+def problem_build(p: Any) -> tuple[int, int, bool, tuple[int, int, int]]:
     """:func:`plan_build` of a problem (mxrt.problems.moe_gemm)."""
     return plan_build(p.block_size, p.numel, p.e, p.w_fmt, p.k, int(p.expert_ids.size))
 
@@ -106,7 +108,7 @@ def unsupported(p: Any) -> str | None:
     if p.e * p.n >= _LIMIT or p.m_act * max(-(-p.k // 32), 1) >= _LIMIT or p.numel >= _LIMIT:
         return f"E * N = {p.e * p.n} weight rows or m_act = {p.m_act}: 2^31 or more"
     nblocks = live_blocks(p)  # the live blocks' bound (mxrt.problems.moe_gemm)
-    chunks = problem_build(p)[1]
+    chunks = problem_build(p)[1]  # the grid's z without the chunk loop: the bound either way
     if nblocks > MAX_GRID_YZ or chunks > MAX_GRID_YZ:
         return f"{nblocks} blocks x {chunks} chunks of slots, at most {MAX_GRID_YZ} each (grid y / z)"
     if p.device:
@@ -133,15 +135,16 @@ def _entry(p: Any, arch: Any) -> tuple[Any, LaunchConfig, tuple[int, int, int, i
     """The kernel, launch configuration and weight tensor-map geometry (rows, 128-byte columns, box rows, box
     bytes) of a problem with at least one block, slot, weight row and K group."""
     name = dtype_name(p.out_dtype)
-    mt, chunks, (kw, stages, rt) = problem_build(p)
+    mt, chunks, loop, (kw, stages, rt) = problem_build(p)
     fa, fb = codes.FMT_CODES[p.x_fmt], codes.FMT_CODES[p.w_fmt]
-    d = K.decode_variant(fa, fb, 0, kw, mt, codes.GEMM_OUT_DTYPE_CODES[name], stages, rt)
+    d = K.decode_variant(fa, fb, 0, kw, mt, codes.GEMM_OUT_DTYPE_CODES[name], stages, rt, int(loop))
     smem = K.smem_bytes(fa, fb, mt, kw, stages, rt)
     kernel = build_with_smem(K.GEMM_MX_DECODE_SM90_MOE, d, arch, smem)  # repeated calls skip this: their plan
     wrow = K.row_bytes(fb)
     # at most numel blocks are live (mxrt.problems.moe_gemm): the CTA rows past them would only read
     # num_tokens_post_padded and leave (at T = 1, 53 of 61 rows: 4 us of the down GEMM's 58, RESULTS.md session 20)
-    cfg = LaunchConfig((-(-p.n // (16 * rt)), live_blocks(p), chunks), (32 * kw, 1, 1), smem)
+    # the chunk loop: one CTA per block runs its chunks in turn (the CL build), up to its last slot; else a grid chunk
+    cfg = LaunchConfig((-(-p.n // (16 * rt)), live_blocks(p), 1 if loop else chunks), (32 * kw, 1, 1), smem)
     return kernel, cfg, (p.e * p.n, p.k * wrow // 128, 16 * rt, wrow)
 
 

@@ -21,13 +21,15 @@ def main() -> int:
     rng = np.random.default_rng(0)
     bad = 0
     # k 4096 with e2m1 weights and blocks of 16 / 8: the long-K e2m1 builds (4 warps, 2 / 3 stages, 64 rows per CTA);
-    # at most 8 live blocks with blocks of 16: the few-block builds (3, 2, 4) at k 4096 and (1, 3, 4) at k 2048
+    # at most 8 live blocks with blocks of 16: the few-block builds (3, 2, 4) at k 4096 and (1, 3, 4) at k 2048;
+    # 16 blocks of 64 at MT 2: the chunk loop
     for t, e, top_k, bs, a_div, wf, od, k in [(3, 8, 2, 16, 2, "e4m3", "bfloat16", 256),
                                               (5, 16, 4, 1, 1, "e2m1", "float16", 256),
                                               (9, 4, 4, 128, 4, "e4m3", "bfloat16", 256),
                                               (3, 8, 2, 16, 2, "e2m1", "bfloat16", 4096),
                                               (4, 8, 2, 8, 1, "e2m1", "float16", 4096),
-                                              (1, 8, 8, 16, 1, "e2m1", "bfloat16", 2048)]:  # fmt: skip
+                                              (1, 8, 8, 16, 1, "e2m1", "bfloat16", 2048),
+                                              (17, 16, 4, 64, 1, "e4m3", "bfloat16", 256)]:  # fmt: skip
         ids = np.stack([rng.choice(e, top_k, replace=False) for _ in range(t)]).astype(np.int32)
         emap = np.where(np.arange(e) == 1, -1, np.arange(e)).astype(np.int32)
         s, b, p = mxrt.moe_align_block_size(ids, bs, e, emap, backend="numpy")

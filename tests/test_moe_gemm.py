@@ -548,11 +548,13 @@ def test_builds_for_few_blocks() -> None:
 
 def test_token_tiles_follow_the_slots_per_expert() -> None:
     """mxrt.ops.moe_gemm.plan_build: MT covers twice the mean slots per local expert (at least 16), chunks cover the
-    rest of a block (a chunk loop per CTA beyond MOE_FEW_BLOCKS live blocks); the few-block builds with one chunk."""
+    rest of a block (a chunk loop per CTA beyond MOE_FEW_BLOCKS live blocks); the few-block short-K build with one
+    chunk only."""
     from mxrt.ops import moe_gemm as M
 
     assert M.plan_build(16, 8, 64, "e2m1", 2048, 8) == (2, 1, False, M.MOE_FEW_E2M1[2][1])  # T 1, blocks of 16
     assert M.plan_build(32, 8, 64, "e2m1", 2048, 8) == (2, 2, False, M.MOE_DEFAULT_E2M1[2][1])  # T 1: grid chunks
+    assert M.plan_build(32, 8, 64, "e2m1", 7168, 8) == (2, 2, False, M.MOE_FEW_E2M1[2][0])  # long K: few-block too
     assert M.plan_build(64, 512, 64, "e4m3", 7168, 600) == (2, 4, True, M.MOE_DEFAULT[2][0])  # T 64: the chunk loop
     assert M.plan_build(64, 4096, 64, "e4m3", 7168, 600)[:3] == (8, 1, False)  # 64 per expert: the block's own MT
     assert M.plan_build(8, 8, 64, "e2m1", 7168, 8)[:3] == (1, 1, False)  # blocks of 8 keep MT 1

@@ -45,9 +45,11 @@ MOE_CHUNKED_FP8_SHORT_K = K.MOE_CHUNKED_FP8_SHORT_K
 def moe_build(mt: int, w_fmt: str, k: int, blocks: int | None = None, chunks: int = 1) -> tuple[int, int, int]:
     """(kw, stages, rt) of the MoE build for MT token tiles, weights of format ``w_fmt``, reduction length k, at most
     ``blocks`` live blocks (the grid's host bound, ``min(len(expert_ids), numel)``; None: many) and ``chunks`` chunks
-    per block: the tuned tables, the few-block e2m1 builds with one chunk, the fp8 short-K build with several."""
-    if w_fmt == "e2m1":
-        few = blocks is not None and blocks <= MOE_FEW_BLOCKS and chunks == 1 and mt in MOE_FEW_E2M1
+    per block: the tuned tables, the few-block e2m1 builds (short K: with one chunk only; RESULTS.md session 24, calls
+    16-17), the fp8 short-K build with several chunks."""
+    if w_fmt == "e2m1":  # the few-block short-K build (1 warp) lost beside grid chunks, the long-K one gained
+        few = blocks is not None and blocks <= MOE_FEW_BLOCKS and mt in MOE_FEW_E2M1
+        few = few and (chunks == 1 or k >= MOE_LONG_K)
         long_k, short_k = (MOE_FEW_E2M1 if few else MOE_DEFAULT_E2M1)[mt]
     else:
         long_k, short_k = MOE_DEFAULT[mt]
@@ -79,7 +81,7 @@ def plan_build(
     """(MT, chunks, loop, (kw, stages, rt)) of a call: the token tiles per CTA (:func:`_mt`), the chunks per block,
     whether one CTA per block runs them in turn (the chunk-loop build: where a block has several chunks and the grid
     more than MOE_FEW_BLOCKS live blocks; at T = 1 a grid chunk per CTA was faster, 48.6 against 52.5 us: RESULTS.md
-    session 24, call 21) and the build (:func:`moe_build`; the few-block e2m1 builds only with one chunk)."""
+    session 24, call 21) and the build (:func:`moe_build`)."""
     mt = _mt(block_size, numel, e)
     chunks = -(-block_size // (8 * mt))
     blocks = min(n_expert_ids, numel)  # live_blocks

@@ -14,7 +14,7 @@ import argparse
 import cupy
 import numpy as np
 from bench_decode import MOE_GEMMS, moe_cell, moe_weights  # benchmarks/ (this script's folder)
-from dev_moe_trace import traced_build
+from dev_moe_trace import options_build
 
 import mxrt
 from mxrt.bench import core
@@ -38,7 +38,7 @@ def main() -> None:
     if args.mt:
         moe_gemm._mt = lambda block_size, numel=None, e=None: args.mt
     if args.extra:
-        moe_gemm.build_with_smem = traced_build([o for o in args.extra.split(",") if o], False)
+        moe_gemm.build_with_smem = options_build([o for o in args.extra.split(",") if o], False)
     configs = [tuple(int(v) for v in c.split(":")) for c in args.configs.split(",")]
     copy_bw = core.copy_bandwidth(core.l2_bytes())["copy16 kernel"]
     for bs in [int(v) for v in args.bs.split(",")]:

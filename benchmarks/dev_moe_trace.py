@@ -33,7 +33,7 @@ class _Skip:
         pass
 
 
-def traced_build(extra, trace):
+def options_build(extra, trace):
     """moe_gemm.build_with_smem with DEC_TRACE (``trace``) and ``extra`` options added; keeps each module."""
 
     def build(spec, d, arch, smem):
@@ -97,7 +97,7 @@ def main() -> None:
     args = ap.parse_args()
     extra = [o for o in args.extra.split(",") if o]
     if extra or not args.no_trace:
-        moe_gemm.build_with_smem = traced_build(extra, not args.no_trace)
+        moe_gemm.build_with_smem = options_build(extra, not args.no_trace)
     copy_bw = core.copy_bandwidth(core.l2_bytes())["copy16 kernel"]
     for gemm in args.gemms.split(","):
         n, k, gate = MOE_GEMMS[gemm]

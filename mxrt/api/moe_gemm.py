@@ -8,6 +8,7 @@ in the caller's kind.
 
 from __future__ import annotations
 
+import math
 import sys
 import threading
 from typing import Any
@@ -80,7 +81,7 @@ def _plan_key(x, w, ids, experts, ntpp, top_k, block_size, topk_weights, a_div, 
     from ..ops import moe_gemm as moe_gemm_ops
 
     numel = x.shape[0] * (top_k if a_div is None else a_div)
-    n_ids = int(np.prod(experts.shape))
+    n_ids = math.prod(experts.shape)
     build = moe_gemm_ops.plan_build(block_size, numel, w.shape[0], w.fmt, w.shape[2], n_ids)  # the op's own
     return (kx, kw, arrays, tw, ko, top_k, block_size, a_div, out_dtype, build)
 

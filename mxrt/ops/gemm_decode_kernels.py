@@ -204,6 +204,7 @@ MOE_FEW_E2M1 = {1: ((4, 3, 4), (1, 3, 4)), 2: ((3, 2, 4), (1, 3, 4)), 4: ((2, 2,
 #: DeepSeek-V3 down at MT 2, blocks of 64 (RESULTS.md session 24, call 21): T 1 / 16 / 64 52.5 / 284.7 / 342.4 us
 #: against (4, 2, 2)'s 52.0 / 285.4 / 361.5
 MOE_CHUNKED_FP8_SHORT_K = {2: (2, 2, 2)}
+_CHUNKED_FP8 = {mt: (b, b) for mt, b in MOE_CHUNKED_FP8_SHORT_K.items()}  # as (long K, short K) for the variants
 
 #: the MoE decode kernel of the same file (mxrt/ops/moe_gemm.py): sorted_token_ids gather, one expert per CTA
 GEMM_MX_DECODE_SM90_MOE = KernelSpec(
@@ -228,7 +229,7 @@ GEMM_MX_DECODE_SM90_MOE = KernelSpec(
                     (_E4M3, _E2M1, (_BF16, _F16), MOE_FEW_E2M1),
                     (_E2M1, _E2M1, (_F32,), MOE_DEFAULT_E2M1),
                     (_E2M1, _E2M1, (_F32,), MOE_FEW_E2M1),
-                    (_E4M3, _E4M3, (_BF16, _F16), {m: (b, b) for m, b in MOE_CHUNKED_FP8_SHORT_K.items()}),
+                    (_E4M3, _E4M3, (_BF16, _F16), _CHUNKED_FP8),
                 )
                 for mt in table
                 for kw, st, rt in table[mt]
@@ -238,7 +239,7 @@ GEMM_MX_DECODE_SM90_MOE = KernelSpec(
                 decode_variant(fa, fb, 0, kw, mt, od, st, rt, 1)
                 for fa, fb, od, table in (
                     (_E4M3, _E4M3, _BF16, MOE_DEFAULT),
-                    (_E4M3, _E4M3, _BF16, {m: (b, b) for m, b in MOE_CHUNKED_FP8_SHORT_K.items()}),
+                    (_E4M3, _E4M3, _BF16, _CHUNKED_FP8),
                     (_E4M3, _E2M1, _BF16, MOE_DEFAULT_E2M1),
                 )
                 for mt in (2, 4)

@@ -58,17 +58,22 @@ def moe_build(mt: int, w_fmt: str, k: int, blocks: int | None = None, chunks: in
     return long_k if k >= MOE_LONG_K else short_k
 
 
+def live_block_bound(n_expert_ids: int, numel: int) -> int:
+    """The host bound on a call's live blocks (mxrt.problems.moe_gemm): the grid's y extent."""
+    return min(n_expert_ids, numel)
+
+
 def live_blocks(p: Any) -> int:
-    """The host bound on the live blocks of problem ``p`` (mxrt.problems.moe_gemm): the grid's y extent."""
-    return min(int(p.expert_ids.size), p.numel)
+    """:func:`live_block_bound` of a problem."""
+    return live_block_bound(int(p.expert_ids.size), p.numel)
 
 
 def _mt(block_size: int, numel: int | None = None, e: int | None = None) -> int:
     """Token tiles of 8 per CTA (the build's MT; a block of more slots runs in chunks of 8 * MT). A block holds at
     most ``block_size`` slots, but at decode sizes far fewer: with ``numel`` slots over ``e`` local experts, MT covers
     twice the mean per expert (at least 16, the blocks of 16 the builds are tuned on): blocks of 32 / 64 at T <= 64
-    ran 1.1-1.9x faster so than with MT 4 / 8 (RESULTS.md session 24, call 15). A block with more slots than a chunk
-    holds runs several chunks, each streaming the expert's weights."""
+    ran 1.1-1.9x faster this way than with MT 4 / 8 (RESULTS.md session 24, call 15). A block with more slots than a
+    chunk holds runs several chunks, each streaming the expert's weights."""
     cap = min(block_size, K.DECODE_MAX_M)
     if numel is not None and e:
         cap = min(cap, max(16, 2 * -(-numel // e)))
@@ -84,7 +89,7 @@ def plan_build(
     session 24, call 21) and the build (:func:`moe_build`)."""
     mt = _mt(block_size, numel, e)
     chunks = -(-block_size // (8 * mt))
-    blocks = min(n_expert_ids, numel)  # live_blocks
+    blocks = live_block_bound(n_expert_ids, numel)
     return mt, chunks, chunks > 1 and blocks > MOE_FEW_BLOCKS, moe_build(mt, w_fmt, k, blocks, chunks)
 
 

@@ -174,6 +174,28 @@ def test_extreme_scale_pairs(pair, out_dtype, m):
     assert mxrt.reference.calc_diff(got[ok], want[ok]) <= 1e-5
 
 
+@pytest.mark.parametrize("m", [3, 11, 40])
+@pytest.mark.parametrize("pair", [("e4m3", "e4m3"), ("e4m3", "e2m1"), ("e2m1", "e2m1")], ids="x".join)
+def test_one_row_or_token_leaves_the_window(pair, m):
+    """A stage that is fast for every row and token but one: weight rows 5 and 50 carry a scale byte of 250 / 3 over
+    zero codes and token 2 one of 60 (exact, but only the wide promotion takes them). The lanes holding those rows
+    and the others must take one promotion together: a per-lane choice ran mma.sync in divergent code (undefined;
+    every earlier extreme-scale test left the window in all lanes of a stage at once)."""
+    n, k = 72, 512
+    _, _, qa, qb = operands(m, n, k, *pair, seed=9)
+    a_codes, b_codes, sa, sb = qa.data.copy(), qb.data.copy(), qa.scales.copy(), qb.scales.copy()
+    bw = 16 if pair[1] == "e2m1" else 32  # code bytes per block
+    for row, blk, s in ((5, 5, 250), (50, 13, 3)):
+        sb[row, blk] = s
+        b_codes[row, blk * bw : (blk + 1) * bw] = 0
+    sa[2 % m, 9] = 60
+    qa = mxrt.MXArray(a_codes, sa, qa.fmt, 32, 1, qa.shape, qa.scale_mode)
+    qb = mxrt.MXArray(b_codes, sb, qb.fmt, 32, 1, qb.shape, qb.scale_mode)
+    for out_dtype in ("bfloat16", "float16"):
+        got = decode(to_device(qa), to_device(qb), out_dtype=out_dtype)
+        assert not check_result(got, qa, qb, out_dtype), out_dtype
+
+
 def test_bitwise_reruns_and_auto_dispatch():
     _, _, qa, qb = operands(64, 300, 1024, "e4m3", "e4m3", seed=1)
     a, b = to_device(qa), to_device(qb)

@@ -158,6 +158,33 @@ def test_extreme_and_nan_scales(wf, gemm):
 
 
 @pytest.mark.parametrize("wf", ["e4m3", "e2m1"])
+@pytest.mark.parametrize("gemm", ["gate_up", "down"])
+def test_one_row_or_token_leaves_the_window(wf, gemm):
+    """Stages fast for every row and slot but one: weight rows 5 and 70 of every expert carry a scale byte of 250 /
+    3 over zero codes, one activation row one of 60 (exact, but only the wide promotion takes them). The lanes
+    holding them and the others must take one promotion together (a per-lane choice ran mma.sync divergently)."""
+    rng = np.random.default_rng(59)
+    t, e, top_k, bs, n, k = 5, 4, 2, 16, 136, 512
+    ids, _, (sorted_ids, eids, ntpp) = routing(rng, t, e, top_k, bs)
+    a_div = top_k if gemm == "gate_up" else 1
+    x = mxrt.quantize_mx(rng.standard_normal((t * top_k // a_div, k)).astype(np.float32))
+    w = mxrt.quantize_mx(rng.standard_normal((e, n, k)).astype(np.float32), wf, axis=2)
+    xs, ws, wc = x.scales.copy(), w.scales.copy(), w.data.copy()
+    bw = 16 if wf == "e2m1" else 32  # code bytes per block
+    for row, blk, s in ((5, 5, 250), (70, 13, 3)):
+        ws[:, row, blk] = s
+        wc[:, row, blk * bw : (blk + 1) * bw] = 0
+    xs[1, 9] = 60
+    x = mxrt.MXArray(x.data, xs, x.fmt, 32, 1, x.shape, x.scale_mode)
+    w = mxrt.MXArray(wc, ws, w.fmt, 32, 2, w.shape, w.scale_mode)
+    got = host(mxrt.moe_gemm_mx(dev(x), dev(w), cupy.asarray(sorted_ids), cupy.asarray(eids), cupy.asarray(ntpp),
+                                top_k=top_k, block_size=bs, a_div=a_div), "bfloat16")  # fmt: skip
+    dx, dw = exact64(x), exact64(w)
+    want = np.stack([dx[i // a_div] @ dw[ge].T for i, ge in enumerate(ids.reshape(-1))])
+    check(got, want, "bfloat16")
+
+
+@pytest.mark.parametrize("wf", ["e4m3", "e2m1"])
 @pytest.mark.parametrize("t,e,hot", [(40, 4, 38), (40, 16, 30)], ids=["grid-chunks", "chunk-loop"])
 def test_one_expert_holds_most_slots(wf, t, e, hot):
     """``hot`` of ``t`` slots routed to expert 0, blocks of 64: the CTA's MT follows the mean slots per expert

@@ -86,7 +86,7 @@ struct dec_const {
 #define DEC_MMA_TYPE(F) (F == MXRT_FMT_E5M2 ? 1 : 0)
 // e2m1 tokens reach the tensor cores as e4m3 bytes of 2^-6 times their values (sm90_e2m1x8_lo6), e2m1 weights as f16
 // of 2^-14 times theirs (dec_e2m1x8_f16); the promotion multiplies P by 2^6 / 2^14 per such operand (exact: a power of
-// two; fast path: folded into the weight factor, <= 2^83)
+// two; fast path: folded into the weight or the token factors, <= 2^83)
 #if B_FMT == MXRT_FMT_E2M1
 #define DEC_PMUL (16384.0f * SM90_LO6_MUL(A_FMT))
 #else
@@ -305,6 +305,19 @@ MXRT_DEVICE bool dec_body(const DecArgs& P) {
     for (u32 s = 0; s < STAGES; ++s) mbar_init(bar0 + 8u * s, 1u);
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
+  // Row-major scales: the words of weight rows past n and of token rows without a token (past m, padding slots) are
+  // never copied; they are set to 0x7F bytes (factor 1, inside the fast window) in every slot once here, so the
+  // stage loop reads every word without a test.
+#if SLB == MXRT_SCALE_LAYOUT_NONE
+  for (u32 c = lane; c < STAGES * ROWS; c += 32u)
+    if (row0 + c % ROWS >= n) *(u32*)(scales + (c / ROWS) * SCALE + 4u * (c % ROWS)) = 0x7F7F7F7Fu;
+#endif
+#if SLA == MXRT_SCALE_LAYOUT_NONE
+  for (u32 c = lane; c < STAGES * 8u * MT; c += 32u) {
+    const u32 j = c % (8u * MT);
+    if (!(j / 8u < tiles && tok_ok(j))) *(u32*)(scales + (c / (8u * MT)) * SCALE + X_SOFF + 4u * j) = 0x7F7F7F7Fu;
+  }
+#endif
   __syncwarp();
 
   // Group gi into ring slot `slot`: lane 0 arms the slot's barrier and issues the two TMA tiles (rows past n / m
@@ -317,26 +330,51 @@ MXRT_DEVICE bool dec_body(const DecArgs& P) {
   // gi * XROW / 4 gi (the loop form below re-reads ids_s / xrow_s and recomputes the addresses every stage).
   constexpr u32 XCH = XROW / 16u, XNCH = (8u * MT * XCH + 31u) / 32u;
   constexpr bool XHOIST = MOE && XNCH <= 4u && 8u * MT <= 32u;
-  u64 xsrc[XHOIST ? XNCH : 1u], xs_src = 0;
-  u32 xdst[XHOIST ? XNCH : 1u], xok = 0;
+  // Every issue fetches the next group (g0, g0 + 1, ...), so the sources are pointers carried from issue to issue
+  // (+ one group's bytes each): ptxas rebuilt them from the slot ids' offsets and the stage index every stage (~100
+  // instructions of a ~1,100-instruction stage of the e2m1 MoE build, session 25). xon bit j: chunk j is issued
+  // (its token tile holds a slot), xok bit j: its row is a slot (16 bytes; else zero fill from x, nothing read);
+  // bit 31 of both: the lane's token scale word. The shared addresses are carried too (xdst, xs_dst, sb_dst: slot 0's
+  // at first, + one stage each issue, back to slot 0 after the last): rebuilt from the lane id they cost ~5
+  // instructions each.
+  const u8* xsrc[XHOIST ? XNCH : 1u];
+  const u8* xs_src = sa;
+  u32 xdst[XHOIST ? XNCH : 1u], xok = 0, xon = 0, xs_dst = scales_s + X_SOFF + 4u * lane;
   if constexpr (XHOIST) {
     const u64 xrow_bytes = (u64)kbt * (XROW / 4u);
 #pragma unroll
     for (u32 j = 0; j < XNCH; ++j) {
       const u32 c = lane + 32u * j, r = (c / XCH) % (8u * MT), ch = c % XCH;
-      const bool ok = c < 8u * tiles * XCH && ids_s[r] >= 0;
-      xsrc[j] = ok ? (u64)xrow_s[r] * xrow_bytes + 16u * ch : 0u;
-      xdst[j] = X_OFF + dec_swz<XROW>(r, ch);
+      const bool on = c < 8u * tiles * XCH, ok = on && ids_s[r] >= 0;
+      xsrc[j] = P.x + (ok ? (u64)xrow_s[r] * xrow_bytes + 16u * ch : 0u) + (u64)g0 * XROW;
+      xdst[j] = codes_s + X_OFF + dec_swz<XROW>(r, ch);
       xok |= (u32)ok << j;
+      xon |= (u32)on << j;
     }
     const bool ok = lane < 8u * tiles && ids_s[lane % (8u * MT)] >= 0;
-    xs_src = ok ? (u64)xrow_s[lane % (8u * MT)] * kbt : 0u;
+    if (ok) xs_src = sa + (u64)xrow_s[lane % (8u * MT)] * kbt + 4u * g0;
     xok |= (u32)ok << 31;
   }
   (void)xsrc;
   (void)xdst;
   (void)xs_src;
   (void)xok;
+  (void)xon;
+  (void)xs_dst;
+#if SLB == MXRT_SCALE_LAYOUT_NONE
+  // the weight rows' scale words, carried alike (bit i of sbok: row 32 i + lane is copied)
+  constexpr u32 SBN = (ROWS + 31u) / 32u;
+  const u8* sbp[SBN];
+  u32 sbok = 0, sb_dst[SBN];
+#pragma unroll
+  for (u32 i = 0; i < SBN; ++i) {
+    const u32 r = i * 32u + lane;
+    const bool ok = r < ROWS && row0 + r < n;
+    sbp[i] = ok ? sb + (wrow + r) * kbt + 4u * g0 : sb;
+    sb_dst[i] = scales_s + 4u * r;
+    sbok |= (u32)ok << i;
+  }
+#endif
   auto issue = [&](u32 gi, u32 slot) {
     if (lane == 0) {
       asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // this slot's generic reads before the refill
@@ -350,11 +388,17 @@ MXRT_DEVICE bool dec_body(const DecArgs& P) {
       if constexpr (!MOE) tma_load_2d(dst + X_OFF, P.tmx, bar, (i32)(gi * XROW), 0);
     }
     const u32 sbase = scales_s + slot * SCALE;
+    // the carried shared addresses' step to the next issue's slot
+    const u32 cstep = slot + 1u == STAGES ? 0u - (STAGES - 1u) * CODE : CODE;
+    const u32 sstep = slot + 1u == STAGES ? 0u - (STAGES - 1u) * SCALE : SCALE;
+    (void)cstep;
+    (void)sstep;
 #if SLB == MXRT_SCALE_LAYOUT_NONE
 #pragma unroll
-    for (u32 i = 0; i < (ROWS + 31u) / 32u; ++i) {
-      const u32 r = i * 32u + lane;
-      if (r < ROWS && row0 + r < n) dec_cp4(sbase + 4u * r, sb + (wrow + r) * kbt + 4u * gi, 4u);
+    for (u32 i = 0; i < SBN; ++i) {
+      if ((sbok >> i) & 1u) dec_cp4(sb_dst[i], sbp[i], 4u);
+      sbp[i] += 4;
+      sb_dst[i] += sstep;
     }
 #else
 #pragma unroll
@@ -365,10 +409,14 @@ MXRT_DEVICE bool dec_body(const DecArgs& P) {
 #endif
     if constexpr (XHOIST) {  // gathered token rows x[id / a_div] (zero rows for padding), their scale words
 #pragma unroll
-      for (u32 j = 0; j < XNCH; ++j)
-        if (lane + 32u * j < 8u * tiles * XCH)
-          sm90_cp16(codes_s + slot * CODE + xdst[j], P.x + xsrc[j] + (u64)gi * XROW, (xok >> j) & 1u ? 16u : 0u);
-      if (xok >> 31) dec_cp4(sbase + X_SOFF + 4u * lane, sa + xs_src + 4u * gi, 4u);
+      for (u32 j = 0; j < XNCH; ++j) {
+        if ((xon >> j) & 1u) sm90_cp16(xdst[j], xsrc[j], (xok >> j) & 1u ? 16u : 0u);
+        xsrc[j] += XROW;
+        xdst[j] += cstep;
+      }
+      if (xok >> 31) dec_cp4(xs_dst, xs_src, 4u);
+      xs_src += 4;
+      xs_dst += sstep;
     } else if constexpr (MOE) {  // the same, read from ids_s / xrow_s every stage
       const u64 xrow_bytes = (u64)kbt * (XROW / 4u);
       for (u32 c = lane; c < 8u * tiles * XCH; c += 32u) {
@@ -417,11 +465,15 @@ MXRT_DEVICE bool dec_body(const DecArgs& P) {
     if (s < ngr) issue(g0 + s, s);
     dec_commit();
   }
+  // ring positions carried from stage to stage (no division by STAGES): the slot the next issue fills (stage
+  // i + STAGES - 1), the slot stage i reads and its barrier's phase parity
+  u32 wslot = STAGES - 1u, rslot = 0, rphase = 0;
   for (u32 i = 0; i < ngr; ++i) {
-    if (i + STAGES - 1u < ngr) issue(g0 + i + STAGES - 1u, (i + STAGES - 1u) % STAGES);
+    if (i + STAGES - 1u < ngr) issue(g0 + i + STAGES - 1u, wslot);
+    wslot = wslot + 1u == STAGES ? 0u : wslot + 1u;
     dec_commit();
     dec_wait<STAGES - 1>();
-    mbar_wait(bar0 + 8u * (i % STAGES), (i / STAGES) & 1u);
+    mbar_wait(bar0 + 8u * rslot, rphase);
     __syncwarp();
 #ifdef DEC_TRACE
     if (i == 0) {
@@ -429,35 +481,45 @@ MXRT_DEVICE bool dec_body(const DecArgs& P) {
       dec_c0 = clock64();
     }
 #endif
-    const u8* st = codes + (i % STAGES) * CODE;
-    const u8* ss = scales + (i % STAGES) * SCALE;
+    const u8* st = codes + rslot * CODE;
+    const u8* ss = scales + rslot * SCALE;
     u32 sw0[RT], sw1[RT], sx0[MT], sx1[MT];
-    u32 fast = 0x80808080u;
+    u32 fast = 0x80808080u;  // this lane's share of the stage's test (all words' bytes in [64, 190])
 #pragma unroll
     for (int r = 0; r < RT; ++r) {
       const u32 ra = 16u * r + g, rb = ra + 8u;
 #if SLB == MXRT_SCALE_LAYOUT_NONE
-      sw0[r] = row0 + ra < n ? *(const u32*)(ss + 4u * ra) : 0x7F7F7F7Fu;
-      sw1[r] = row0 + rb < n ? *(const u32*)(ss + 4u * rb) : 0x7F7F7F7Fu;
+      sw0[r] = *(const u32*)(ss + 4u * ra);  // rows past n: 0x7F bytes (set once)
+      sw1[r] = *(const u32*)(ss + 4u * rb);
 #else  // the 4 scale bytes of the group (block 4 gi + b in byte b) from the row's staged words
       sw0[r] = row0 + ra < n ? lay_b.bytes(ss + 4u * WB * ra, row0 + ra, g0 + i) : 0x7F7F7F7Fu;
       sw1[r] = row0 + rb < n ? lay_b.bytes(ss + 4u * WB * rb, row0 + rb, g0 + i) : 0x7F7F7F7Fu;
-#endif
       fast &= dec_fast4(sw0[r]) & dec_fast4(sw1[r]);
+#endif
     }
 #pragma unroll
     for (int t = 0; t < MT; ++t) {
       const u32 j = 8u * t + 2u * q;
 #if SLA == MXRT_SCALE_LAYOUT_NONE
-      sx0[t] = (u32)t < tiles && tok_ok(j) ? *(const u32*)(ss + X_SOFF + 4u * j) : 0x7F7F7F7Fu;
-      sx1[t] = (u32)t < tiles && tok_ok(j + 1u) ? *(const u32*)(ss + X_SOFF + 4u * (j + 1u)) : 0x7F7F7F7Fu;
+      sx0[t] = *(const u32*)(ss + X_SOFF + 4u * j);  // rows without a token: 0x7F bytes (set once)
+      sx1[t] = *(const u32*)(ss + X_SOFF + 4u * (j + 1u));
 #else
       sx0[t] = (u32)t < tiles && tok_ok(j) ? lay_a.bytes(ss + X_SOFF + 4u * WA * j, j, g0 + i) : 0x7F7F7F7Fu;
       sx1[t] = (u32)t < tiles && tok_ok(j + 1u) ? lay_a.bytes(ss + X_SOFF + 4u * WA * (j + 1u), j + 1u, g0 + i)
                                                 : 0x7F7F7F7Fu;
-#endif
       fast &= dec_fast4(sx0[t]) & dec_fast4(sx1[t]);
+#endif
     }
+    // Row-major words: each lane tests distinct rows (l, l + 32, ...) and token rows instead of the 4 / 8 lanes that
+    // hold a word each testing it (the shuffled layouts above test the bytes each lane holds).
+#if SLB == MXRT_SCALE_LAYOUT_NONE
+#pragma unroll
+    for (u32 r = lane; r < ROWS; r += 32u) fast &= dec_fast4(*(const u32*)(ss + 4u * r));
+#endif
+#if SLA == MXRT_SCALE_LAYOUT_NONE
+#pragma unroll
+    for (u32 j = lane; j < 8u * MT; j += 32u) fast &= dec_fast4(*(const u32*)(ss + X_SOFF + 4u * j));
+#endif
     auto block = [&](auto ublk, auto wide) {
       constexpr u32 u = decltype(ublk)::value;
       constexpr bool W = decltype(wide)::value;
@@ -527,8 +589,10 @@ MXRT_DEVICE bool dec_body(const DecArgs& P) {
           // d[0]: (row g, token 2q), d[1]: (g, 2q+1), d[2]: (g+8, 2q), d[3]: (g+8, 2q+1) of row tile r
           float(&a)[4] = acc[r][t];
           if constexpr (!W) {
-            const float fw0 = dec_factor<u>(sw0[r]) * DEC_PMUL, fw1 = dec_factor<u>(sw1[r]) * DEC_PMUL;
-            const float fx0 = dec_factor<u>(sx0[t]), fx1 = dec_factor<u>(sx1[t]);
+            // DEC_PMUL rides on the side with fewer words per block (RT > MT: the tokens'), one FMUL per word
+            constexpr float PW = RT > MT ? 1.0f : DEC_PMUL, PX = RT > MT ? DEC_PMUL : 1.0f;
+            const float fw0 = dec_factor<u>(sw0[r]) * PW, fw1 = dec_factor<u>(sw1[r]) * PW;
+            const float fx0 = dec_factor<u>(sx0[t]) * PX, fx1 = dec_factor<u>(sx1[t]) * PX;
             a[0] = mxrt_fma(d[0] * fw0, fx0, a[0]);
             a[1] = mxrt_fma(d[1] * fw0, fx1, a[1]);
             a[2] = mxrt_fma(d[2] * fw1, fx0, a[2]);
@@ -551,11 +615,15 @@ MXRT_DEVICE bool dec_body(const DecArgs& P) {
         }
       }
     };
-    // one branch per stage: the fast promotion unless a scale of the stage lies outside [64, 190]
+    // One branch per stage, taken by the whole warp (a vote: both branches run mma.sync, which divergent lanes must
+    // not; a stage with one row's or token's scale outside [64, 190] split the warp before session 25): the fast
+    // promotion unless a scale of the stage lies outside [64, 190].
+    const bool all_fast = __all_sync(0xFFFFFFFFu, fast == 0x80808080u);
 #ifdef DEC_NOCOMPUTE  // diagnostic (session 24, wrong results): the data movement alone, no fragment or MMA work
+    (void)all_fast;
     if (fast == 0x12345678u) {
 #else
-    if (fast == 0x80808080u) {
+    if (all_fast) {
 #endif
       block(dec_const<0>{}, dec_const<false>{});
       block(dec_const<1>{}, dec_const<false>{});
@@ -574,6 +642,10 @@ MXRT_DEVICE bool dec_body(const DecArgs& P) {
       block(dec_const<3>{}, dec_const<true>{});
     }
     __syncwarp();  // every lane has read slot i % STAGES before iteration i + 1 refills it
+    if (++rslot == STAGES) {
+      rslot = 0;
+      rphase ^= 1u;
+    }
   }
   dec_wait<0>();
 #ifdef DEC_TRACE

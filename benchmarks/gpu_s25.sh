@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Session 25 (issue 12: the sm_90a decode body's stage head, and its per-lane promotion choice). Steps:
+#   old    the tests named by OLD_K (default: the one-row-leaves-the-window tests) on the HEAD export ab_h (carry), each
+#          test id in its own process under a timeout (a hang shows as rc 124)
+#   tests  the GPU files in TEST_FILES (default: dense decode + MoE) on this tree, test ids spread over PAR processes
+#   san    the MoE smoke and the GEMM smoke (the dense decode cases among them) under the sanitizers
+#   ab     bench_decode.py --moe on TREES (default "ab_h . ab_h ."), MoE rows only
+#   dense  bench_decode.py (dense cells, DENSE_ARGS) on TREES
+source "$(dirname "$0")/gpu_common.sh" "${1:-old tests}"
+nvidia-smi --query-gpu=name --format=csv,noheader
+# par_tests TREE TIMEOUT FILES... [-k EXPR]: every collected test id in its own pytest process, PAR at a time; prints a
+# summary and the failures (rc 124: the test hung past TIMEOUT)
+par_tests() {
+  local tree=$1 to=$2; shift 2
+  (cd "$tree" && PYTHONPATH=$PWD:$PWD/tests python3 -m pytest --collect-only -q -m gpu "$@" -p no:cacheprovider 2>/dev/null \
+    | grep "::" > "$OUT/ids.txt"
+   echo "$(wc -l < "$OUT/ids.txt") test ids in $tree"
+   xargs -P "${PAR:-12}" -I{} sh -c "PYTHONPATH=$PWD:$PWD/tests timeout $to python3 -m pytest -q -x -p no:cacheprovider '{}' \
+     > /dev/null 2>&1; echo \"\$? {}\"" < "$OUT/ids.txt" > "$OUT/rc.txt"
+   awk '{c[$1]++} END {for (k in c) printf "rc %s: %d\n", k, c[k]}' "$OUT/rc.txt"
+   grep -v "^0 " "$OUT/rc.txt" | head -40)
+}
+if has old; then
+  step "HEAD kernels (ab_h): ${OLD_K:-one_row_or_token}"
+  par_tests ab_h ${T_OLD:-120} tests/test_gpu_gemm_decode.py tests/test_gpu_moe_gemm.py -k "${OLD_K:-one_row_or_token}"
+fi
+if has tests; then
+  step "GPU tests on this tree: ${TEST_FILES:-tests/test_gpu_gemm_decode.py tests/test_gpu_moe_gemm.py}"
+  par_tests . ${T_TEST:-300} ${TEST_FILES:-tests/test_gpu_gemm_decode.py tests/test_gpu_moe_gemm.py}
+fi
+if has san; then
+  step "sanitizers: MoE smoke"; sanitize tests/support/gpu_moe_gemm_smoke.py
+  step "sanitizers: GEMM smoke (its decode part)"; sanitize tests/support/gpu_gemm_smoke.py
+fi
+if has ab; then  # bench_decode.py --moe on each tree of TREES, MoE rows only
+  for tree in ${TREES:-ab_h . ab_h .}; do
+    step "bench_decode --moe, tree $tree"
+    (cd $tree && PYTHONPATH=$PWD:$PWD/tests timeout 200 python3 benchmarks/bench_decode.py --moe \
+      --m ${MOE_M:-1,4,16,64} --fmts ${MOE_FMTS:-e4m3,e2m1} 2>&1 | grep -E "^\| " | grep -v -E "^\| (gemm|---)")
+  done
+fi
+if has dense; then  # bench_decode.py dense cells on each tree of TREES
+  for tree in ${TREES:-ab_h . ab_h .}; do
+    step "bench_decode ${DENSE_ARGS:-}, tree $tree"
+    (cd $tree && PYTHONPATH=$PWD:$PWD/tests timeout 250 python3 benchmarks/bench_decode.py ${DENSE_ARGS:-} 2>&1 \
+      | grep -E "^\| " | grep -v -E "^\| (model|---)")
+  done
+fi

@@ -8,17 +8,11 @@
 #   dense  bench_decode.py (dense cells, DENSE_ARGS) on TREES
 source "$(dirname "$0")/gpu_common.sh" "${1:-old tests}"
 nvidia-smi --query-gpu=name --format=csv,noheader
-# par_tests TREE TIMEOUT FILES... [-k EXPR]: every collected test id in its own pytest process, PAR at a time; prints a
-# summary and the failures (rc 124: the test hung past TIMEOUT)
+# par_tests TREE TIMEOUT FILES... [-k EXPR]: every collected test id in its own pytest process (benchmarks/par_pytest.py),
+# PAR at a time: the outcome counts and every id that did not pass (a hang shows as a time-out)
 par_tests() {
   local tree=$1 to=$2; shift 2
-  (cd "$tree" && PYTHONPATH=$PWD:$PWD/tests python3 -m pytest --collect-only -q -m gpu "$@" -p no:cacheprovider 2>/dev/null \
-    | grep "::" > "$OUT/ids.txt"
-   echo "$(wc -l < "$OUT/ids.txt") test ids in $tree"
-   xargs -P "${PAR:-12}" -I{} sh -c "PYTHONPATH=$PWD:$PWD/tests timeout $to python3 -m pytest -q -x -p no:cacheprovider '{}' \
-     > /dev/null 2>&1; echo \"\$? {}\"" < "$OUT/ids.txt" > "$OUT/rc.txt"
-   awk '{c[$1]++} END {for (k in c) printf "rc %s: %d\n", k, c[k]}' "$OUT/rc.txt"
-   grep -v "^0 " "$OUT/rc.txt" | head -40)
+  (cd "$tree" && PYTHONPATH=$PWD:$PWD/tests python3 "$OLDPWD/benchmarks/par_pytest.py" --par "${PAR:-12}" --timeout "$to" "$@")
 }
 if has old; then
   step "HEAD kernels (ab_h): ${OLD_K:-one_row_or_token}"

@@ -6,6 +6,7 @@
 #   san    the MoE smoke and the GEMM smoke (the dense decode cases among them) under the sanitizers
 #   ab     bench_decode.py --moe on TREES (default "ab_h . ab_h ."), MoE rows only
 #   dense  bench_decode.py (dense cells, DENSE_ARGS) on TREES
+#   ncu    ncu of one dense decode cell (NCU_M x NCU_NK, NCU_FMT) on NCU_TREES (default "ab_h .")
 source "$(dirname "$0")/gpu_common.sh" "${1:-old tests}"
 nvidia-smi --query-gpu=name --format=csv,noheader
 # par_tests TREE TIMEOUT FILES... [-k EXPR]: every collected test id in its own pytest process (benchmarks/par_pytest.py),
@@ -24,7 +25,7 @@ if has tests; then
 fi
 if has san; then
   step "sanitizers: MoE smoke"; sanitize tests/support/gpu_moe_gemm_smoke.py
-  step "sanitizers: GEMM smoke (its decode part)"; sanitize tests/support/gpu_gemm_smoke.py
+  step "sanitizers: GEMM smoke on sm90_decode"; sanitize tests/support/gpu_gemm_smoke.py --path sm90_decode
 fi
 if has ab; then  # bench_decode.py --moe on each tree of TREES, MoE rows only
   for tree in ${TREES:-ab_h . ab_h .}; do
@@ -38,5 +39,14 @@ if has dense; then  # bench_decode.py dense cells on each tree of TREES
     step "bench_decode ${DENSE_ARGS:-}, tree $tree"
     (cd $tree && PYTHONPATH=$PWD:$PWD/tests timeout 250 python3 benchmarks/bench_decode.py ${DENSE_ARGS:-} 2>&1 \
       | grep -E "^\| " | grep -v -E "^\| (model|---)")
+  done
+fi
+if has ncu; then  # ncu of one dense decode cell (NCU_NK, NCU_M, NCU_FMT) per tree of NCU_TREES: the auto build
+  for tree in ${NCU_TREES:-ab_h .}; do
+    step "ncu, dense decode ${NCU_M:-1} x ${NCU_NK:-36864x7168} ${NCU_FMT:-e4m3}, tree $tree"
+    (cd $tree && NK=${NCU_NK:-36864x7168} PYTHONPATH=$PWD:$PWD/tests timeout 200 ncu -k regex:gemm_mx_decode_sm90 -s 2 -c 1 \
+      --section SpeedOfLight --section SchedulerStats --section WarpStateStats --section Occupancy \
+      --section LaunchStats --section MemoryWorkloadAnalysis python3 "$OLDPWD/benchmarks/ncu_decode.py" \
+      ${NCU_M:-1} ${NCU_FMT:-e4m3} 2>&1 | grep -E "Duration|Throughput|Issue|Eligible|Active Warps|Registers|Block Limit|Waves|Stall|Achieved|Warp Cycles|Grid Size|Hit Rate" | head -40)
   done
 fi

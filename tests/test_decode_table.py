@@ -61,13 +61,14 @@ def test_shipped_table_is_package_data_with_measured_cells_only():
     cells, meta = T.load_file(T.shipped_path())
     assert "measured cells only" in meta["source"]
     assert {tuple(r["argv"][:2]) for r in meta["runs"]} == {("tune", "gemm")}
-    # the cell 7168 x 4096 at buckets 1-8 as `mxrt tune gemm` measured it on the H100, and the 15 N x K decode
-    # cells of benchmarks/bench_decode.py (TP 1 and 8) at every bucket up to 64, measured on an H200; from M 16 most
-    # H200 entries name sm90_decode_wg (session 12), which an H100 then takes too (its own M >= 16 entries, measured
-    # before that path existed, were dropped)
+    # the 15 N x K decode cells of benchmarks/bench_decode.py (TP 1 and 8) at every bucket up to 64, measured on an
+    # H200, and those cells and the 7168 x 4096 at buckets 1-8 as `mxrt tune gemm` measured them on the H100
+    # (session 25); from M 16 most H200 entries name sm90_decode_wg (session 12), which an H100 then takes too (its
+    # own M >= 16 entries, measured before that path existed, were dropped)
     h100 = {(n, k, mb) for (_, d, n, k, mb, f) in cells if d == DEV and f == "e4m3"}
     h200 = {(n, k, mb) for (_, d, n, k, mb, f) in cells if d == "NVIDIA H200" and f == "e4m3"}
-    assert h100 == {(7168, 4096, mb) for mb in T.M_BUCKETS if mb <= 8}
+    h100_nk = {(n, k) for n, k, _ in h200} | {(7168, 4096)}
+    assert h100 == {(n, k, mb) for n, k in h100_nk for mb in T.M_BUCKETS if mb <= 8}
     fp8 = [key for key in cells if key[5] == "e4m3"]
     assert len({(n, k) for n, k, _ in h200}) == 15 and len(h200) == 15 * 7 and len(fp8) == len(h100) + len(h200)
     paths = {}

@@ -7,6 +7,7 @@
 #   ab     bench_decode.py --moe on TREES (default "ab_h . ab_h ."), MoE rows only
 #   dense  bench_decode.py (dense cells, DENSE_ARGS) on TREES
 #   ncu    ncu of one dense decode cell (NCU_M x NCU_NK, NCU_FMT) on NCU_TREES (default "ab_h .")
+#   sweep  dev_moe_sweep.py on SWEEP_ARGS
 source "$(dirname "$0")/gpu_common.sh" "${1:-old tests}"
 nvidia-smi --query-gpu=name --format=csv,noheader
 # par_tests TREE TIMEOUT FILES... [-k EXPR]: every collected test id in its own pytest process (benchmarks/par_pytest.py),
@@ -49,4 +50,8 @@ if has ncu; then  # ncu of one dense decode cell (NCU_NK, NCU_M, NCU_FMT) per tr
       --section LaunchStats --section MemoryWorkloadAnalysis python3 "$OLDPWD/benchmarks/ncu_decode.py" \
       ${NCU_M:-1} ${NCU_FMT:-e4m3} 2>&1 | grep -E "Duration|Throughput|Issue|Eligible|Active Warps|Registers|Block Limit|Waves|Stall|Achieved|Warp Cycles|Grid Size|Hit Rate" | head -40)
   done
+fi
+if has sweep; then  # dev_moe_sweep.py on SWEEP_ARGS
+  step "MoE sweep: ${SWEEP_ARGS:-}"
+  (export PYTHONPATH=$PWD:$PWD/tests:$PWD/benchmarks; timeout 300 python3 benchmarks/dev_moe_sweep.py ${SWEEP_ARGS:-} 2>&1 | tail -30)
 fi

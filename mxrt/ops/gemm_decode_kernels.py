@@ -185,10 +185,11 @@ MOE_DEFAULT = {
 #: blocks of 8 / 16 (MT 1 / 2) take 4 warps since the f16-operand kernel (session 23, calls 4-5, gate_up K 7168: MT 2
 #: (4, 2, 4) 7-11% faster than (2, 3, 4) at T 1-64, MT 1 (4, 3, 4) 0-11%); down (K 2048) keeps (2, 3, 4); MT 4 long
 #: K takes (2, 2, 4) since session 24 (blocks of 32, gate_up T 4 / 16 / 64: 237.3 / 455.8 / 604.2 us against 251.8 /
-#: 477.5 / 624.3 for (2, 3, 4); RESULTS.md session 24, call 14)
+#: 477.5 / 624.3 for (2, 3, 4); RESULTS.md session 24, call 14); MT 2 short K takes (2, 2, 4) since session 25's
+#: shorter stage head (down T 4 / 16 / 64: 88.2 / 169.3 / 222.3 us against 88.1 / 175.3 / 225.7; call 7)
 MOE_DEFAULT_E2M1 = {
     1: ((4, 3, 4), (2, 3, 4)),
-    2: ((4, 2, 4), (2, 3, 4)),
+    2: ((4, 2, 4), (2, 2, 4)),
     4: ((2, 2, 4), (2, 3, 4)),
     8: ((2, 2, 2), (2, 2, 2)),
 }

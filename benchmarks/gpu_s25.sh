@@ -22,7 +22,7 @@ if has old; then
 fi
 if has tests; then
   step "GPU tests on this tree: ${TEST_FILES:-tests/test_gpu_gemm_decode.py tests/test_gpu_moe_gemm.py}"
-  par_tests . ${T_TEST:-300} ${TEST_FILES:-tests/test_gpu_gemm_decode.py tests/test_gpu_moe_gemm.py}
+  par_tests . ${T_TEST:-300} ${TEST_FILES:-tests/test_gpu_gemm_decode.py tests/test_gpu_moe_gemm.py} ${TEST_K:+-k "$TEST_K"}
 fi
 if has san; then
   step "sanitizers: MoE smoke"; sanitize tests/support/gpu_moe_gemm_smoke.py

@@ -196,6 +196,29 @@ def test_one_row_or_token_leaves_the_window(pair, m):
         assert not check_result(got, qa, qb, out_dtype), out_dtype
 
 
+@pytest.mark.parametrize("m", [3, 11, 40])
+@pytest.mark.parametrize("pair", [("e4m3", "e2m1"), ("e2m1", "e2m1"), ("e4m3", "e4m3")], ids="x".join)
+def test_token_scales_outside_the_f16_window(pair, m):
+    """e4m3 tokens x e2m1 weights scale the tokens in f16 before the HMMAs where every token scale byte of a stage lies
+    in [113, 134] (DEC_TSC). Token 1 carries ~2^24 times the values in the first half of K (scale bytes ~150) and token
+    0 ~2^-30 times in the second (~95): those stages take the two-factor promotion, the others the token-scaled one;
+    each output row against the float64 reference on its own (the large row would hide the others in one calc_diff).
+    The other pairs run the same operands as a control."""
+    n, k = 72, 1024
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((m, k)).astype(np.float32)
+    w = rng.standard_normal((n, k)).astype(np.float32)
+    x[1 % m, : k // 2] *= 2.0**24
+    x[0, k // 2 :] *= 2.0**-30
+    qa, qb = mxrt.quantize_mx(x, pair[0], backend="numpy"), mxrt.quantize_mx(w, pair[1], backend="numpy")
+    assert qa.scales.max() > 134 and qa.scales.min() < 113
+    ref = mxrt.reference.gemm_mx(qa, qb, out_dtype="float64")
+    got = host_result(decode(to_device(qa), to_device(qb), out_dtype="bfloat16"), "bfloat16")
+    assert np.isfinite(got).all()
+    for i in range(m):
+        assert mxrt.reference.calc_diff(got[i], ref[i]) <= 1e-5, i
+
+
 def test_bitwise_reruns_and_auto_dispatch():
     _, _, qa, qb = operands(64, 300, 1024, "e4m3", "e4m3", seed=1)
     a, b = to_device(qa), to_device(qb)

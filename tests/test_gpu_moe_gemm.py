@@ -185,6 +185,31 @@ def test_one_row_or_token_leaves_the_window(wf, gemm):
 
 
 @pytest.mark.parametrize("wf", ["e4m3", "e2m1"])
+@pytest.mark.parametrize("gemm", ["gate_up", "down"])
+def test_token_scales_outside_the_f16_window(wf, gemm):
+    """e2m1 weights scale the e4m3 tokens in f16 before the HMMAs where every token scale byte of a stage lies in [113,
+    134]: activation row 1 carries ~2^24 times its values in the first half of K, row 0 ~2^-30 times in the second, so
+    their stages take the two-factor promotion (e4m3 weights: a control); each slot's row against the float64 loop."""
+    rng = np.random.default_rng(61)
+    t, e, top_k, bs, n, k = 5, 4, 2, 16, 136, 1024
+    ids, _, (sorted_ids, eids, ntpp) = routing(rng, t, e, top_k, bs)
+    a_div = top_k if gemm == "gate_up" else 1
+    xf = rng.standard_normal((t * top_k // a_div, k)).astype(np.float32)
+    xf[1, : k // 2] *= 2.0**24
+    xf[0, k // 2 :] *= 2.0**-30
+    x = mxrt.quantize_mx(xf)
+    w = mxrt.quantize_mx(rng.standard_normal((e, n, k)).astype(np.float32), wf, axis=2)
+    assert x.scales.max() > 134 and x.scales.min() < 113
+    got = host(mxrt.moe_gemm_mx(dev(x), dev(w), cupy.asarray(sorted_ids), cupy.asarray(eids), cupy.asarray(ntpp),
+                                top_k=top_k, block_size=bs, a_div=a_div), "bfloat16")  # fmt: skip
+    dx, dw = exact64(x), exact64(w)
+    want = np.stack([dx[i // a_div] @ dw[ge].T for i, ge in enumerate(ids.reshape(-1))])
+    assert np.isfinite(got).all()
+    for i in range(want.shape[0]):
+        assert mxrt.calc_diff(got[i], want[i]) <= 1e-5, i
+
+
+@pytest.mark.parametrize("wf", ["e4m3", "e2m1"])
 @pytest.mark.parametrize("t,e,hot", [(40, 4, 38), (40, 16, 30)], ids=["grid-chunks", "chunk-loop"])
 def test_one_expert_holds_most_slots(wf, t, e, hot):
     """``hot`` of ``t`` slots routed to expert 0, blocks of 64: the CTA's MT follows the mean slots per expert

@@ -155,6 +155,33 @@ MXRT_DEVICE void dec_x16(u32 x0, u32 x1, u32 (&b)[4]) {
 
 // D = A (16x32, weights as f16: a[0..3] the first HMMA's a0..a3, a[4..7] the second's) x B (tokens, dec_x16), fp32,
 // from zero; the second HMMA accumulates onto the first.
+// Token-scaled stages (DEC_TSC builds: e2m1 weights, e4m3 tokens; session 25): where every token scale byte of the
+// stage lies in [113, 134], the token operand is multiplied by its factor 2^(s-127) in f16 before the HMMAs (exact:
+// e4m3 values times 2^[-14, 7] stay inside f16, subnormals included), so the promotion is one FFMA with the weight
+// factor per element instead of an FMUL and an FFMA (the MMA's sum scales exactly with a power of two: the same
+// result). Other stages take the two-factor promotion. MoE kernel only (it defines DEC_MOE before this header): the
+// dense builds keep their code, whose tuned-table entries were measured on it (an A/B put the dense MXFP4 cells at
+// -0.7% median but one cell +7.5%: 11 more registers, RESULTS.md session 25, call 10).
+#ifndef DEC_MOE
+#define DEC_MOE 0
+#endif
+#define DEC_TSC (DEC_MOE && B_FMT == MXRT_FMT_E2M1 && A_FMT == MXRT_FMT_E4M3 && SLA == MXRT_SCALE_LAYOUT_NONE)
+#define DEC_TSC_LO 113u
+#define DEC_TSC_HI 134u
+// x (f16x2) times f (f16x2)
+MXRT_DEVICE u32 dec_hmul2(u32 x, u32 f) {
+  u32 r;
+  asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(r) : "r"(x), "r"(f));
+  return r;
+}
+// All four bytes of w in [DEC_TSC_LO, DEC_TSC_HI] = [113, 134]: per byte v = b + 15 (mod 256, no carry between
+// bytes) lies in [128, 149], i.e. v's top bit is set and (v & 0x7F) + 106 leaves it clear.
+MXRT_STATIC_ASSERT(DEC_TSC_LO == 113u && DEC_TSC_HI == 134u, "dec_tsc4's constants");
+MXRT_DEVICE bool dec_tsc4(u32 w) {
+  const u32 v = ((w & 0x7F7F7F7Fu) + 0x0F0F0F0Fu) ^ (w & 0x80808080u);
+  return ((((v & 0x7F7F7F7Fu) + 0x6A6A6A6Au) | ~v) & 0x80808080u) == 0u;
+}
+
 MXRT_DEVICE void dec_mma16(const u32 (&a)[8], const u32 (&b)[4], float (&d)[4]) {
   asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%10,%10,%10};"
       : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
@@ -520,9 +547,23 @@ MXRT_DEVICE bool dec_body(const DecArgs& P) {
 #pragma unroll
     for (u32 j = lane; j < 8u * MT; j += 32u) fast &= dec_fast4(*(const u32*)(ss + X_SOFF + 4u * j));
 #endif
-    auto block = [&](auto ublk, auto wide) {
+#if DEC_TSC
+    // token-scaled stages: every token word in [DEC_TSC_LO, DEC_TSC_HI] (distinct words per lane, as the test above);
+    // wtg[t]: the word of token 8t + g (the B fragment's column), its bytes less 112 (the f16 exponent field of
+    // 2^(s-127): no borrow inside the window)
+    bool tin = true;
+#pragma unroll
+    for (u32 j = lane; j < 8u * MT; j += 32u) tin = tin && dec_tsc4(*(const u32*)(ss + X_SOFF + 4u * j));
+    const bool all_tsc = __all_sync(0xFFFFFFFFu, tin);
+    u32 wtg[MT];
+#pragma unroll
+    for (int t = 0; t < MT; ++t) wtg[t] = *(const u32*)(ss + X_SOFF + 4u * (8u * t + g)) - 0x70707070u;
+#endif
+    // mode 0: fast promotion, 1: wide (any scale pair, NaN), 2: token-scaled (DEC_TSC builds)
+    auto block = [&](auto ublk, auto pmode) {
       constexpr u32 u = decltype(ublk)::value;
-      constexpr bool W = decltype(wide)::value;
+      constexpr int MODE = decltype(pmode)::value;
+      constexpr bool W = MODE == 1;
 #if B_FMT == MXRT_FMT_E2M1
       u32 w[RT][8];  // per row tile: the two f16 HMMAs' a0..a3 (dec_mma16)
 #else
@@ -577,6 +618,13 @@ MXRT_DEVICE bool dec_body(const DecArgs& P) {
 #if B_FMT == MXRT_FMT_E2M1
         u32 xb[4];
         dec_x16<DEC_MMA_TYPE(XFMT)>(x0, x1, xb);  // once per token tile, for every row tile
+#if DEC_TSC
+        if constexpr (MODE == 2) {  // times 2^(s-127) of token 8t + g, block u: exponent field (s - 112) << 10, both halves
+          const u32 tf = __byte_perm(wtg[t], 0u, 0x0404u | (u << 4) | (u << 12)) << 2;
+#pragma unroll
+          for (int j = 0; j < 4; ++j) xb[j] = dec_hmul2(xb[j], tf);
+        }
+#endif
 #endif
 #pragma unroll
         for (int r = 0; r < RT; ++r) {
@@ -588,7 +636,13 @@ MXRT_DEVICE bool dec_body(const DecArgs& P) {
 #endif
           // d[0]: (row g, token 2q), d[1]: (g, 2q+1), d[2]: (g+8, 2q), d[3]: (g+8, 2q+1) of row tile r
           float(&a)[4] = acc[r][t];
-          if constexpr (!W) {
+          if constexpr (MODE == 2) {  // the tokens' factors are in d: one FFMA with the weight factor (and 2^14)
+            const float fw0 = dec_factor<u>(sw0[r]) * DEC_PMUL, fw1 = dec_factor<u>(sw1[r]) * DEC_PMUL;
+            a[0] = mxrt_fma(d[0], fw0, a[0]);
+            a[1] = mxrt_fma(d[1], fw0, a[1]);
+            a[2] = mxrt_fma(d[2], fw1, a[2]);
+            a[3] = mxrt_fma(d[3], fw1, a[3]);
+          } else if constexpr (!W) {
             // DEC_PMUL rides on the side with fewer words per block (RT > MT: the tokens'), one FMUL per word
             constexpr float PW = RT > MT ? 1.0f : DEC_PMUL, PX = RT > MT ? DEC_PMUL : 1.0f;
             const float fw0 = dec_factor<u>(sw0[r]) * PW, fw1 = dec_factor<u>(sw1[r]) * PW;
@@ -623,12 +677,20 @@ MXRT_DEVICE bool dec_body(const DecArgs& P) {
     (void)all_fast;
     if (fast == 0x12345678u) {
 #else
+#if DEC_TSC
+    if (all_fast && all_tsc) {
+      block(dec_const<0>{}, dec_const<2>{});
+      block(dec_const<1>{}, dec_const<2>{});
+      block(dec_const<2>{}, dec_const<2>{});
+      block(dec_const<3>{}, dec_const<2>{});
+    } else
+#endif
     if (all_fast) {
 #endif
-      block(dec_const<0>{}, dec_const<false>{});
-      block(dec_const<1>{}, dec_const<false>{});
-      block(dec_const<2>{}, dec_const<false>{});
-      block(dec_const<3>{}, dec_const<false>{});
+      block(dec_const<0>{}, dec_const<0>{});
+      block(dec_const<1>{}, dec_const<0>{});
+      block(dec_const<2>{}, dec_const<0>{});
+      block(dec_const<3>{}, dec_const<0>{});
     }
 #ifdef DEC_NOCOMPUTE
     else if (fast == 0x87654321u)
@@ -636,10 +698,10 @@ MXRT_DEVICE bool dec_body(const DecArgs& P) {
     else
 #endif
     {
-      block(dec_const<0>{}, dec_const<true>{});
-      block(dec_const<1>{}, dec_const<true>{});
-      block(dec_const<2>{}, dec_const<true>{});
-      block(dec_const<3>{}, dec_const<true>{});
+      block(dec_const<0>{}, dec_const<1>{});
+      block(dec_const<1>{}, dec_const<1>{});
+      block(dec_const<2>{}, dec_const<1>{});
+      block(dec_const<3>{}, dec_const<1>{});
     }
     __syncwarp();  // every lane has read slot i % STAGES before iteration i + 1 refills it
     if (++rslot == STAGES) {

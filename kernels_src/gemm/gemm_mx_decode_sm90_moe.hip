@@ -16,6 +16,7 @@
 #ifndef CL
 #define CL 0
 #endif
+#define DEC_MOE 1  // the body's MoE-only code (token-scaled stages, DEC_TSC)
 #include "gemm_decode_sm90.h"
 // RT > 1: a CTA owns 16*RT rows of one expert; a last tile past the expert's n rows loads the next expert's rows
 // (or TMA's zeros past E*N), which are computed and never stored.

@@ -153,8 +153,6 @@ MXRT_DEVICE void dec_x16(u32 x0, u32 x1, u32 (&b)[4]) {
   dec_f16x2x2<XT>(o, b[2], b[3]);
 }
 
-// D = A (16x32, weights as f16: a[0..3] the first HMMA's a0..a3, a[4..7] the second's) x B (tokens, dec_x16), fp32,
-// from zero; the second HMMA accumulates onto the first.
 // Token-scaled stages (DEC_TSC builds: e2m1 weights, e4m3 tokens; session 25): where every token scale byte of the
 // stage lies in [113, 134], the token operand is multiplied by its factor 2^(s-127) in f16 before the HMMAs (exact:
 // e4m3 values times 2^[-14, 7] stay inside f16, subnormals included), so the promotion is one FFMA with the weight
@@ -182,6 +180,8 @@ MXRT_DEVICE bool dec_tsc4(u32 w) {
   return ((((v & 0x7F7F7F7Fu) + 0x6A6A6A6Au) | ~v) & 0x80808080u) == 0u;
 }
 
+// D = A (16x32, weights as f16: a[0..3] the first HMMA's a0..a3, a[4..7] the second's) x B (tokens, dec_x16), fp32,
+// from zero; the second HMMA accumulates onto the first.
 MXRT_DEVICE void dec_mma16(const u32 (&a)[8], const u32 (&b)[4], float (&d)[4]) {
   asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%10,%10,%10};"
       : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])

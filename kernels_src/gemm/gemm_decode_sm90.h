@@ -44,6 +44,12 @@ MXRT_STATIC_ASSERT(SLA >= MXRT_SCALE_LAYOUT_NONE && SLA <= MXRT_SCALE_LAYOUT_TUR
                        SLB >= MXRT_SCALE_LAYOUT_NONE && SLB <= MXRT_SCALE_LAYOUT_TURBO16X4_U32,
                    "SLA, SLB: MXRT_SCALE_LAYOUT_* 0..5");
 
+// DEC_TSC: the token-scaled stages (below, at dec_hmul2), MoE kernel only: it defines DEC_MOE before this header
+#ifndef DEC_MOE
+#define DEC_MOE 0
+#endif
+#define DEC_TSC (DEC_MOE && B_FMT == MXRT_FMT_E2M1 && A_FMT == MXRT_FMT_E4M3 && SLA == MXRT_SCALE_LAYOUT_NONE)
+
 #define DEC_THREADS (32 * KW)
 // bytes of one row's 4 blocks: 128 (fp8) or 64 (e2m1); a stage = 16*RT weight rows + 8*MT token rows + their
 // scales. RT > 1: a CTA owns 16*RT weight rows, so the token tile a warp loads (once per CTA and K range, from L2)
@@ -160,21 +166,14 @@ MXRT_DEVICE void dec_x16(u32 x0, u32 x1, u32 (&b)[4]) {
 // result). Other stages take the two-factor promotion. MoE kernel only (it defines DEC_MOE before this header): the
 // dense builds keep their code, whose tuned-table entries were measured on it (an A/B put the dense MXFP4 cells at
 // -0.7% median but one cell +7.5%: 11 more registers, RESULTS.md session 25, call 10).
-#ifndef DEC_MOE
-#define DEC_MOE 0
-#endif
-#define DEC_TSC (DEC_MOE && B_FMT == MXRT_FMT_E2M1 && A_FMT == MXRT_FMT_E4M3 && SLA == MXRT_SCALE_LAYOUT_NONE)
-#define DEC_TSC_LO 113u
-#define DEC_TSC_HI 134u
 // x (f16x2) times f (f16x2)
 MXRT_DEVICE u32 dec_hmul2(u32 x, u32 f) {
   u32 r;
   asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(r) : "r"(x), "r"(f));
   return r;
 }
-// All four bytes of w in [DEC_TSC_LO, DEC_TSC_HI] = [113, 134]: per byte v = b + 15 (mod 256, no carry between
-// bytes) lies in [128, 149], i.e. v's top bit is set and (v & 0x7F) + 106 leaves it clear.
-MXRT_STATIC_ASSERT(DEC_TSC_LO == 113u && DEC_TSC_HI == 134u, "dec_tsc4's constants");
+// All four bytes of w in [113, 134]: per byte v = b + 15 (mod 256, no carry between bytes) lies in [128, 149], i.e.
+// v's top bit is set and (v & 0x7F) + 106 leaves it clear.
 MXRT_DEVICE bool dec_tsc4(u32 w) {
   const u32 v = ((w & 0x7F7F7F7Fu) + 0x0F0F0F0Fu) ^ (w & 0x80808080u);
   return ((((v & 0x7F7F7F7Fu) + 0x6A6A6A6Au) | ~v) & 0x80808080u) == 0u;
@@ -548,9 +547,9 @@ MXRT_DEVICE bool dec_body(const DecArgs& P) {
     for (u32 j = lane; j < 8u * MT; j += 32u) fast &= dec_fast4(*(const u32*)(ss + X_SOFF + 4u * j));
 #endif
 #if DEC_TSC
-    // token-scaled stages: every token word in [DEC_TSC_LO, DEC_TSC_HI] (distinct words per lane, as the test above);
-    // wtg[t]: the word of token 8t + g (the B fragment's column), its bytes less 112 (the f16 exponent field of
-    // 2^(s-127): no borrow inside the window)
+    // token-scaled stages: every token word in [113, 134] (distinct words per lane, as the test above; one pass with
+    // the test above moved ptxas's schedule for one LDS: left as GPU-tested); wtg[t]: the word of token 8t + g (the B
+    // fragment's column), its bytes less 112 (the f16 exponent field of 2^(s-127): no borrow inside the window)
     bool tin = true;
 #pragma unroll
     for (u32 j = lane; j < 8u * MT; j += 32u) tin = tin && dec_tsc4(*(const u32*)(ss + X_SOFF + 4u * j));
